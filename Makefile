@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# mrpool top-level build.
+#
+#   make              module (kmod/mrpool.ko), lib/, tools/, selftests/
+#   make demo         deps + build + boot the VM + RDMA transfer through the pool
+#   make check        deps + build + every test; last line "N passed, N failed, N skipped"
+#   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
+#   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
+#   make modules_install   the module, for the kernel in KDIR
+#   make C=1          the module build under sparse
+#
+# KDIR defaults to the running kernel's build tree; where there is none (as
+# on the development machines, whose kernel loads no modules) it is the
+# cached guest kernel's headers from tools/deps.sh.
+
+TOP := $(CURDIR)
+-include $(TOP)/.cache/env.mk
+
+KVER ?= $(shell uname -r)
+ifeq ($(origin KDIR),undefined)
+KDIR := $(firstword $(wildcard /lib/modules/$(KVER)/build) $(GUEST_KDIR))
+endif
+PREFIX ?= /usr/local
+export PREFIX DESTDIR KSFT_DIR
+
+.PHONY: all module lib tools selftests deps demo check install modules_install clean
+
+all: module lib tools selftests
+
+module:
+	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$$(uname -r) or run 'make deps'"; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(TOP) modules
+
+lib:
+	$(MAKE) -C lib
+
+tools: lib
+	$(MAKE) -C tools
+
+selftests: lib module
+	$(MAKE) -C selftests KDIR=$(KDIR)
+
+deps:
+	tools/deps.sh
+
+# The guest boots the kernel tools/deps.sh cached, so both commands build
+# against its headers whatever the host runs.
+demo: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	tools/vm/run --name demo -- tools/demo/demo.sh
+
+check: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	tools/check.sh
+
+install: lib tools
+	$(MAKE) -C lib install
+	$(MAKE) -C tools install
+
+modules_install:
+	$(MAKE) -C $(KDIR) M=$(TOP) modules_install
+
+clean:
+	-$(if $(KDIR),$(MAKE) -C $(KDIR) M=$(TOP) clean)
+	$(MAKE) -C lib clean
+	$(MAKE) -C tools clean
+	$(MAKE) -C selftests clean
+	rm -rf results

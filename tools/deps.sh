@@ -1,0 +1,89 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Installs and caches everything the build, the demo and the tests need on a
+# Debian 12 machine. Idempotent: a second run downloads nothing.
+#
+#   Debian packages  qemu, busybox, rdma-core, perftest, kernel headers, ...
+#   .cache/guest/    the guest kernel (linux-image-<abi>), unpacked, depmod'ed
+#   .cache/ksrc/     kselftest headers and checkpatch.pl from linux-source-6.1
+#   .cache/env.mk    KABI, KDIR, GUEST_ROOT, KSFT_DIR, CHECKPATCH for make
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cache=$top/.cache
+mkdir -p "$cache"
+
+say() { printf '[deps] %s\n' "$*"; }
+
+pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
+      rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils
+      perftest rdmacm-utils libnl-3-dev libnl-route-3-dev iproute2
+      linux-headers-amd64 sparse dkms gcc make pkg-config valgrind)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+		missing+=("$p")
+done
+if ((${#missing[@]})); then
+	say "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+else
+	say "Debian packages: all present"
+fi
+
+# The guest runs the kernel that linux-headers-amd64 was built for, so the
+# module built against those headers loads there. Resolve the ABI, never
+# hard-code it: it moves with every security update.
+hdr=$(dpkg-query -W -f='${Depends}' linux-headers-amd64 | grep -o 'linux-headers-[^ ,]*-amd64' | head -n1)
+kabi=${hdr#linux-headers-}
+[ -n "$kabi" ] || { echo "cannot resolve the kernel ABI" >&2; exit 1; }
+kdir=/lib/modules/$kabi/build
+[ -d "$kdir" ] || kdir=/usr/src/linux-headers-$kabi
+
+guest=$cache/guest/$kabi
+if [ ! -f "$guest/.done" ]; then
+	say "fetching guest kernel linux-image-$kabi"
+	rm -rf "$guest" && mkdir -p "$guest"
+	(cd "$cache/guest" && apt-get download -q "linux-image-$kabi" >/dev/null 2>&1 ||
+		apt-get download "linux-image-$kabi")
+	dpkg -x "$cache/guest/linux-image-${kabi}_"*.deb "$guest"
+	rm -f "$cache/guest/linux-image-${kabi}_"*.deb
+	depmod -b "$guest" "$kabi"
+	touch "$guest/.done"
+else
+	say "guest kernel $kabi: cached"
+fi
+
+ksrc=$cache/ksrc
+if [ ! -f "$ksrc/.done" ]; then
+	say "fetching kselftest harness and checkpatch.pl from linux-source-6.1"
+	rm -rf "$ksrc" && mkdir -p "$ksrc/dl"
+	(cd "$ksrc/dl" && apt-get download -q linux-source-6.1 >/dev/null 2>&1 ||
+		apt-get download linux-source-6.1)
+	dpkg -x "$ksrc/dl/"linux-source-6.1_*.deb "$ksrc/dl/x"
+	tar -xJf "$ksrc/dl/x/usr/src/linux-source-6.1.tar.xz" -C "$ksrc" \
+		--strip-components=1 --wildcards \
+		'linux-source-6.1/tools/testing/selftests/kselftest*' \
+		'linux-source-6.1/scripts/checkpatch.pl' \
+		'linux-source-6.1/scripts/spelling.txt' \
+		'linux-source-6.1/scripts/const_structs.checkpatch'
+	rm -rf "$ksrc/dl"
+	touch "$ksrc/.done"
+else
+	say "kselftest harness and checkpatch.pl: cached"
+fi
+
+cat >"$cache/env.mk.tmp" <<EOT
+# written by tools/deps.sh
+KABI := $kabi
+GUEST_KDIR := $kdir
+GUEST_ROOT := $guest
+KSFT_DIR := $ksrc/tools/testing/selftests
+CHECKPATCH := $ksrc/scripts/checkpatch.pl
+EOT
+mv "$cache/env.mk.tmp" "$cache/env.mk"
+say "ready: guest kernel $kabi, headers in $kdir"
