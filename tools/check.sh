@@ -29,9 +29,10 @@ make -s -C lib test 2>&1 | tee "$out/host.tap"
 st=${PIPESTATUS[0]}
 grep -q '^not ok' "$out/host.tap" || step "host unit tests ran to completion" "$st"
 
-say "checkpatch --strict (kmod/, include/)"
-perl "$CHECKPATCH" --no-tree --strict --terse --show-types -f \
-	kmod/*.c kmod/*.h include/uapi/*.h include/*.h 2>/dev/null \
+say "checkpatch --strict (kmod/, include/, test kernel modules)"
+srcs=$(git ls-files 'kmod/*.[ch]' 'include/*.h' 'selftests/*/*.[ch]')
+# shellcheck disable=SC2086
+perl "$CHECKPATCH" --no-tree --strict --terse --show-types -f $srcs 2>/dev/null \
 	| grep -E 'ERROR|WARNING|CHECK' | tee "$out/checkpatch.txt"
 [ -s "$out/checkpatch.txt" ]; step "checkpatch --strict: no errors, warnings or checks" $((!$?))
 

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel API differences, in one place so the rest of the module reads as
+ * plain code. Kbuild detects each feature in the target kernel's headers
+ * (MRPOOL_HAVE_*): distribution kernels backport, so version numbers lie.
+ * Tested on 6.1.
+ */
+#ifndef _MRPOOL_COMPAT_H
+#define _MRPOOL_COMPAT_H
+
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+
+/* The page allocator serves orders 0..10 on every supported kernel. */
+#define MRPOOL_NR_PAGE_ORDERS	11
+
+/* 6.3 made vm_flags read-only outside helpers taking the right lock. */
+static inline void mrpool_vm_flags_set(struct vm_area_struct *vma,
+				       vm_flags_t flags)
+{
+#ifdef MRPOOL_HAVE_VM_FLAGS_SET
+	vm_flags_set(vma, flags);
+#else
+	vma->vm_flags |= flags;
+#endif
+}
+
+/* 6.10 replaced mm->get_unmapped_area with mm_get_unmapped_area(). */
+static inline unsigned long
+mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
+			    unsigned long len, unsigned long pgoff,
+			    unsigned long flags)
+{
+#ifdef MRPOOL_HAVE_MM_GET_UNMAPPED_AREA
+	return mm_get_unmapped_area(current->mm, file, addr, len, pgoff, flags);
+#else
+	return current->mm->get_unmapped_area(file, addr, len, pgoff, flags);
+#endif
+}
+
+#endif /* _MRPOOL_COMPAT_H */

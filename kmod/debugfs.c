@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * debugfs mrpool/: views for humans and tests and failure knobs, since
+ * distribution kernels lack fault injection. Not ABI. Errors here never
+ * fail the module.
+ *
+ *   chunks            pfn node state owner blocks (order:count,...)
+ *   slices            id pid comm length chunks maps state (live/freed)
+ *   clients           pid comm slices bytes, one line per open file
+ *   fail_chunk_alloc  N: the next N chunk allocations fail
+ *   fail_slice_alloc  N: the next N ALLOCs fail with -ENOMEM
+ *   fail_high_order   N: the next N block allocations above order 0 fail,
+ *                     so chunks are built of smaller blocks
+ */
+#include "mrpool.h"
+
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+#include <linux/mm.h>
+
+/* Writing N makes the next N chunk (slice) allocations fail. */
+atomic_t mrpool_fail_chunk_alloc = ATOMIC_INIT(0);
+atomic_t mrpool_fail_slice_alloc = ATOMIC_INIT(0);
+/* ...the next N page allocations above order 0, as fragmentation would. */
+atomic_t mrpool_fail_high_order = ATOMIC_INIT(0);
+
+static struct dentry *mrpool_debugfs_dir;
+
+bool mrpool_should_fail(atomic_t *knob)
+{
+	return atomic_dec_if_positive(knob) >= 0;
+}
+
+static const char *const mrpool_state_names[] = {
+	[MRPOOL_CHUNK_FREE] = "free",
+	[MRPOOL_CHUNK_USED] = "used",
+	[MRPOOL_CHUNK_QUARANTINED] = "quarantined",
+};
+
+/* pfn node state owner-slice blocks(order:count,...) */
+static int chunks_show(struct seq_file *m, void *v)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	struct mrpool_chunk *c;
+	unsigned int o;
+	char sep;
+
+	seq_puts(m, "pfn node state owner blocks\n");
+	mutex_lock(&p->lock);
+	list_for_each_entry(c, &p->chunks, all) {
+		seq_printf(m, "%#lx %d %s %u ", page_to_pfn(c->pages[0]),
+			   c->nid, mrpool_state_names[c->state],
+			   READ_ONCE(c->owner));
+		sep = ' ';
+		for (o = 0; o < MRPOOL_NR_PAGE_ORDERS; o++) {
+			if (!c->blocks[o])
+				continue;
+			if (sep == ',')
+				seq_putc(m, sep);
+			seq_printf(m, "%u:%u", o, c->blocks[o]);
+			sep = ',';
+		}
+		seq_putc(m, '\n');
+	}
+	mutex_unlock(&p->lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(chunks);
+
+/* id pid comm length chunks maps state */
+static int slices_show(struct seq_file *m, void *v)
+{
+	struct mrpool_client *client;
+	struct mrpool_slice *s;
+
+	seq_puts(m, "id pid comm length chunks maps state\n");
+	mutex_lock(&mrpool_clients_lock);
+	list_for_each_entry(client, &mrpool_clients, node) {
+		mutex_lock(&client->lock);
+		list_for_each_entry(s, &client->slices, node)
+			seq_printf(m, "%u %d %s %llu %u %d %s\n", s->id,
+				   client->pid, client->comm, s->length,
+				   s->nr_chunks, atomic_read(&s->maps),
+				   s->freed ? "freed" : "live");
+		mutex_unlock(&client->lock);
+	}
+	mutex_unlock(&mrpool_clients_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(slices);
+
+/* pid comm slices bytes, one line per open file */
+static int clients_show(struct seq_file *m, void *v)
+{
+	struct mrpool_client *client;
+	struct mrpool_slice *s;
+	unsigned int n;
+
+	seq_puts(m, "pid comm slices bytes\n");
+	mutex_lock(&mrpool_clients_lock);
+	list_for_each_entry(client, &mrpool_clients, node) {
+		n = 0;
+		mutex_lock(&client->lock);
+		list_for_each_entry(s, &client->slices, node)
+			n++;
+		seq_printf(m, "%d %s %u %llu\n", client->pid, client->comm, n,
+			   client->bytes);
+		mutex_unlock(&client->lock);
+	}
+	mutex_unlock(&mrpool_clients_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(clients);
+
+void mrpool_debugfs_init(void)
+{
+	struct dentry *dir;
+
+	dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	mrpool_debugfs_dir = dir;
+	debugfs_create_file("chunks", 0400, dir, NULL, &chunks_fops);
+	debugfs_create_file("slices", 0400, dir, NULL, &slices_fops);
+	debugfs_create_file("clients", 0400, dir, NULL, &clients_fops);
+	debugfs_create_atomic_t("fail_chunk_alloc", 0600, dir,
+				&mrpool_fail_chunk_alloc);
+	debugfs_create_atomic_t("fail_slice_alloc", 0600, dir,
+				&mrpool_fail_slice_alloc);
+	debugfs_create_atomic_t("fail_high_order", 0600, dir,
+				&mrpool_fail_high_order);
+}
+
+void mrpool_debugfs_exit(void)
+{
+	debugfs_remove_recursive(mrpool_debugfs_dir);
+	mrpool_debugfs_dir = NULL;
+}

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mrpool: a host-wide pool of pinned, zeroed, physically contiguous chunks
+ * handed to processes as slices of /dev/mrpool, ready for ibv_reg_mr().
+ *
+ * This file holds the module parameters and load/unload. Parameters marked
+ * writable may be changed at runtime through
+ * /sys/module/mrpool/parameters/ (documented in ABI/sysfs-module-mrpool).
+ */
+#include "mrpool.h"
+
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/kernel.h>
+#include <linux/mm.h>
+#include <linux/nodemask.h>
+#include <linux/log2.h>
+
+/* Upper bound of every size parameter, in MiB (1 TiB). */
+#define MRPOOL_PARAM_MB_MAX	1048576U
+/* Largest idle_trim_sec: one day. */
+#define MRPOOL_TRIM_SEC_MAX	86400U
+
+unsigned int mrpool_pool_mb = 8;
+module_param_named(pool_mb, mrpool_pool_mb, uint, 0444);
+MODULE_PARM_DESC(pool_mb,
+		 "MiB allocated at load and never trimmed (default 8; on a host: the steady working set)");
+
+unsigned int mrpool_chunk_kb = 2048;
+module_param_named(chunk_kb, mrpool_chunk_kb, uint, 0444);
+MODULE_PARM_DESC(chunk_kb,
+		 "KiB per chunk, a power of two from PAGE_SIZE up to 4096 (default 2048: one PMD)");
+
+int mrpool_numa_node = NUMA_NO_NODE;
+module_param_named(numa_node, mrpool_numa_node, int, 0444);
+MODULE_PARM_DESC(numa_node,
+		 "NUMA node of the pool's memory, -1 = automatic (default)");
+
+bool mrpool_pmd_map = true;
+module_param_named(pmd_map, mrpool_pmd_map, bool, 0444);
+MODULE_PARM_DESC(pmd_map,
+		 "Keep PMD-order blocks whole so slices map with huge entries, cheap to pin (default Y)");
+
+unsigned int mrpool_max_mb = 256;
+unsigned int mrpool_idle_trim_sec = 5;
+unsigned int mrpool_max_file_mb;
+
+/*
+ * Set once the pool exists, cleared before it goes (under the param lock):
+ * runtime writes check max_mb >= pool_mb and kick the trim worker only
+ * then; at load mrpool_check_params() does the checking.
+ */
+static bool mrpool_loaded;
+
+static int mrpool_set_max_mb(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (!v || v > MRPOOL_PARAM_MB_MAX)
+		return -EINVAL;
+	if (mrpool_loaded && v < mrpool_pool_mb)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_max_mb, v);
+	return 0;
+}
+
+static const struct kernel_param_ops mrpool_max_mb_ops = {
+	.set = mrpool_set_max_mb,
+	.get = param_get_uint,
+};
+
+module_param_cb(max_mb, &mrpool_max_mb_ops, &mrpool_max_mb, 0644);
+MODULE_PARM_DESC(max_mb,
+		 "MiB the pool may grow to, >= pool_mb (default 256; on a host: the pinned memory budget) [writable]");
+
+static int mrpool_set_trim(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (v > MRPOOL_TRIM_SEC_MAX)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_idle_trim_sec, v);
+	if (mrpool_loaded)
+		mrpool_pool_kick_trim();
+	return 0;
+}
+
+static const struct kernel_param_ops mrpool_trim_ops = {
+	.set = mrpool_set_trim,
+	.get = param_get_uint,
+};
+
+module_param_cb(idle_trim_sec, &mrpool_trim_ops, &mrpool_idle_trim_sec, 0644);
+MODULE_PARM_DESC(idle_trim_sec,
+		 "Seconds a chunk above pool_mb stays free before it is given back, 0 = never (default 5) [writable]");
+
+static int mrpool_set_file_mb(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (v > MRPOOL_PARAM_MB_MAX)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_max_file_mb, v);
+	return 0;
+}
+
+static const struct kernel_param_ops mrpool_file_mb_ops = {
+	.set = mrpool_set_file_mb,
+	.get = param_get_uint,
+};
+
+module_param_cb(max_file_mb, &mrpool_file_mb_ops, &mrpool_max_file_mb, 0644);
+MODULE_PARM_DESC(max_file_mb,
+		 "MiB one open file may hold, 0 = no cap (default 0) [writable]");
+
+static int __init mrpool_check_params(void)
+{
+	unsigned long chunk = (unsigned long)mrpool_chunk_kb * SZ_1K;
+
+	if (!mrpool_chunk_kb || !is_power_of_2(mrpool_chunk_kb) ||
+	    chunk < PAGE_SIZE || mrpool_chunk_kb > 4096 ||
+	    get_order(chunk) >= MRPOOL_NR_PAGE_ORDERS) {
+		pr_err("chunk_kb=%u: must be a power of two from %lu to 4096\n",
+		       mrpool_chunk_kb, PAGE_SIZE / SZ_1K);
+		return -EINVAL;
+	}
+	if (mrpool_max_mb > MRPOOL_PARAM_MB_MAX || !mrpool_max_mb ||
+	    mrpool_pool_mb > mrpool_max_mb) {
+		pr_err("pool_mb=%u max_mb=%u: need 0 <= pool_mb <= max_mb <= %u, max_mb > 0\n",
+		       mrpool_pool_mb, mrpool_max_mb, MRPOOL_PARAM_MB_MAX);
+		return -EINVAL;
+	}
+	if ((u64)mrpool_max_mb * SZ_1M < chunk) {
+		pr_err("max_mb=%u is smaller than one chunk (chunk_kb=%u)\n",
+		       mrpool_max_mb, mrpool_chunk_kb);
+		return -EINVAL;
+	}
+	if (mrpool_numa_node != NUMA_NO_NODE &&
+	    (mrpool_numa_node < 0 || mrpool_numa_node >= MAX_NUMNODES ||
+	     !node_online(mrpool_numa_node))) {
+		pr_err("numa_node=%d is not an online node (or -1)\n",
+		       mrpool_numa_node);
+		return -EINVAL;
+	}
+	if (mrpool_idle_trim_sec > MRPOOL_TRIM_SEC_MAX ||
+	    mrpool_max_file_mb > MRPOOL_PARAM_MB_MAX) {
+		pr_err("idle_trim_sec or max_file_mb out of range\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int __init mrpool_init(void)
+{
+	int ret;
+
+	BUILD_BUG_ON(sizeof(struct mrpool_query) < MRPOOL_QUERY_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_alloc) < MRPOOL_ALLOC_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_free) < MRPOOL_FREE_SIZE_V1);
+
+	ret = mrpool_check_params();
+	if (ret)
+		return ret;
+
+	ret = mrpool_pool_init();
+	if (ret)
+		return ret;
+
+	mrpool_debugfs_init();
+
+	ret = mrpool_chrdev_init();
+	if (ret)
+		goto undo_debugfs;
+
+	mrpool_loaded = true;
+	pr_info("loaded: chunk %u KiB, pool %u MiB, max %u MiB, node %d\n",
+		mrpool_chunk_kb, mrpool_pool_mb, mrpool_max_mb,
+		mrpool_numa_node);
+	return 0;
+
+undo_debugfs:
+	mrpool_debugfs_exit();
+	mrpool_pool_exit();
+	return ret;
+}
+
+/*
+ * No file is open (fops.owner holds the module) and no chunk is
+ * quarantined (each holds a module reference), so every chunk is free.
+ */
+static void __exit mrpool_exit(void)
+{
+	/* Writes to idle_trim_sec run under the param lock: none re-arms
+	 * the trim worker once it is cancelled below.
+	 */
+	kernel_param_lock(THIS_MODULE);
+	mrpool_loaded = false;
+	kernel_param_unlock(THIS_MODULE);
+	mrpool_chrdev_exit();
+	mrpool_debugfs_exit();
+	mrpool_pool_exit();
+}
+
+module_init(mrpool_init);
+module_exit(mrpool_exit);
+
+MODULE_DESCRIPTION("Host-wide pool of pinned memory for RDMA");
+MODULE_LICENSE("GPL");

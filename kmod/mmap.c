@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Mapping slices into processes. Only the owning file's token, the exact
+ * length, shared and writable: a private mapping would make an RDMA pin
+ * break copy-on-write and pin a copy. Each VMA holds a slice reference: a
+ * freed slice keeps its memory until the last unmap.
+ *
+ * Pages are ordinary refcounted pages handed out by the fault handler
+ * (MAP_POPULATE or the first touch, or the pin itself, fault them in).
+ * When the page is part of a PMD-order compound chunk and the address is
+ * 2 MiB aligned, the core fault code (finish_fault -> do_set_pmd) maps the
+ * whole chunk with one PMD, as it does for huge page-cache folios; GUP then
+ * pins one entry per 2 MiB. No vm_insert_pages(): it would set
+ * VM_MIXEDMAP, and huge mappings of a VM_MIXEDMAP VMA are treated as
+ * special (not refcounted) when zapped.
+ */
+#include "mrpool.h"
+
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/huge_mm.h>
+
+static void mrpool_vm_open(struct vm_area_struct *vma)
+{
+	struct mrpool_slice *s = vma->vm_private_data;
+
+	/* A split or a moved VMA: one more mapping of the slice. */
+	kref_get(&s->ref);
+	atomic_inc(&s->maps);
+}
+
+static void mrpool_vm_close(struct vm_area_struct *vma)
+{
+	struct mrpool_slice *s = vma->vm_private_data;
+
+	atomic_dec(&s->maps);
+	mrpool_slice_put(s);
+}
+
+/* Page @idx of the slice. */
+static struct page *mrpool_slice_page(struct mrpool_slice *s, unsigned long idx)
+{
+	unsigned int order = mrpool_pool.chunk_order;
+
+	return s->chunkv[idx >> order]->pages[idx & ((1UL << order) - 1)];
+}
+
+static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
+{
+	struct mrpool_slice *s = vmf->vma->vm_private_data;
+	unsigned long base = (unsigned long)s->id <<
+			     (MRPOOL_TOKEN_SHIFT - PAGE_SHIFT);
+	unsigned long idx = vmf->pgoff - base;
+
+	if (vmf->pgoff < base || idx >= s->length >> PAGE_SHIFT)
+		return VM_FAULT_SIGBUS;
+	vmf->page = mrpool_slice_page(s, idx);
+	get_page(vmf->page);
+	return 0;
+}
+
+static const struct vm_operations_struct mrpool_vm_ops = {
+	.open = mrpool_vm_open,
+	.close = mrpool_vm_close,
+	.fault = mrpool_vm_fault,
+};
+
+/**
+ * mrpool_mmap - map a slice of the calling file
+ * @file: /dev/mrpool file
+ * @vma: offset = the slice's token, length = the slice's length
+ *
+ * Return: 0; -EPERM from a process other than the file's opener; -EINVAL
+ * for a private mapping or a wrong length; -EACCES for a mapping without
+ * write access; -ENOENT for a token that is not a live slice of this file.
+ */
+int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct mrpool_client *client = file->private_data;
+	unsigned long len = vma->vm_end - vma->vm_start;
+	struct mrpool_slice *s;
+	int ret;
+
+	if (!mrpool_client_is_owner(client))
+		return -EPERM;
+	/* MAP_SHARED of a read-only file keeps VM_MAYSHARE only. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (!(vma->vm_flags & VM_WRITE) || !(vma->vm_flags & VM_SHARED))
+		return -EACCES;
+	s = mrpool_slice_get_owned(client, vma->vm_pgoff);
+	if (!s)
+		return -ENOENT;
+	if (len != s->length) {
+		ret = -EINVAL;
+		goto put;
+	}
+
+	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	/* The reference from mrpool_slice_get_owned() now belongs to @vma. */
+	vma->vm_private_data = s;
+	vma->vm_ops = &mrpool_vm_ops;
+	atomic_inc(&s->maps);
+	return 0;
+
+put:
+	mrpool_slice_put(s);
+	return ret;
+}
+
+/*
+ * Place mappings on a chunk-size boundary (at least 2 MiB) so the slice's
+ * contiguous chunks line up with huge translation entries. 6.1's
+ * thp_get_unmapped_area() aligns DAX files only, hence this: ask for the
+ * length plus the alignment and round up inside the hole.
+ */
+unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
+				       unsigned long len, unsigned long pgoff,
+				       unsigned long flags)
+{
+	unsigned long align = max_t(unsigned long, PMD_SIZE,
+				    mrpool_pool.chunk_size);
+	unsigned long ret;
+
+	if ((flags & MAP_FIXED) || len + align < len)
+		return mrpool_mm_get_unmapped_area(file, addr, len, pgoff,
+						   flags);
+	ret = mrpool_mm_get_unmapped_area(file, addr ? ALIGN(addr, align) : 0,
+					  len + align, pgoff, flags);
+	if (IS_ERR_VALUE(ret))
+		return mrpool_mm_get_unmapped_area(file, addr, len, pgoff,
+						   flags);
+	return ALIGN(ret, align);
+}

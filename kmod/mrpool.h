@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * mrpool internals: the objects and the prototypes, grouped by the file
+ * that defines them.
+ *
+ * Objects:
+ *  - chunk: chunk_size bytes of order-0 pages (each with refcount 1 while
+ *    the pool holds it), built from one block of the chunk's order or, under
+ *    fragmentation, from several smaller blocks.
+ *  - slice: one or more chunks owned by one open file (a client), mapped
+ *    by that file's mmap() only.
+ *  - client: the state of one open file of /dev/mrpool.
+ *
+ * Locking (outermost first):
+ *   mmap_lock (held by the mm around .mmap and vm_ops->close)
+ *     client->lock      a client's slice list and byte count
+ *       mrpool_slices   xarray lock: global slice ids
+ *       mrpool_pool.lock   free / quarantine lists, pool totals
+ *   mrpool_clients_lock  the list of clients; debugfs nests
+ *                        client->lock inside it, nothing nests it.
+ * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
+ * atomic locked_vm, so a slice can be released from vm_ops->close.
+ * Counters are atomic64_t and read without locks.
+ */
+#ifndef _MRPOOL_H
+#define _MRPOOL_H
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/types.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/kref.h>
+#include <linux/sched.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+#include <linux/atomic.h>
+#include <linux/sysfs.h>
+#include <uapi/mrpool.h>
+
+#include "compat.h"
+
+/* ---- main.c: module parameters (see MODULE_PARM_DESC there) ---- */
+extern unsigned int mrpool_pool_mb;
+extern unsigned int mrpool_max_mb;
+extern unsigned int mrpool_chunk_kb;
+extern int mrpool_numa_node;
+extern unsigned int mrpool_idle_trim_sec;
+extern unsigned int mrpool_max_file_mb;
+extern bool mrpool_pmd_map;
+
+/* First published sizes of the ioctl structs: smaller ones are refused. */
+#define MRPOOL_QUERY_SIZE_V1	128
+#define MRPOOL_ALLOC_SIZE_V1	80
+#define MRPOOL_FREE_SIZE_V1	32
+/* Largest struct accepted from userspace (trailing bytes must be zero). */
+#define MRPOOL_MAX_STRUCT_SIZE	PAGE_SIZE
+
+/* Order of a block one PMD maps (2 MiB with 4 KiB pages on x86-64). */
+#define MRPOOL_PMD_ORDER	(PMD_SHIFT - PAGE_SHIFT)
+
+/* mmap offset of slice @id: 2 MiB aligned, so THP-sized alignment holds. */
+#define MRPOOL_TOKEN_SHIFT	21
+#define MRPOOL_MAX_SLICE_ID	((1U << 31) - 1)
+
+/* ---- pool.c ---- */
+enum mrpool_chunk_state {
+	MRPOOL_CHUNK_FREE,
+	MRPOOL_CHUNK_USED,
+	MRPOOL_CHUNK_QUARANTINED,
+};
+
+struct mrpool_chunk {
+	struct list_head link;		/* free, quarantine or slice list */
+	struct list_head all;		/* mrpool_pool.chunks */
+	struct page **pages;		/* chunk_pages order-0 pages */
+	unsigned long free_since;	/* jiffies it last became free */
+	enum mrpool_chunk_state state;
+	int nid;			/* node of its first page */
+	u32 owner;			/* slice id while USED */
+	u16 blocks[MRPOOL_NR_PAGE_ORDERS];	/* blocks it is built of */
+};
+
+/* The single pool; its lock protects every field below it. */
+struct mrpool_pool {
+	struct mutex lock;		/* the fields below */
+	struct list_head free;		/* zeroed, most recently freed first */
+	struct list_head quarantine;	/* returned but still referenced */
+	struct list_head chunks;	/* every chunk, for debugfs */
+	unsigned long nr_total;		/* chunks held, all states */
+	unsigned long nr_free;
+	unsigned long nr_used;
+	unsigned long nr_quarantined;
+	unsigned long nr_growing;	/* reserved by allocations in flight */
+	unsigned long blocks[MRPOOL_NR_PAGE_ORDERS];
+	struct delayed_work trim_work;
+	struct delayed_work quarantine_work;
+	unsigned int chunk_order;	/* set once at load */
+	size_t chunk_size;
+	unsigned int chunk_pages;
+};
+
+struct mrpool_stats {
+	atomic64_t allocs;		/* slices handed out */
+	atomic64_t frees;		/* slices returned */
+	atomic64_t fail_nomem;		/* pool at max_mb or no memory */
+	atomic64_t fail_quota;		/* max_file_mb reached */
+	atomic64_t fail_memlock;	/* RLIMIT_MEMLOCK reached */
+	atomic64_t fail_injected;	/* debugfs fail_slice_alloc */
+	atomic64_t chunk_alloc_failures; /* page allocator or injected */
+	atomic64_t grows;		/* chunks added */
+	atomic64_t trims;		/* chunks given back when idle */
+	atomic64_t zeroed;		/* chunks zeroed for reuse */
+	atomic64_t quarantines;		/* chunks that had to wait for a pin */
+};
+
+extern struct mrpool_pool mrpool_pool;
+extern struct mrpool_stats mrpool_stats;
+
+int mrpool_pool_init(void);
+void mrpool_pool_exit(void);
+int mrpool_pool_take(unsigned int nr, int nid, bool strict,
+		     struct list_head *out);
+void mrpool_pool_return(struct list_head *chunks);
+void mrpool_pool_kick_trim(void);
+u64 mrpool_pool_bytes(unsigned long nr_chunks);
+
+/* A consistent copy of the pool's totals, in chunks. */
+struct mrpool_snapshot {
+	unsigned long nr_total;
+	unsigned long nr_free;
+	unsigned long nr_used;
+	unsigned long nr_quarantined;
+	unsigned long blocks[MRPOOL_NR_PAGE_ORDERS];
+};
+
+void mrpool_pool_snapshot(struct mrpool_snapshot *snap);
+u64 mrpool_max_bytes(void);
+
+/* ---- slice.c ---- */
+struct mrpool_client {
+	struct mutex lock;		/* slices, bytes */
+	struct list_head slices;	/* owned slices, freed-but-mapped too */
+	u64 bytes;			/* bytes of those slices */
+	struct list_head node;		/* mrpool_clients */
+	struct mm_struct *mm;		/* opener's; only it may alloc/map */
+	pid_t pid;			/* tgid of the opener */
+	char comm[TASK_COMM_LEN];
+};
+
+struct mrpool_slice {
+	struct kref ref;		/* owner's reference + one per VMA */
+	u32 id;				/* key in mrpool_slices, mmap token */
+	bool freed;			/* FREE or close dropped ownership */
+	struct mrpool_client *client;	/* owner; outlives every VMA */
+	struct list_head node;		/* client->slices */
+	struct list_head chunks;	/* the chunks, for the pool */
+	struct mrpool_chunk **chunkv;	/* the chunks in mapping order */
+	unsigned int nr_chunks;
+	u64 length;
+	struct user_struct *user;	/* charged for RLIMIT_MEMLOCK, or NULL */
+	atomic_t maps;			/* VMAs mapping it */
+};
+
+extern struct list_head mrpool_clients;
+extern struct mutex mrpool_clients_lock;
+extern struct xarray mrpool_slices;
+
+struct mrpool_client *mrpool_client_create(void);
+bool mrpool_client_is_owner(const struct mrpool_client *client);
+void mrpool_client_destroy(struct mrpool_client *client);
+int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg);
+int mrpool_slice_free(struct mrpool_client *client, u64 id);
+struct mrpool_slice *mrpool_slice_get_owned(struct mrpool_client *client,
+					    unsigned long pgoff);
+void mrpool_slice_put(struct mrpool_slice *slice);
+
+/* ---- mmap.c ---- */
+int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
+unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
+				       unsigned long len, unsigned long pgoff,
+				       unsigned long flags);
+
+/* ---- chrdev.c ---- */
+int mrpool_chrdev_init(void);
+void mrpool_chrdev_exit(void);
+
+/* ---- sysfs.c ---- */
+extern const struct attribute_group *mrpool_groups[];
+
+void mrpool_sysfs_init(void);
+
+/* ---- debugfs.c ---- */
+extern atomic_t mrpool_fail_chunk_alloc;
+extern atomic_t mrpool_fail_slice_alloc;
+extern atomic_t mrpool_fail_high_order;
+
+void mrpool_debugfs_init(void);
+void mrpool_debugfs_exit(void);
+bool mrpool_should_fail(atomic_t *knob);
+
+#endif /* _MRPOOL_H */

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Clients (open files) and the slices they own: allocation with its limits
+ * (max_file_mb, RLIMIT_MEMLOCK), ids and mmap tokens, free, and release of
+ * a slice's chunks once neither its owner nor any VMA refers to it.
+ */
+#include "mrpool.h"
+
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/cred.h>
+#include <linux/capability.h>
+#include <linux/sched/user.h>
+#include <linux/sched/signal.h>
+#include <linux/nodemask.h>
+#include <linux/string.h>
+
+/* Every open file, for debugfs; see mrpool.h for the lock order. */
+LIST_HEAD(mrpool_clients);
+/* Protects mrpool_clients. */
+DEFINE_MUTEX(mrpool_clients_lock);
+
+/* Live slices by id; an id is also the slice's mmap token. */
+DEFINE_XARRAY_ALLOC1(mrpool_slices);
+/* Next id for xa_alloc_cyclic: ids are not reused soon after a free. */
+static u32 mrpool_next_id;
+
+/* Called from open(), by a task with an mm. */
+struct mrpool_client *mrpool_client_create(void)
+{
+	struct mrpool_client *client;
+
+	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	if (!client)
+		return NULL;
+	/* Held so that no later process can reuse the address. */
+	mmgrab(current->mm);
+	client->mm = current->mm;
+	mutex_init(&client->lock);
+	INIT_LIST_HEAD(&client->slices);
+	client->pid = current->tgid;
+	get_task_comm(client->comm, current);
+
+	mutex_lock(&mrpool_clients_lock);
+	list_add_tail(&client->node, &mrpool_clients);
+	mutex_unlock(&mrpool_clients_lock);
+	return client;
+}
+
+/*
+ * Charge @s to the caller's user like other pinned memory (io_uring, perf,
+ * RDMA): the per-user locked_vm against RLIMIT_MEMLOCK, unless
+ * CAP_IPC_LOCK. The atomic counter needs no mmap_lock, so the uncharge can
+ * run from vm_ops->close.
+ */
+static int mrpool_charge(struct mrpool_slice *s)
+{
+	unsigned long pages = s->length >> PAGE_SHIFT;
+	unsigned long limit, cur, new;
+	struct user_struct *user;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	user = current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		new = cur + pages;
+		if (new > limit || new < cur)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
+	s->user = get_uid(user);
+	return 0;
+}
+
+static void mrpool_uncharge(struct mrpool_slice *s)
+{
+	if (!s->user)
+		return;
+	atomic_long_sub(s->length >> PAGE_SHIFT, &s->user->locked_vm);
+	free_uid(s->user);
+	s->user = NULL;
+}
+
+/* Chunk list to array, in list order, and tag the chunks with the owner. */
+static int mrpool_slice_index(struct mrpool_slice *s)
+{
+	struct mrpool_chunk *c;
+	unsigned int i = 0;
+
+	s->chunkv = kvmalloc_array(s->nr_chunks, sizeof(*s->chunkv),
+				   GFP_KERNEL);
+	if (!s->chunkv)
+		return -ENOMEM;
+	list_for_each_entry(c, &s->chunks, link) {
+		WRITE_ONCE(c->owner, s->id);
+		s->chunkv[i++] = c;
+	}
+	return 0;
+}
+
+static int mrpool_alloc_check(const struct mrpool_alloc *arg)
+{
+	if (arg->flags & ~MRPOOL_ALLOC_VALID_FLAGS)
+		return -EINVAL;
+	if (arg->pad || memchr_inv(arg->reserved, 0, sizeof(arg->reserved)))
+		return -EINVAL;
+	if (!arg->bytes)
+		return -EINVAL;
+	if (arg->node != MRPOOL_NODE_ANY &&
+	    (arg->node < 0 || arg->node >= MAX_NUMNODES ||
+	     !node_online(arg->node)))
+		return -EINVAL;
+	return 0;
+}
+
+/**
+ * mrpool_slice_alloc - ALLOC: take a slice for @client
+ * @client: the calling file
+ * @arg: the request; out fields filled on success
+ *
+ * Return: 0; -EINVAL for a bad request; -EDQUOT past max_file_mb;
+ * -ENOMEM past RLIMIT_MEMLOCK, max_mb or available memory.
+ */
+int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	u64 cap = (u64)READ_ONCE(mrpool_max_file_mb) * SZ_1M;
+	struct mrpool_slice *s;
+	int nid, ret;
+	u64 len;
+
+	ret = mrpool_alloc_check(arg);
+	if (ret)
+		return ret;
+	if (arg->bytes > mrpool_max_bytes()) {
+		atomic64_inc(&mrpool_stats.fail_nomem);
+		return -ENOMEM;
+	}
+	if (mrpool_should_fail(&mrpool_fail_slice_alloc)) {
+		atomic64_inc(&mrpool_stats.fail_injected);
+		return -ENOMEM;
+	}
+	len = round_up(arg->bytes, (u64)p->chunk_size);
+	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_numa_node : arg->node;
+
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	kref_init(&s->ref);
+	INIT_LIST_HEAD(&s->chunks);
+	s->client = client;
+	s->length = len;
+	s->nr_chunks = div64_u64(len, p->chunk_size);
+
+	mutex_lock(&client->lock);
+	if (cap && client->bytes + len > cap) {
+		atomic64_inc(&mrpool_stats.fail_quota);
+		ret = -EDQUOT;
+		goto unlock;
+	}
+	ret = mrpool_charge(s);
+	if (ret) {
+		atomic64_inc(&mrpool_stats.fail_memlock);
+		goto unlock;
+	}
+	ret = mrpool_pool_take(s->nr_chunks, nid,
+			       arg->flags & MRPOOL_ALLOC_NODE_STRICT,
+			       &s->chunks);
+	if (ret) {
+		atomic64_inc(&mrpool_stats.fail_nomem);
+		goto uncharge;
+	}
+	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
+			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
+			      &mrpool_next_id, GFP_KERNEL);
+	if (ret < 0)
+		goto return_chunks;
+	ret = mrpool_slice_index(s);
+	if (ret)
+		goto erase_id;
+	/* Published: the client's list and the xarray now own @s. */
+	list_add_tail(&s->node, &client->slices);
+	client->bytes += len;
+	mutex_unlock(&client->lock);
+
+	arg->slice_id = s->id;
+	arg->mmap_offset = (u64)s->id << MRPOOL_TOKEN_SHIFT;
+	arg->length = len;
+	atomic64_inc(&mrpool_stats.allocs);
+	return 0;
+
+erase_id:
+	xa_erase(&mrpool_slices, s->id);
+return_chunks:
+	mrpool_pool_return(&s->chunks);
+uncharge:
+	mrpool_uncharge(s);
+unlock:
+	mutex_unlock(&client->lock);
+	kfree(s);
+	return ret;
+}
+
+static void mrpool_slice_release(struct kref *ref)
+{
+	struct mrpool_slice *s = container_of(ref, struct mrpool_slice, ref);
+	struct mrpool_client *client = s->client;
+
+	mutex_lock(&client->lock);
+	list_del(&s->node);
+	client->bytes -= s->length;
+	mutex_unlock(&client->lock);
+
+	mrpool_uncharge(s);
+	mrpool_pool_return(&s->chunks);
+	kvfree(s->chunkv);
+	kfree(s);
+	atomic64_inc(&mrpool_stats.frees);
+}
+
+/* Must not be called with client->lock held (release takes it). */
+void mrpool_slice_put(struct mrpool_slice *s)
+{
+	kref_put(&s->ref, mrpool_slice_release);
+}
+
+/*
+ * Look up a live slice of @client by id. Caller holds client->lock. The
+ * owner check is done under the xarray lock: a slice of another client
+ * cannot be freed meanwhile (its erase needs that lock).
+ */
+static struct mrpool_slice *mrpool_slice_find(struct mrpool_client *client,
+					      u64 id, bool erase)
+{
+	struct mrpool_slice *s;
+
+	if (!id || id > MRPOOL_MAX_SLICE_ID)
+		return NULL;
+	xa_lock(&mrpool_slices);
+	s = xa_load(&mrpool_slices, id);
+	if (s && s->client != client)
+		s = NULL;
+	if (s && erase)
+		__xa_erase(&mrpool_slices, id);
+	xa_unlock(&mrpool_slices);
+	return s;
+}
+
+/**
+ * mrpool_slice_get_owned - slice for an mmap offset, with a reference
+ * @client: the mapping file
+ * @pgoff: the mmap offset in pages
+ *
+ * Return: the slice if @client owns it and has not freed it, else NULL.
+ */
+struct mrpool_slice *mrpool_slice_get_owned(struct mrpool_client *client,
+					    unsigned long pgoff)
+{
+	const unsigned long mask = (1UL << (MRPOOL_TOKEN_SHIFT - PAGE_SHIFT)) - 1;
+	struct mrpool_slice *s;
+
+	if (pgoff & mask)
+		return NULL;
+	mutex_lock(&client->lock);
+	s = mrpool_slice_find(client, pgoff >> (MRPOOL_TOKEN_SHIFT - PAGE_SHIFT),
+			      false);
+	if (s)
+		kref_get(&s->ref);
+	mutex_unlock(&client->lock);
+	return s;
+}
+
+/* FREE: drop ownership; the memory follows at the last unmap. */
+int mrpool_slice_free(struct mrpool_client *client, u64 id)
+{
+	struct mrpool_slice *s;
+
+	mutex_lock(&client->lock);
+	s = mrpool_slice_find(client, id, true);
+	if (s)
+		s->freed = true;
+	mutex_unlock(&client->lock);
+	if (!s)
+		return -ENOENT;
+	mrpool_slice_put(s);
+	return 0;
+}
+
+/*
+ * The file is closed. Every VMA holds the file, so none is left and the
+ * owner's reference is the last one of each slice.
+ */
+void mrpool_client_destroy(struct mrpool_client *client)
+{
+	struct mrpool_slice *s, *tmp;
+	LIST_HEAD(owned);
+
+	mutex_lock(&client->lock);
+	list_for_each_entry_safe(s, tmp, &client->slices, node) {
+		if (s->freed)
+			continue;
+		xa_erase(&mrpool_slices, s->id);
+		s->freed = true;
+		list_move_tail(&s->node, &owned);
+	}
+	mutex_unlock(&client->lock);
+
+	list_for_each_entry_safe(s, tmp, &owned, node)
+		mrpool_slice_put(s);
+	WARN_ON(!list_empty(&client->slices) || client->bytes);
+
+	mutex_lock(&mrpool_clients_lock);
+	list_del(&client->node);
+	mutex_unlock(&mrpool_clients_lock);
+	mmdrop(client->mm);
+	kfree(client);
+}
+
+/*
+ * Slices belong to the file, and the file to the process that opened it:
+ * a child that inherited the descriptor, or a process it was passed to,
+ * cannot allocate, free or map through it.
+ */
+bool mrpool_client_is_owner(const struct mrpool_client *client)
+{
+	return current->mm == client->mm;
+}

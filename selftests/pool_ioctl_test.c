@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * /dev/mrpool ioctls: QUERY, ALLOC and FREE, their struct-size rules and
+ * every error path, ownership of ids across files, the counters they move,
+ * and the debugfs failure knobs.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+/*
+ * The harness wraps each test in setjmp(); after a longjmp it only runs
+ * the teardown, so no local of a test body is read again.
+ */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+
+FIXTURE(pool) {
+	int fd;
+	struct mrpool_query q0;
+	long long max_mb, max_file_mb;	/* restored by the teardown */
+};
+
+FIXTURE_SETUP(pool)
+{
+	self->fd = -1;
+	if (access(POOL_DEV, F_OK))
+		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	self->max_mb = pool_param("max_mb");
+	self->max_file_mb = pool_param("max_file_mb");
+}
+
+FIXTURE_TEARDOWN(pool)
+{
+	if (self->fd < 0)
+		return;
+	close(self->fd);
+	pool_set_param("max_mb", self->max_mb);
+	pool_set_param("max_file_mb", self->max_file_mb);
+}
+
+/* QUERY reports the ABI, the geometry and consistent totals. */
+TEST_F(pool, query_reports_pool)
+{
+	struct mrpool_query *q = &self->q0;
+
+	EXPECT_EQ(sizeof(*q), q->size);
+	EXPECT_EQ((__u32)MRPOOL_ABI_VERSION, q->abi_version);
+	EXPECT_EQ(pool_param("chunk_kb") * 1024, (long long)q->chunk_size);
+	EXPECT_EQ(pool_attr("chunk_bytes"), (long long)q->chunk_size);
+	EXPECT_EQ(pool_param("max_mb") * (long long)MIB, (long long)q->max_bytes);
+	EXPECT_EQ(pool_param("numa_node"), q->node);
+	EXPECT_EQ(q->total_bytes,
+		  q->free_bytes + q->used_bytes + q->quarantined_bytes);
+	EXPECT_LE(pool_param("pool_mb") * (long long)MIB,
+		  (long long)q->total_bytes);
+	EXPECT_EQ(0ULL, q->file_bytes);
+	EXPECT_EQ(pool_attr("stats/allocs"), (long long)q->allocs);
+	EXPECT_EQ(pool_attr("stats/frees"), (long long)q->frees);
+}
+
+/* The struct's own size field governs the copy, bounded both ways. */
+TEST_F(pool, query_size_rules)
+{
+	struct {
+		struct mrpool_query q;
+		uint8_t tail[64];
+	} big;
+	struct mrpool_query q;
+
+	memset(&q, 0, sizeof(q));
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+	q.size = sizeof(q) - 8;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+	q.size = 4097;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+
+	/* A newer, larger struct with a zero tail is accepted... */
+	memset(&big, 0, sizeof(big));
+	big.q.size = sizeof(big);
+	EXPECT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &big));
+	EXPECT_EQ((__u32)MRPOOL_ABI_VERSION, big.q.abi_version);
+	EXPECT_EQ(sizeof(big), big.q.size);
+	EXPECT_EQ(0, big.tail[0]);
+	/* ...a nonzero tail is a field this kernel does not know. */
+	big.tail[10] = 1;
+	EXPECT_EQ(-E2BIG, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &big));
+
+	memset(&q, 0, sizeof(q));
+	q.size = sizeof(q);
+	q.reserved[3] = 1;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, NULL));
+}
+
+/* Commands dispatch on type and number; anything else is -ENOTTY. */
+TEST_F(pool, unknown_commands)
+{
+	struct mrpool_query q;
+
+	memset(&q, 0, sizeof(q));
+	q.size = sizeof(q);
+	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd, _IO(MRPOOL_IOC_MAGIC, 0xdf),
+				      &q));
+	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd,
+				      _IOWR('X', 0xd0, struct mrpool_query),
+				      &q));
+	/* Other size bits in the command do not matter: the struct says. */
+	EXPECT_EQ(0, pool_ioctl(self->fd,
+				_IOC(_IOC_READ | _IOC_WRITE, MRPOOL_IOC_MAGIC,
+				     0xd0, 16), &q));
+	EXPECT_EQ((__u32)MRPOOL_ABI_VERSION, q.abi_version);
+}
+
+/* ALLOC rounds up to whole chunks and moves every counter; FREE undoes. */
+TEST_F(pool, alloc_free_accounting)
+{
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	EXPECT_NE(0ULL, a.slice_id);
+	EXPECT_EQ(self->q0.chunk_size, a.length);
+	EXPECT_EQ(0ULL, a.mmap_offset % (2 * MIB));
+	EXPECT_NE(0ULL, a.mmap_offset);
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(a.length, q.file_bytes);
+	EXPECT_EQ(self->q0.used_bytes + a.length, q.used_bytes);
+	EXPECT_EQ(self->q0.allocs + 1, q.allocs);
+	EXPECT_EQ(q.total_bytes,
+		  q.free_bytes + q.used_bytes + q.quarantined_bytes);
+
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(0ULL, q.file_bytes);
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(self->q0.frees + 1, q.frees);
+
+	/* Several chunks in one slice. */
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->q0.chunk_size + 1, &a));
+	EXPECT_EQ(3 * self->q0.chunk_size, a.length);
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* Malformed ALLOC requests are -EINVAL and change nothing. */
+TEST_F(pool, alloc_invalid)
+{
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = 4096;
+	a.flags = 1U << 7;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.flags = 0;
+	a.pad = 1;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.pad = 0;
+	a.reserved[2] = 5;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.reserved[2] = 0;
+	a.bytes = 0;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.bytes = 4096;
+	a.node = 4000;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.node = -2;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.node = MRPOOL_NODE_ANY;
+	a.size = 8;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, NULL));
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(self->q0.allocs, q.allocs);
+	EXPECT_EQ(self->q0.alloc_failures, q.alloc_failures);
+}
+
+/* ALLOC whose result cannot be written back is undone, not leaked. */
+TEST_F(pool, alloc_efault_undone)
+{
+	struct mrpool_query q, *rq;
+	struct mrpool_alloc *ro;
+
+	ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	memset(ro, 0, sizeof(*ro));
+	ro->size = sizeof(*ro);
+	ro->bytes = 1;
+	ro->node = MRPOOL_NODE_ANY;
+	rq = (struct mrpool_query *)((char *)ro + 2048);
+	memset(rq, 0, sizeof(*rq));
+	rq->size = sizeof(*rq);
+	ASSERT_EQ(0, mprotect(ro, 4096, PROT_READ));
+	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, ro));
+	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, rq));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(0ULL, q.file_bytes);
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(q.allocs - self->q0.allocs, q.frees - self->q0.frees);
+	munmap(ro, 4096);
+}
+
+/* More than max_mb is -ENOMEM at once, counted as a failure. */
+TEST_F(pool, alloc_over_max)
+{
+	long long nomem = pool_attr("stats/fail_nomem");
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, self->q0.max_bytes + 1, &a));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, UINT64_MAX, &a));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.alloc_failures + 2, q.alloc_failures);
+	EXPECT_EQ(nomem + 2, pool_attr("stats/fail_nomem"));
+	EXPECT_EQ(self->q0.total_bytes, q.total_bytes);
+}
+
+/* The pool grows on demand up to max_mb, then says -ENOMEM. */
+TEST_F(pool, grow_to_max)
+{
+	long long grows = pool_attr("stats/grows");
+	uint64_t chunk = self->q0.chunk_size;
+	uint64_t room = self->q0.total_bytes + 4 * chunk;
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+	uint64_t *ids;
+	int n = 0, i, ret, max;
+
+	/* Room for a few chunks beyond what is held now. */
+	ASSERT_EQ(0, pool_set_param("max_mb", (room + MIB - 1) / MIB));
+	max = (int)((room + MIB) / chunk) + 1;
+	ids = calloc(max, sizeof(*ids));
+	ASSERT_NE(NULL, ids);
+	for (;;) {
+		ret = pool_alloc(self->fd, chunk, &a);
+		if (ret)
+			break;
+		ASSERT_LT(n, max);
+		ids[n++] = a.slice_id;
+	}
+	EXPECT_EQ(-ENOMEM, ret);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	/* Full: nothing free, and no room for one more chunk. */
+	EXPECT_EQ(0ULL, q.free_bytes);
+	EXPECT_LT(q.max_bytes - chunk, q.total_bytes);
+	EXPECT_LE(grows + 4, pool_attr("stats/grows"));
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(0, pool_free(self->fd, ids[i]));
+	free(ids);
+	/* Lowering max_mb below pool_mb (or to 0) is refused. */
+	EXPECT_EQ(-EINVAL, pool_set_param("max_mb", 0));
+	if (pool_param("pool_mb") > 1)
+		EXPECT_EQ(-EINVAL, pool_set_param("max_mb",
+						  pool_param("pool_mb") - 1));
+}
+
+/* FREE of an unknown, freed or foreign id is -ENOENT; bad fields -EINVAL. */
+TEST_F(pool, free_errors)
+{
+	struct mrpool_alloc a, b;
+	struct mrpool_free f;
+	int fd2;
+
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, 0));
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, 0x7fffffff));
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, 1ULL << 40));
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	memset(&f, 0, sizeof(f));
+	f.size = sizeof(f);
+	f.slice_id = a.slice_id;
+	f.flags = 1;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_FREE, &f));
+	f.flags = 0;
+	f.reserved[1] = 1;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_FREE, &f));
+	f.reserved[1] = 0;
+	f.size = 4;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_FREE, &f));
+
+	/* Another file can neither free nor see this slice. */
+	fd2 = pool_open();
+	ASSERT_LE(0, fd2);
+	EXPECT_EQ(-ENOENT, pool_free(fd2, a.slice_id));
+	ASSERT_EQ(0, pool_alloc(fd2, 1, &b));
+	EXPECT_NE(a.slice_id, b.slice_id);
+	EXPECT_NE(a.mmap_offset, b.mmap_offset);
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, b.slice_id));
+	close(fd2);
+
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, a.slice_id));
+}
+
+/* Closing a file returns every slice it held. */
+TEST_F(pool, close_frees_all)
+{
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+	int fd2, i;
+
+	fd2 = pool_open();
+	ASSERT_LE(0, fd2);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, pool_alloc(fd2, self->q0.chunk_size, &a));
+	ASSERT_EQ(0, pool_query(fd2, &q));
+	EXPECT_EQ(3 * self->q0.chunk_size, q.file_bytes);
+	close(fd2);
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(self->q0.frees + 3, q.frees);
+}
+
+/* max_file_mb caps one file with -EDQUOT; other files are not affected. */
+TEST_F(pool, file_quota)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	long long quota = pool_attr("stats/fail_quota");
+	struct mrpool_alloc a, b;
+	int fd2;
+
+	ASSERT_EQ(0, pool_set_param("max_file_mb", chunk / MIB ? chunk / MIB : 1));
+	EXPECT_EQ(-EDQUOT, pool_alloc(self->fd, 2 * chunk, &a));
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &a));
+	EXPECT_EQ(-EDQUOT, pool_alloc(self->fd, 1, &b));
+	EXPECT_EQ(quota + 2, pool_attr("stats/fail_quota"));
+	fd2 = pool_open();
+	ASSERT_LE(0, fd2);
+	EXPECT_EQ(0, pool_alloc(fd2, chunk, &b));
+	close(fd2);
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+	EXPECT_EQ(0, pool_alloc(self->fd, chunk, &a));
+	EXPECT_EQ(0, pool_set_param("max_file_mb", 0));
+	EXPECT_EQ(0, pool_alloc(self->fd, 2 * chunk, &b));
+	EXPECT_EQ(0, pool_set_param("max_file_mb", self->max_file_mb));
+}
+
+/* fail_slice_alloc makes the next N ALLOCs fail with -ENOMEM. */
+TEST_F(pool, knob_fail_slice_alloc)
+{
+	long long inj = pool_attr("stats/fail_injected");
+	struct mrpool_alloc a;
+
+	ASSERT_EQ(0, pool_set_knob("fail_slice_alloc", 2));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, 1, &a));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, 1, &a));
+	EXPECT_EQ(0, pool_alloc(self->fd, 1, &a));
+	EXPECT_EQ(inj + 2, pool_attr("stats/fail_injected"));
+}
+
+/* fail_chunk_alloc makes growth fail; nothing leaks, the next one works. */
+TEST_F(pool, knob_fail_chunk_alloc)
+{
+	long long cfail = pool_attr("stats/chunk_alloc_failures");
+	uint64_t need = self->q0.free_bytes + 2 * self->q0.chunk_size;
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+
+	if (self->q0.total_bytes + 2 * self->q0.chunk_size > self->q0.max_bytes)
+		SKIP(return, "no room to grow below max_mb");
+	ASSERT_EQ(0, pool_set_knob("fail_chunk_alloc", 1));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, need, &a));
+	EXPECT_EQ(cfail + 1, pool_attr("stats/chunk_alloc_failures"));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(q.total_bytes,
+		  q.free_bytes + q.used_bytes + q.quarantined_bytes);
+	ASSERT_EQ(0, pool_alloc(self->fd, need, &a));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* The node column of debugfs "chunks" for the chunk at @want, or -1. */
+static int chunk_node(unsigned long want)
+{
+	char line[256], state[32];
+	unsigned long pfn, owner;
+	int node, ret = -1;
+	FILE *f = fopen(POOL_DEBUGFS "/chunks", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
+			   &owner) == 4 && pfn == want)
+			ret = node;
+	fclose(f);
+	return ret;
+}
+
+/* A strict node request is served from that node, on every online node. */
+TEST_F(pool, alloc_node_strict)
+{
+	struct mrpool_alloc a;
+	unsigned long pfn;
+	int node, nodes = 0;
+
+	for (node = 0; node < 64; node++) {
+		char path[96];
+
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d",
+			 node);
+		if (access(path, F_OK))
+			continue;
+		nodes++;
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.bytes = 1;
+		a.node = node;
+		a.flags = MRPOOL_ALLOC_NODE_STRICT;
+		ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+		ASSERT_EQ(1, pool_slice_pfns(a.slice_id, &pfn, 1));
+		EXPECT_EQ(node, chunk_node(pfn));
+		EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+	}
+	EXPECT_LE(1, nodes);
+	TH_LOG("%d node(s)", nodes);
+}
+
+/* sysfs and QUERY agree, and the per-order block counts add up. */
+TEST_F(pool, sysfs_matches_query)
+{
+	unsigned long long blocks, pages = 0;
+	char buf[256], *tok, *save;
+	struct mrpool_alloc a;
+	struct mrpool_query q;
+	int order = 0;
+	FILE *f;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ((long long)q.total_bytes, pool_attr("total_bytes"));
+	EXPECT_EQ((long long)q.free_bytes, pool_attr("free_bytes"));
+	EXPECT_EQ((long long)q.used_bytes, pool_attr("used_bytes"));
+	EXPECT_EQ((long long)q.quarantined_bytes,
+		  pool_attr("quarantined_bytes"));
+	EXPECT_EQ((long long)q.max_bytes, pool_attr("max_bytes"));
+	EXPECT_EQ(q.node, pool_attr("node"));
+	EXPECT_EQ((long long)q.allocs, pool_attr("stats/allocs"));
+	EXPECT_EQ((long long)q.frees, pool_attr("stats/frees"));
+	EXPECT_EQ((long long)q.alloc_failures,
+		  pool_attr("stats/fail_nomem") + pool_attr("stats/fail_quota") +
+		  pool_attr("stats/fail_memlock") +
+		  pool_attr("stats/fail_injected"));
+	EXPECT_LE(pool_attr("stats/trims"), pool_attr("stats/grows"));
+
+	f = fopen(POOL_SYSFS "/blocks_per_order", "re");
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(buf, sizeof(buf), f));
+	fclose(f);
+	for (tok = strtok_r(buf, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save), order++) {
+		blocks = strtoull(tok, NULL, 10);
+		pages += blocks << order;
+	}
+	EXPECT_EQ(q.chunk_size, 4096ULL << (order - 1));
+	EXPECT_EQ(q.total_bytes, pages * 4096);
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+TEST_HARNESS_MAIN

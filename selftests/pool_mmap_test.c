@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Mapping slices: only the owner's token, exact length, shared and
+ * writable; no growth; not inherited by fork; data survives unmap and
+ * remap; FREE of a mapped slice waits for the last unmap; kill -9 returns
+ * slices; reused chunks come back zeroed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+/*
+ * The harness wraps each test in setjmp(); after a longjmp it only runs
+ * the teardown, so no local of a test body is read again.
+ */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+
+FIXTURE(map) {
+	int fd;
+	struct mrpool_query q0;
+	struct mrpool_alloc a;		/* two chunks */
+	uint64_t chunk;
+};
+
+FIXTURE_SETUP(map)
+{
+	self->fd = -1;
+	if (access(POOL_DEV, F_OK))
+		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	self->chunk = self->q0.chunk_size;
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->chunk, &self->a));
+}
+
+FIXTURE_TEARDOWN(map)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+static void fill(void *p, size_t len, unsigned int seed)
+{
+	uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		w[i] = (uint32_t)(i * 2654435761u) ^ seed;
+}
+
+static int check(const void *p, size_t len, unsigned int seed)
+{
+	const uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		if (w[i] != ((uint32_t)(i * 2654435761u) ^ seed))
+			return -1;
+	return 0;
+}
+
+/* check() of [@off, @off + @len) of a buffer filled from its start. */
+static int check_range(const void *p, size_t off, size_t len,
+		       unsigned int seed)
+{
+	const uint32_t *w = p;
+	size_t i;
+
+	for (i = off / 4; i < (off + len) / 4; i++)
+		if (w[i] != ((uint32_t)(i * 2654435761u) ^ seed))
+			return -1;
+	return 0;
+}
+
+static int all_zero(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		if (w[i])
+			return -1;
+	return 0;
+}
+
+/* 1 if debugfs "slices" lists @id of this process in @state. */
+static int slice_listed(uint64_t id, const char *want)
+{
+	char line[256], comm[64], state[16];
+	unsigned long long sid, length;
+	unsigned int chunks;
+	int pid, maps, found = 0;
+	FILE *f = fopen(POOL_DEBUGFS "/slices", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llu %d %63s %llu %u %d %15s", &sid, &pid,
+			   comm, &length, &chunks, &maps, state) == 7 &&
+		    sid == id && pid == getpid() && !strcmp(state, want))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+static void *map_at(int fd, size_t len, int prot, int flags, uint64_t off)
+{
+	return mmap(NULL, len, prot, flags, fd, (off_t)off);
+}
+
+/* A fresh slice maps 2 MiB aligned, reads zeros, keeps what is written. */
+TEST_F(map, map_zeroed_aligned)
+{
+	uint8_t *p = pool_map(self->fd, &self->a);
+
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0UL, (uintptr_t)p % (2 * MIB));
+	EXPECT_EQ(0, all_zero(p, self->a.length));
+	fill(p, self->a.length, 1);
+	EXPECT_EQ(0, check(p, self->a.length, 1));
+	/* Whole PMD-order chunks are mapped with huge entries. */
+	char pmd[8];
+
+	pool_param_str("pmd_map", pmd, sizeof(pmd));
+	if (pmd[0] == 'Y' && self->chunk == 2 * MIB &&
+	    pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") ==
+	    (long long)(2 * MIB))
+		EXPECT_EQ((long long)self->a.length / 1024,
+			  pool_smaps_kb(p, "FilePmdMapped:"));
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+/* Under fragmentation a chunk is built of smaller blocks, counted per order. */
+TEST_F(map, fallback_orders)
+{
+	unsigned long long before[16] = {}, after[16] = {};
+	struct mrpool_query q;
+	struct mrpool_alloc b;
+	int order = 0, n, i;
+	char buf[256], *tok, *save;
+	uint8_t *p;
+	FILE *f;
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	if (q.total_bytes + self->chunk > q.max_bytes)
+		SKIP(return, "no room to grow below max_mb");
+	for (n = 0; n < 2; n++) {
+		f = fopen(POOL_SYSFS "/blocks_per_order", "re");
+		ASSERT_NE(NULL, f);
+		ASSERT_NE(NULL, fgets(buf, sizeof(buf), f));
+		fclose(f);
+		i = 0;
+		for (tok = strtok_r(buf, " \n", &save); tok && i < 16;
+		     tok = strtok_r(NULL, " \n", &save))
+			(n ? after : before)[i++] = strtoull(tok, NULL, 10);
+		order = i - 1;
+		if (n)
+			break;
+		/* The next block above order 0 fails: the new chunk is
+		 * made of two blocks one order down.
+		 */
+		ASSERT_EQ(0, pool_set_knob("fail_high_order", 1));
+		ASSERT_EQ(0, pool_alloc(self->fd, q.free_bytes + self->chunk,
+					&b));
+	}
+	ASSERT_LT(0, order);
+	EXPECT_EQ(before[order - 1] + 2, after[order - 1]);
+	EXPECT_LE(before[order], after[order]);
+
+	/* The slice still works, the fallback chunk through 4 KiB PTEs. */
+	p = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, all_zero(p, b.length));
+	fill(p, b.length, 11);
+	EXPECT_EQ(0, check(p, b.length, 11));
+	EXPECT_EQ(0, munmap(p, b.length));
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+}
+
+/* Tokens that are not a live slice of this file: -ENOENT. */
+TEST_F(map, wrong_token)
+{
+	size_t len = self->a.length;
+	int prot = PROT_READ | PROT_WRITE;
+
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, len, prot, MAP_SHARED, 0));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, len, prot, MAP_SHARED,
+				     self->a.mmap_offset + 4096));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, len, prot, MAP_SHARED,
+				     self->a.mmap_offset + 1000 * 2 * MIB));
+	EXPECT_EQ(ENOENT, errno);
+}
+
+/* Another file's token does not map, even a valid one. */
+TEST_F(map, other_files_token)
+{
+	struct mrpool_alloc b;
+	int fd2 = pool_open();
+	void *p;
+
+	ASSERT_LE(0, fd2);
+	p = map_at(fd2, self->a.length, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   self->a.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(ENOENT, errno);
+	ASSERT_EQ(0, pool_alloc(fd2, self->chunk, &b));
+	p = map_at(self->fd, b.length, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   b.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(ENOENT, errno);
+	close(fd2);
+}
+
+/* Exactly the slice's length: shorter or longer is -EINVAL. */
+TEST_F(map, wrong_length)
+{
+	int prot = PROT_READ | PROT_WRITE;
+
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->a.length - 4096, prot,
+				     MAP_SHARED, self->a.mmap_offset));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->a.length + self->chunk,
+				     prot, MAP_SHARED, self->a.mmap_offset));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->chunk, prot,
+				     MAP_SHARED, self->a.mmap_offset));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* Private mappings are refused: a pin would break COW and pin a copy. */
+TEST_F(map, map_private)
+{
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->a.length,
+				     PROT_READ | PROT_WRITE, MAP_PRIVATE,
+				     self->a.mmap_offset));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->a.length, PROT_READ,
+				     MAP_PRIVATE, self->a.mmap_offset));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* Read-only mappings are refused, also through a read-only open. */
+TEST_F(map, read_only)
+{
+	struct mrpool_alloc b;
+	int rofd;
+
+	EXPECT_EQ(MAP_FAILED, map_at(self->fd, self->a.length, PROT_READ,
+				     MAP_SHARED, self->a.mmap_offset));
+	EXPECT_EQ(EACCES, errno);
+
+	rofd = open(POOL_DEV, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, rofd);
+	ASSERT_EQ(0, pool_alloc(rofd, self->chunk, &b));
+	EXPECT_EQ(MAP_FAILED, map_at(rofd, b.length, PROT_READ | PROT_WRITE,
+				     MAP_SHARED, b.mmap_offset));
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(MAP_FAILED, map_at(rofd, b.length, PROT_READ, MAP_SHARED,
+				     b.mmap_offset));
+	EXPECT_EQ(EACCES, errno);
+	close(rofd);
+}
+
+/* mremap cannot grow a slice mapping (VM_DONTEXPAND). */
+TEST_F(map, mremap_growth)
+{
+	void *p = pool_map(self->fd, &self->a), *q;
+
+	ASSERT_NE(MAP_FAILED, p);
+	q = mremap(p, self->a.length, self->a.length + self->chunk,
+		   MREMAP_MAYMOVE);
+	EXPECT_EQ(MAP_FAILED, q);
+	EXPECT_EQ(EFAULT, errno);
+	q = mremap(p, self->a.length, self->a.length + self->chunk, 0);
+	EXPECT_EQ(MAP_FAILED, q);
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+/* The memory is the slice's, not the mapping's: it survives a remap. */
+TEST_F(map, data_survives_remap)
+{
+	void *p = pool_map(self->fd, &self->a);
+
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, self->a.length, 7);
+	ASSERT_EQ(0, munmap(p, self->a.length));
+	p = pool_map(self->fd, &self->a);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, check(p, self->a.length, 7));
+	/* Zapped PTEs come back through the fault handler, same pages. */
+	ASSERT_EQ(0, madvise(p, self->a.length, MADV_DONTNEED));
+	EXPECT_EQ(0, check(p, self->a.length, 7));
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+/* Moved off 2 MiB alignment and cut up, a mapping still shows the slice. */
+TEST_F(map, unaligned_move_and_split)
+{
+	size_t len = self->a.length;
+	uint8_t *p, *q, *hole;
+
+	p = pool_map(self->fd, &self->a);
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, len, 21);
+	/* A hole one page past a 2 MiB boundary: huge entries cannot fit. */
+	hole = mmap(NULL, len + 4 * MIB, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	q = (uint8_t *)(((uintptr_t)hole + 2 * MIB - 1) & ~(2 * MIB - 1)) +
+	    4096;
+	q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, q);
+	ASSERT_NE(MAP_FAILED, q);
+	EXPECT_EQ(0, check(q, len, 21));
+	/* Refault through 4 KiB entries into compound chunks. */
+	ASSERT_EQ(0, madvise(q, len, MADV_DONTNEED));
+	EXPECT_EQ(0, check(q, len, 21));
+	EXPECT_EQ(0LL, pool_smaps_kb(q, "FilePmdMapped:"));
+	/* Cut a page out of the middle: three VMAs, one slice. */
+	ASSERT_EQ(0, munmap(q + self->chunk, 4096));
+	EXPECT_EQ(0, check_range(q, 0, self->chunk, 21));
+	EXPECT_EQ(0, check_range(q, self->chunk + 4096,
+				 len - self->chunk - 4096, 21));
+	ASSERT_EQ(0, pool_free(self->fd, self->a.slice_id));
+	EXPECT_EQ(0, munmap(q, self->chunk));
+	EXPECT_EQ(1, slice_listed(self->a.slice_id, "freed"));
+	EXPECT_EQ(0, munmap(q + self->chunk + 4096, len - self->chunk - 4096));
+	EXPECT_EQ(0, slice_listed(self->a.slice_id, "freed"));
+	munmap(hole, len + 4 * MIB);
+}
+
+/* FREE of a mapped slice: memory stays until the last unmap. */
+TEST_F(map, free_while_mapped)
+{
+	struct mrpool_query q;
+	uint8_t *p = pool_map(self->fd, &self->a);
+	uint64_t len = self->a.length;
+
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, len, 3);
+	EXPECT_EQ(1, slice_listed(self->a.slice_id, "live"));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	uint64_t used = q.used_bytes, frees = q.frees;
+
+	ASSERT_EQ(0, pool_free(self->fd, self->a.slice_id));
+	EXPECT_EQ(-ENOENT, pool_free(self->fd, self->a.slice_id));
+	EXPECT_EQ(MAP_FAILED, pool_map(self->fd, &self->a));
+	EXPECT_EQ(ENOENT, errno);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(used, q.used_bytes);
+	EXPECT_EQ(len, q.file_bytes);
+	EXPECT_EQ(frees, q.frees);
+	EXPECT_EQ(0, check(p, len, 3));
+	EXPECT_EQ(1, slice_listed(self->a.slice_id, "freed"));
+
+	/* Unmapping one chunk splits the VMA: the rest still holds it. */
+	uint8_t copy[4096];
+
+	memcpy(copy, p + self->chunk, sizeof(copy));
+	ASSERT_EQ(0, munmap(p, self->chunk));
+	EXPECT_EQ(0, memcmp(copy, p + self->chunk, sizeof(copy)));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(used, q.used_bytes);
+
+	ASSERT_EQ(0, munmap(p + self->chunk, len - self->chunk));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(used - len, q.used_bytes);
+	EXPECT_EQ(0ULL, q.file_bytes);
+	EXPECT_EQ(frees + 1, q.frees);
+}
+
+/* fork() does not copy the mapping; the child cannot map it either way. */
+TEST_F(map, child_cannot_map)
+{
+	uint8_t *p = pool_map(self->fd, &self->a);
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(MAP_FAILED, p);
+	p[0] = 0x42;
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct mrpool_query q;
+		struct mrpool_alloc b;
+		unsigned char vec;
+		int fd2 = pool_open();
+		void *c;
+
+		/* VM_DONTCOPY: nothing is mapped there in the child. */
+		if (mincore(p, 4096, &vec) == 0 || errno != ENOMEM)
+			_exit(1);
+		if (fd2 < 0)
+			_exit(2);
+		c = mmap(NULL, self->a.length, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, fd2, (off_t)self->a.mmap_offset);
+		if (c != MAP_FAILED || errno != ENOENT)
+			_exit(3);
+		if (pool_free(fd2, self->a.slice_id) != -ENOENT)
+			_exit(4);
+		/* Nor through the descriptor it inherited: the file is the
+		 * parent's.
+		 */
+		c = mmap(NULL, self->a.length, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, self->fd, (off_t)self->a.mmap_offset);
+		if (c != MAP_FAILED || errno != EPERM)
+			_exit(5);
+		if (pool_free(self->fd, self->a.slice_id) != -EPERM)
+			_exit(6);
+		if (pool_alloc(self->fd, 1, &b) != -EPERM)
+			_exit(7);
+		if (pool_query(self->fd, &q))
+			_exit(8);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_EQ(0x42, p[0]);
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+/* kill -9 of a process holding mapped slices returns all of them. */
+TEST_F(map, kill9_returns_slices)
+{
+	struct mrpool_query before, after;
+	int pipefd[2], status;
+	char c;
+	pid_t pid;
+
+	ASSERT_EQ(0, pool_query(self->fd, &before));
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct mrpool_alloc s;
+		int fd2 = pool_open(), i;
+		void *m;
+
+		for (i = 0; i < 3; i++) {
+			if (fd2 < 0 || pool_alloc(fd2, self->chunk, &s))
+				_exit(1);
+			m = pool_map(fd2, &s);
+			if (m == MAP_FAILED)
+				_exit(2);
+			memset(m, 0xee, s.length);
+		}
+		if (write(pipefd[1], "r", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(pipefd[0], &c, 1));
+	ASSERT_EQ(0, pool_query(self->fd, &after));
+	EXPECT_EQ(before.used_bytes + 3 * self->chunk, after.used_bytes);
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status));
+	ASSERT_EQ(0, pool_query(self->fd, &after));
+	EXPECT_EQ(before.used_bytes, after.used_bytes);
+	EXPECT_EQ(before.frees + 3, after.frees);
+	EXPECT_EQ(after.total_bytes,
+		  after.free_bytes + after.used_bytes + after.quarantined_bytes);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
+/* One process writes and frees; the next owner of that chunk reads zeros. */
+TEST_F(map, zero_on_reuse)
+{
+	unsigned long pfn_a = 0, pfn_b = 0;
+	struct mrpool_alloc b;
+	int pipefd[2], status;
+	long long zeroed = pool_attr("stats/zeroed");
+	pid_t pid;
+	void *p;
+
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct mrpool_alloc s;
+		int fd2 = pool_open();
+		unsigned long pfn;
+
+		if (fd2 < 0 || pool_alloc(fd2, self->chunk, &s))
+			_exit(1);
+		if (pool_slice_pfns(s.slice_id, &pfn, 1) != 1)
+			_exit(2);
+		p = pool_map(fd2, &s);
+		if (p == MAP_FAILED)
+			_exit(3);
+		fill(p, s.length, 0xabc);
+		if (write(pipefd[1], &pfn, sizeof(pfn)) != sizeof(pfn))
+			_exit(4);
+		_exit(0);	/* exit unmaps and closes: the chunk returns */
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ((ssize_t)sizeof(pfn_a), read(pipefd[0], &pfn_a, sizeof(pfn_a)));
+	EXPECT_LT(zeroed, pool_attr("stats/zeroed"));
+
+	/* The free list is LIFO: the next one-chunk slice is that chunk. */
+	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &b));
+	ASSERT_EQ(1, pool_slice_pfns(b.slice_id, &pfn_b, 1));
+	EXPECT_EQ(pfn_a, pfn_b);
+	p = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, all_zero(p, b.length));
+	EXPECT_EQ(0, munmap(p, b.length));
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
+/* debugfs lists this file with its pid, slices and bytes. */
+TEST_F(map, debugfs_clients)
+{
+	char line[256], comm[64];
+	unsigned long long bytes;
+	int pid, n, found = 0;
+	FILE *f = fopen(POOL_DEBUGFS "/clients", "re");
+
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%d %63s %d %llu", &pid, comm, &n, &bytes) == 4 &&
+		    pid == getpid() && n == 1 && bytes == self->a.length)
+			found = 1;
+	fclose(f);
+	EXPECT_EQ(1, found);
+}
+
+TEST_HARNESS_MAIN

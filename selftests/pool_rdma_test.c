@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Slices as RDMA memory on rxe: ibv_reg_mr on a mapped slice, RDMA WRITE
+ * and READ across the boundary of two chunks with the bytes checked, and
+ * quarantine: a chunk whose slice is gone but which an MR still pins is
+ * not reused (and holds the module) until ibv_dereg_mr, then comes back
+ * zeroed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+/*
+ * The harness wraps each test in setjmp(); after a longjmp it only runs
+ * the teardown, so no local of a test body is read again.
+ */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+#include "rdmatest.h"
+
+#define XFER	(64 * 1024)
+
+FIXTURE(rdma) {
+	int fd;
+	struct mrpool_query q0;
+	struct rdt_dev dev;
+	struct rdt_loop lp;
+	int dev_ret;
+	uint8_t *buf;
+	struct ibv_mr *bmr;
+};
+
+FIXTURE_SETUP(rdma)
+{
+	self->fd = -1;
+	self->dev_ret = -1;
+	if (access(POOL_DEV, F_OK))
+		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+	self->dev_ret = rdt_dev_open(&self->dev, NULL, NULL);
+	if (self->dev_ret)
+		SKIP(return, "no RDMA device (%d)", self->dev_ret);
+	ASSERT_EQ(0, rdt_loop_create(&self->lp, &self->dev));
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	self->buf = aligned_alloc(4096, XFER);
+	ASSERT_NE(NULL, self->buf);
+	self->bmr = ibv_reg_mr(self->dev.pd, self->buf, XFER, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, self->bmr);
+}
+
+FIXTURE_TEARDOWN(rdma)
+{
+	if (self->bmr)
+		ibv_dereg_mr(self->bmr);
+	free(self->buf);
+	if (!self->dev_ret) {
+		rdt_loop_destroy(&self->lp);
+		rdt_dev_close(&self->dev);
+	}
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+static void fill(uint8_t *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 131 + seed + (i >> 9));
+}
+
+/* A slice registers, and WRITE/READ across its chunk boundary are exact. */
+TEST_F(rdma, write_read_across_chunks)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	struct mrpool_alloc a;
+	struct ibv_mr *mr;
+	uint8_t *p, *at;
+	int st;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * chunk, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	mr = ibv_reg_mr(self->dev.pd, p, a.length, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, mr) TH_LOG("ibv_reg_mr on a slice: %s", strerror(errno));
+
+	at = p + chunk - XFER / 2;
+	fill(self->buf, XFER, 5);
+	ASSERT_EQ(0, rdt_write(&self->lp, self->buf, self->bmr->lkey,
+			       (uintptr_t)at, mr->rkey, XFER, &st));
+	EXPECT_EQ(IBV_WC_SUCCESS, st);
+	EXPECT_EQ(0, memcmp(at, self->buf, XFER));
+	EXPECT_EQ(0, at[-1]);
+	EXPECT_EQ(0, at[XFER]);
+
+	/* And back out, from the slice's lkey side this time. */
+	fill(at, XFER, 9);
+	memset(self->buf, 0, XFER);
+	ASSERT_EQ(0, rdt_read(&self->lp, self->buf, self->bmr->lkey,
+			      (uintptr_t)at, mr->rkey, XFER, &st));
+	EXPECT_EQ(0, memcmp(at, self->buf, XFER));
+
+	/* Past the end of the slice is a remote access error. */
+	EXPECT_EQ(-EIO, rdt_write(&self->lp, self->buf, self->bmr->lkey,
+				  (uintptr_t)(p + a.length - 4096), mr->rkey,
+				  8192, &st));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, munmap(p, a.length));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* A chunk still pinned by an MR is quarantined until ibv_dereg_mr. */
+TEST_F_TIMEOUT(rdma, quarantine_with_live_mr, 120)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	long long quar = pool_attr("stats/quarantines");
+	unsigned long pfn, other;
+	struct mrpool_alloc a, b;
+	struct ibv_mr *mr;
+	char state[32];
+	uint8_t *p;
+	int st, fd2;
+
+	fd2 = pool_open();
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, pool_alloc(fd2, chunk, &a));
+	ASSERT_EQ(1, pool_slice_pfns(a.slice_id, &pfn, 1));
+	p = pool_map(fd2, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	mr = ibv_reg_mr(self->dev.pd, p, a.length, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, mr);
+	memset(p, 0x77, a.length);
+
+	/* Unmap, free and close: the slice is gone, the pin is not. */
+	ASSERT_EQ(0, munmap(p, a.length));
+	ASSERT_EQ(0, pool_free(fd2, a.slice_id));
+	close(fd2);
+	EXPECT_EQ((long long)chunk, pool_attr("quarantined_bytes"));
+	EXPECT_EQ(quar + 1, pool_attr("stats/quarantines"));
+	ASSERT_EQ(0, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_STREQ("quarantined", state);
+
+	/* Nobody gets it meanwhile... */
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &b));
+	ASSERT_EQ(1, pool_slice_pfns(b.slice_id, &other, 1));
+	EXPECT_NE(pfn, other);
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+	/* ...while the MR still reaches it. */
+	fill(self->buf, XFER, 3);
+	EXPECT_EQ(0, rdt_write(&self->lp, self->buf, self->bmr->lkey,
+			       (uintptr_t)mr->addr, mr->rkey,
+			       XFER, &st));
+
+	/* With no file open the quarantined chunk alone holds the module. */
+	close(self->fd);
+	self->fd = -1;
+	EXPECT_EQ(-1, syscall(SYS_delete_module, "mrpool", O_NONBLOCK));
+	EXPECT_EQ(EWOULDBLOCK, errno);
+	if (access("/sys/module/mrpool", F_OK))
+		ASSERT_EQ(0, system("insmod kmod/mrpool.ko")) TH_LOG("reloaded");
+
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_TRUE(POOL_WAIT(pool_attr("quarantined_bytes") == 0, 10000));
+	ASSERT_EQ(0, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_STREQ("free", state);
+
+	/* Back in the pool at the head of the free list, and zeroed. */
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &b));
+	ASSERT_EQ(1, pool_slice_pfns(b.slice_id, &other, 1));
+	EXPECT_EQ(pfn, other);
+	p = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, p[0]);
+	EXPECT_EQ(0, p[XFER - 1]);
+	EXPECT_EQ(0, p[b.length - 1]);
+	EXPECT_EQ(0, munmap(p, b.length));
+}
+
+TEST_HARNESS_MAIN

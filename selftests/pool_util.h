@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Helpers shared by the pool_*_test.c selftests: ioctl wrappers that retry
+ * EINTR and return -errno, reading pool counters from sysfs, the debugfs
+ * failure knobs and chunk list, and writable module parameters.
+ */
+#ifndef POOL_UTIL_H
+#define POOL_UTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include "uapi/mrpool.h"
+
+#define POOL_DEV	"/dev/" MRPOOL_DEV_NAME
+#define POOL_SYSFS	"/sys/class/misc/" MRPOOL_DEV_NAME
+#define POOL_PARAMS	"/sys/module/mrpool/parameters"
+#define POOL_DEBUGFS	"/sys/kernel/debug/mrpool"
+#define MIB		(1024UL * 1024UL)
+
+static inline int pool_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	int ret;
+
+	do {
+		ret = ioctl(fd, cmd, arg);
+	} while (ret < 0 && errno == EINTR);
+	return ret < 0 ? -errno : ret;
+}
+
+static inline int pool_open(void)
+{
+	return open(POOL_DEV, O_RDWR | O_CLOEXEC);
+}
+
+static inline int pool_query(int fd, struct mrpool_query *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->size = sizeof(*q);
+	return pool_ioctl(fd, MRPOOL_IOC_QUERY, q);
+}
+
+/* ALLOC of @bytes on any node; fills @a. */
+static inline int pool_alloc(int fd, uint64_t bytes, struct mrpool_alloc *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->bytes = bytes;
+	a->node = MRPOOL_NODE_ANY;
+	return pool_ioctl(fd, MRPOOL_IOC_ALLOC, a);
+}
+
+static inline int pool_free(int fd, uint64_t slice_id)
+{
+	struct mrpool_free f = { .size = sizeof(f), .slice_id = slice_id };
+
+	return pool_ioctl(fd, MRPOOL_IOC_FREE, &f);
+}
+
+/* mmap a slice the way the library does; MAP_FAILED with errno set. */
+static inline void *pool_map(int fd, const struct mrpool_alloc *a)
+{
+	return mmap(NULL, a->length, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		    (off_t)a->mmap_offset);
+}
+
+/* A decimal value from a file, or -1. */
+static inline long long pool_read_ll(const char *path)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return strtoll(buf, NULL, 0);
+}
+
+static inline int pool_write_str(const char *path, const char *val)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	n = n < 0 ? -errno : 0;
+	close(fd);
+	return (int)n;
+}
+
+static inline int pool_write_ll(const char *path, long long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%lld", v);
+	return pool_write_str(path, buf);
+}
+
+/* sysfs attribute of the device, e.g. "used_bytes" or "stats/frees". */
+static inline long long pool_attr(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), POOL_SYSFS "/%s", name);
+	return pool_read_ll(path);
+}
+
+static inline long long pool_param(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), POOL_PARAMS "/%s", name);
+	return pool_read_ll(path);
+}
+
+/* A parameter's text without the newline ("Y", "8", ...); "" if absent. */
+static inline void pool_param_str(const char *name, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), POOL_PARAMS "/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+static inline int pool_set_param(const char *name, long long v)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), POOL_PARAMS "/%s", name);
+	return pool_write_ll(path, v);
+}
+
+/* Arm a debugfs failure knob: the next @n allocations of that kind fail. */
+static inline int pool_set_knob(const char *name, long long n)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), POOL_DEBUGFS "/%s", name);
+	return pool_write_ll(path, n);
+}
+
+/*
+ * The pfns of the chunks owned by slice @id, from debugfs "chunks"
+ * (pfn node state owner blocks). Returns how many were found.
+ */
+static inline int pool_slice_pfns(uint64_t id, unsigned long *pfns, int max)
+{
+	char line[256], state[32];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
+			   &owner) != 4)
+			continue;
+		if (owner == id && !strcmp(state, "used") && n < max)
+			pfns[n++] = pfn;
+	}
+	fclose(f);
+	return n;
+}
+
+/* How many chunks debugfs lists in @state ("free", "used", ...). */
+static inline int pool_count_state(const char *want)
+{
+	char line[256], state[32];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
+			   &owner) == 4 && !strcmp(state, want))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* State of the chunk starting at @pfn into @state; 0 or -ENOENT. */
+static inline int pool_pfn_state(unsigned long want, char *state, size_t len)
+{
+	char line[256], st[32];
+	unsigned long pfn, owner;
+	int node, ret = -ENOENT;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, st,
+			   &owner) == 4 && pfn == want) {
+			snprintf(state, len, "%s", st);
+			ret = 0;
+		}
+	fclose(f);
+	return ret;
+}
+
+/* A "Field:   N kB" line of the /proc/self/smaps entry starting at @addr. */
+static inline long long pool_smaps_kb(const void *addr, const char *field)
+{
+	unsigned long start, end;
+	char line[256];
+	long long kb = -1;
+	int in = 0;
+	FILE *f;
+
+	f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = start == (unsigned long)addr;
+			continue;
+		}
+		if (in && !strncmp(line, field, strlen(field))) {
+			kb = strtoll(line + strlen(field), NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return kb;
+}
+
+/* Poll until @cond holds or @ms elapse (TCG guests are slow). */
+#define POOL_WAIT(cond, ms) ({						\
+	int __left = (ms);						\
+	while (!(cond) && __left > 0) {					\
+		usleep(50 * 1000);					\
+		__left -= 50;						\
+	}								\
+	(cond);								\
+})
+
+#endif /* POOL_UTIL_H */
