@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Allocation, free and address lookup. The fast paths pop or push the
+ * calling thread's bin and read the arena through the map: no lock, no
+ * system call, one unlikely exit each into a noinline slow path that
+ * validates, refills, grows, falls back and reports.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void mrp_fill_keys(struct mrp_pool *pool, int slot, struct mrp_buf *buf)
+{
+	struct mrp_arena *a;
+
+	(void)pool;
+	if (slot < 0) {
+		buf->lkey = 0;
+		buf->rkey = 0;
+		return;
+	}
+	a = mrp_arena_of((uintptr_t)buf->addr);
+	buf->lkey = a->keys[slot].lkey;
+	buf->rkey = a->keys[slot].rkey;
+}
+
+static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
+				       size_t align, struct ibv_pd *pd,
+				       struct mrp_buf *buf)
+{
+	struct mrp_tcache *tc;
+	struct mrp_arena *a;
+	struct mrp_bin *bin;
+	unsigned int cls;
+	size_t need;
+	int slot = -1;
+	int ret;
+
+	if (!pool || !buf || !size || (align & (align - 1)))
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	if (pd) {
+		slot = mrp_pd_slot(pool, pd);
+		if (slot < 0)
+			return -EINVAL;
+	}
+	need = size > align ? size : align;
+	if (need > MRP_MAX_CLASS || align > MRP_MAX_CLASS) {
+		if (size > SIZE_MAX / 2)
+			return -ENOMEM;
+		ret = mrp_large_alloc(pool, size, align, &a);
+		if (ret < 0)
+			goto fallback;
+		buf->addr = (void *)a->base;
+		buf->size = a->size;
+		mrp_fill_keys(pool, slot, buf);
+		return 0;
+	}
+
+	cls = mrp_size_class(need);
+	tc = mrp_tcache_get(pool);
+	if (!tc)
+		return -ENOMEM;
+	bin = &tc->bins[cls];
+	if (!bin->count) {
+		ret = mrp_depot_refill(pool, cls, bin);
+		if (ret < 0)
+			goto fallback;
+	}
+	mrp_inc(&tc->misses);
+	buf->addr = bin->slots[--bin->count];
+	mrp_inc(&bin->allocs);
+	buf->size = mrp_class_size(cls);
+	mrp_fill_keys(pool, slot, buf);
+	return 0;
+
+fallback:
+	if (!pool->cfg.fallback)
+		return ret;
+	return mrp_fallback_alloc(pool, size, align, slot, buf);
+}
+
+/* Thread-cache pop: 0 done, -EINVAL bad PD, 1 take the slow path. */
+static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
+				 struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	unsigned int msb = mrp_size_msb(size);
+	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
+	struct mrp_arena *a;
+	int slot;
+	void *p;
+
+	if (unlikely(!bin->count))
+		return 1;
+	if (pd) {
+		struct mrp_key k;
+
+		/* most programs attach one PD: try its slot before the scan */
+		if (likely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) == pd))
+			slot = 0;
+		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
+			return -EINVAL;
+		p = bin->slots[--bin->count];
+		a = mrp_map[(uintptr_t)p >> MRP_MAP_SHIFT];
+		k = a->keys[slot];
+		buf->lkey = k.lkey;
+		buf->rkey = k.rkey;
+	} else {
+		p = bin->slots[--bin->count];
+		buf->lkey = 0;
+		buf->rkey = 0;
+	}
+	mrp_inc(&bin->allocs);
+	buf->addr = p;
+	buf->size = (size_t)2 << msb;
+	return 0;
+}
+
+/* One allocation in sample_every per thread is timed, slow path included. */
+static MRP_NOINLINE int mrp_alloc_sampled(struct mrp_pool *pool, size_t size,
+					  struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	struct mrp_tcache *tc = mrp_tls[pool->idx];
+	uint64_t t0;
+	int ret;
+
+	if (tc != &mrp_tcache_empty && --tc->sample_left) {
+		ret = mrp_alloc_fast(pool, size, pd, buf);
+		return ret <= 0 ? ret : mrp_alloc_slow(pool, size, 0, pd, buf);
+	}
+	t0 = mrp_now_ns();
+	ret = mrp_alloc_fast(pool, size, pd, buf);
+	if (ret > 0)
+		ret = mrp_alloc_slow(pool, size, 0, pd, buf);
+	if (!ret)
+		mrp_lat_record(pool, mrp_now_ns() - t0);
+	tc = mrp_tls[pool->idx];
+	if (tc != &mrp_tcache_empty)
+		tc->sample_left = pool->cfg.sample_every;
+	return ret;
+}
+
+MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
+			 struct mrp_buf *buf)
+{
+	int ret;
+
+	if (unlikely(!pool || !buf || size - 1 >= MRP_MAX_CLASS || pool->sampling))
+		goto slow;
+	ret = mrp_alloc_fast(pool, size, pd, buf);
+	if (likely(ret <= 0))
+		return ret;
+slow:
+	if (pool && buf && pool->sampling && size - 1 < MRP_MAX_CLASS)
+		return mrp_alloc_sampled(pool, size, pd, buf);
+	return mrp_alloc_slow(pool, size, 0, pd, buf);
+}
+
+MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t align,
+				 struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	if (!align || (align & (align - 1)))
+		return -EINVAL;
+	/* Class buffers are aligned to their size: a bigger class is enough. */
+	if (align <= MRP_MAX_CLASS && size && size < align)
+		size = align;
+	if (align <= MRP_MAX_CLASS)
+		return mrp_alloc(pool, size, pd, buf);
+	return mrp_alloc_slow(pool, size, align, pd, buf);
+}
+
+static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
+{
+	uintptr_t p = (uintptr_t)addr;
+	struct mrp_tcache *tc;
+	struct mrp_arena *a;
+	struct mrp_bin *bin;
+	uint32_t n;
+
+	if (!pool)
+		return -EINVAL;
+	if (!addr)
+		return 0;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	a = mrp_arena_of(p);
+	if (!a || a->pool != pool)
+		return mrp_fallback_free(pool, addr);
+	if (a->cls == MRP_LARGE ? p != a->base || a->large_free : (p & mrp_buf_mask(a)))
+		return -EINVAL;
+	if (a->nmw)
+		mrp_mw_release_buf(pool, a, p);
+	if (a->cls == MRP_LARGE) {
+		mrp_large_free(pool, a);
+		return 0;
+	}
+	tc = mrp_tcache_get(pool);
+	if (!tc) {
+		mrp_depot_put(pool, a->cls, &addr, 1);
+		return 0;
+	}
+	bin = &tc->bins[a->cls];
+	if (bin->count >= bin->cap) {
+		/* Return the oldest half: the newest stay hot in this cache. */
+		n = bin->cap / 2 ? bin->cap / 2 : 1;
+		mrp_depot_put(pool, a->cls, bin->slots, n);
+		bin->count -= n;
+		memmove(bin->slots, bin->slots + n, bin->count * sizeof(void *));
+		atomic_fetch_add_explicit(&pool->cls[a->cls].flushes, 1,
+					  memory_order_relaxed);
+	}
+	bin->slots[bin->count++] = addr;
+	mrp_inc(&bin->frees);
+	return 0;
+}
+
+MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
+{
+	uintptr_t p = (uintptr_t)addr;
+	size_t i = p >> MRP_MAP_SHIFT;
+	struct mrp_arena *a;
+	struct mrp_bin *bin;
+
+	if (unlikely(!pool || i >= MRP_MAP_ENTRIES))
+		goto slow;
+	a = mrp_map[i];
+	if (unlikely(!a || a->pool != pool ||
+		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
+		goto slow;
+	bin = &mrp_tls[pool->idx]->bins[a->cls];
+	if (unlikely(bin->count >= bin->cap))
+		goto slow;
+	bin->slots[bin->count++] = addr;
+	mrp_inc(&bin->frees);
+	return 0;
+slow:
+	return mrp_free_slow(pool, addr);
+}
+
+MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
+			  struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	uintptr_t p = (uintptr_t)addr;
+	struct mrp_arena *a;
+	int slot = -1;
+
+	if (!pool || !buf)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	if (pd) {
+		slot = mrp_pd_slot(pool, pd);
+		if (slot < 0)
+			return -EINVAL;
+	}
+	a = mrp_arena_of(p);
+	if (!a || a->pool != pool)
+		return mrp_fallback_lookup(pool, addr, slot, buf);
+	if (a->cls == MRP_LARGE) {
+		buf->addr = (void *)a->base;
+		buf->size = a->size;
+	} else {
+		buf->addr = (void *)(p & ~mrp_buf_mask(a));
+		buf->size = mrp_buf_mask(a) + 1;
+	}
+	if (slot < 0) {
+		buf->lkey = 0;
+		buf->rkey = 0;
+	} else {
+		buf->lkey = a->keys[slot].lkey;
+		buf->rkey = a->keys[slot].rkey;
+	}
+	return 0;
+}

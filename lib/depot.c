@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The per-class depot shared by all threads, and growth and trim.
+ *
+ * The depot of a class is the list of its arenas that have free buffers;
+ * each arena keeps its free buffers as a stack of indexes outside the
+ * buffer memory. Thread caches refill from it and flush into it in
+ * batches. Growth and trim happen here, called by the slow paths, the
+ * background thread and mrp_trim(), never by a fast path.
+ */
+#include <errno.h>
+
+#include "internal.h"
+
+static void mrp_avail_add(struct mrp_class *c, struct mrp_arena *a)
+{
+	a->av_prev = NULL;
+	a->av_next = c->avail;
+	if (a->av_next)
+		a->av_next->av_prev = a;
+	c->avail = a;
+}
+
+static void mrp_avail_del(struct mrp_class *c, struct mrp_arena *a)
+{
+	if (a->av_prev)
+		a->av_prev->av_next = a->av_next;
+	else
+		c->avail = a->av_next;
+	if (a->av_next)
+		a->av_next->av_prev = a->av_prev;
+	a->av_next = NULL;
+	a->av_prev = NULL;
+}
+
+/*
+ * Add one arena to class cls. A foreground caller first rechecks the depot
+ * under pool->lock: another thread may have grown it meanwhile.
+ */
+int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
+{
+	struct mrp_class *c = &pool->cls[cls];
+	struct mrp_arena *a;
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	if (!background && atomic_load(&c->free_blocks)) {
+		pthread_mutex_unlock(&pool->lock);
+		return 0;
+	}
+	ret = mrp_arena_create(pool, pool->cfg.arena_size, pool->granule, cls, &a);
+	if (!ret) {
+		pthread_mutex_lock(&c->lock);
+		mrp_avail_add(c, a);
+		atomic_fetch_add(&c->free_blocks, a->nfree);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (!ret)
+		mrp_add(background ? &pool->bg_growths : &pool->sync_growths, 1);
+	return ret;
+}
+
+/* Fill an empty bin with up to one batch, growing the class if needed. */
+int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin)
+{
+	struct mrp_class *c = &pool->cls[cls];
+	uint32_t want = c->batch < bin->cap ? c->batch : bin->cap;
+	uint32_t got = 0;
+	struct mrp_arena *a;
+	int ret;
+
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		while (got < want && (a = c->avail)) {
+			while (got < want && a->nfree) {
+				uintptr_t i = a->free_idx[--a->nfree];
+
+				bin->slots[got++] = (void *)(a->base + (i << a->shift));
+			}
+			if (!a->nfree)
+				mrp_avail_del(c, a);
+		}
+		atomic_fetch_sub(&c->free_blocks, got);
+		pthread_mutex_unlock(&c->lock);
+		if (got)
+			break;
+		ret = mrp_grow(pool, cls, false);
+		if (ret)
+			return ret;
+	}
+	bin->count = got;
+	mrp_add(&c->refills, 1);
+	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
+	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)
+		mrp_bg_kick(pool);
+	return 0;
+}
+
+/* Return n buffers of class cls to their arenas. */
+void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n)
+{
+	struct mrp_class *c = &pool->cls[cls];
+	uint64_t now = mrp_now_ns();
+	uint32_t put = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t k = 0; k < n; k++) {
+		uintptr_t p = (uintptr_t)ptrs[k];
+		struct mrp_arena *a = mrp_arena_of(p);
+
+		/* a double free would overflow the stack: drop it instead */
+		if (a->nfree >= a->nblocks)
+			continue;
+		a->free_idx[a->nfree++] = (uint32_t)((p - a->base) >> a->shift);
+		if (a->nfree == 1)
+			mrp_avail_add(c, a);
+		if (a->nfree == a->nblocks)
+			a->idle_since = now;
+		put++;
+	}
+	atomic_fetch_add(&c->free_blocks, put);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Release arenas with every buffer in the depot for at least delay_ns. With
+ * keep_reserve (background trim), a class used within the trim delay keeps
+ * its low-water reserve so growth and trim do not undo each other.
+ */
+int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
+		  bool keep_reserve)
+{
+	struct mrp_arena *a, *next, *victims, **pp;
+	int n = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
+		struct mrp_class *c = &pool->cls[cls];
+		bool busy = now - atomic_load(&c->last_refill) < delay_ns;
+
+		victims = NULL;
+		pthread_mutex_lock(&c->lock);
+		for (a = c->avail; a; a = next) {
+			next = a->av_next;
+			if (a->nfree != a->nblocks || now - a->idle_since < delay_ns)
+				continue;
+			if (keep_reserve && busy &&
+			    atomic_load(&c->free_blocks) - a->nblocks < c->low_water)
+				continue;
+			mrp_avail_del(c, a);
+			atomic_fetch_sub(&c->free_blocks, a->nblocks);
+			a->av_next = victims;
+			victims = a;
+		}
+		pthread_mutex_unlock(&c->lock);
+		for (a = victims; a; a = next) {
+			next = a->av_next;
+			mrp_arena_destroy(pool, a);
+			n++;
+		}
+	}
+	for (pp = &pool->large_free; (a = *pp);) {
+		if (now - a->idle_since < delay_ns) {
+			pp = &a->av_next;
+			continue;
+		}
+		*pp = a->av_next;
+		mrp_arena_destroy(pool, a);
+		n++;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	mrp_add(&pool->trimmed, (uint64_t)n);
+	return n;
+}

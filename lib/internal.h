@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * libmrpool internals: the objects every file shares and the prototypes,
+ * grouped by the file that defines them.
+ *
+ * Shape: a pool owns arenas (2 MiB-aligned regions from a backend). A class
+ * arena holds buffers of one power-of-two size; a large arena holds one
+ * buffer. The global map turns any address into its arena with one load
+ * (mrp_map[addr >> 21]), and the arena carries the keys of every attached
+ * PD. Free buffers are kept out of band (index stacks in the arena, pointer
+ * stacks in thread caches), never inside the buffers: an arena's rkey lets
+ * a remote peer write any buffer, and a late write must not corrupt the
+ * allocator.
+ *
+ * Locks, outermost first: mrp_global_lock (pool slots, tcache lists),
+ * pool->lock (arena list, PDs, large and fallback lists), class->lock
+ * (depot of one class). pool->bg_lock only guards the thread's wakeups.
+ */
+#ifndef MRP_INTERNAL_H
+#define MRP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mrpool.h"
+
+/* Everything declared below is internal to the shared object. */
+#pragma GCC visibility push(hidden)
+
+#define MRP_EXPORT	__attribute__((visibility("default")))
+#define likely(x)	__builtin_expect(!!(x), 1)
+#define unlikely(x)	__builtin_expect(!!(x), 0)
+#define MRP_NOINLINE	__attribute__((noinline))
+
+#define MRP_MIN_SHIFT	12			/* smallest class: 4 KiB */
+#define MRP_MAX_SHIFT	21			/* largest class: 2 MiB */
+#define MRP_NCLASSES	(MRP_MAX_SHIFT - MRP_MIN_SHIFT + 1)
+#define MRP_MAX_CLASS	((size_t)1 << MRP_MAX_SHIFT)
+/* Class index of large arenas: its bin has capacity 0 in every cache. */
+#define MRP_LARGE	MRP_NCLASSES
+
+#define MRP_MAP_SHIFT	21			/* map granule: 2 MiB */
+#define MRP_MAP_GRANULE	((size_t)1 << MRP_MAP_SHIFT)
+#define MRP_VA_BITS	47			/* default user address space */
+#define MRP_MAP_ENTRIES	((size_t)1 << (MRP_VA_BITS - MRP_MAP_SHIFT))
+
+#define MRP_MAX_POOLS	32			/* open pools per process */
+#define MRP_MAX_BIN	256			/* cap on buffers per thread per class */
+
+struct ibv_mr;
+
+/* Keys of one arena in one attached PD. */
+struct mrp_key {
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+/*
+ * An arena. The first fields are read on the fast paths and written once
+ * before the arena is published in the map; the depot fields belong to
+ * class->lock; the rest to pool->lock.
+ */
+struct mrp_arena {
+	struct mrp_pool *pool;		/* owner, checked by free */
+	/*
+	 * Buffer size - 1, the free fast path's start-of-buffer test; all ones
+	 * while memory windows are bound in the arena, which sends every free
+	 * of it to the slow path (it invalidates them) at no cost otherwise.
+	 */
+	_Atomic uintptr_t block_mask;
+	uint32_t cls;			/* size class or MRP_LARGE */
+	uint32_t shift;			/* log2 of the buffer size (classes) */
+	struct mrp_key keys[MRP_MAX_PDS];	/* per pool->pds slot */
+
+	/* depot, class->lock */
+	uint32_t nblocks;		/* buffers in the arena */
+	uint32_t nfree;			/* of which in the depot */
+	uint32_t *free_idx;		/* stack of free buffer indexes */
+	uint64_t idle_since;		/* ns when nfree reached nblocks */
+	struct mrp_arena *av_next, *av_prev;	/* class->avail list */
+
+	/* pool->lock */
+	struct mrp_arena *next, *prev;	/* pool->arenas list */
+	uintptr_t base;
+	size_t size;
+	uint64_t handle;		/* backend's id (kernel slice id) */
+	int dmabuf_fd;			/* >= 0 when the backend exports one */
+	bool locked;			/* memory is pinned (mlock or module) */
+	bool large_free;		/* large arena parked in pool->large_free */
+	_Atomic uint32_t nmw;		/* memory windows bound in the arena */
+	size_t large_len;		/* large: bytes the caller asked for */
+	struct ibv_mr *mr[MRP_MAX_PDS];
+};
+
+/* One size class's depot, shared by all threads. */
+struct mrp_class {
+	pthread_mutex_t lock;
+	struct mrp_arena *avail;	/* arenas with nfree > 0 */
+	_Atomic uint64_t free_blocks;	/* sum of nfree: read unlocked as a hint */
+	uint32_t batch;			/* refill/flush batch */
+	uint32_t low_water;		/* background growth below this */
+	_Atomic uint64_t last_refill;	/* ns, recent use keeps a reserve */
+	_Atomic uint64_t refills, flushes;
+} __attribute__((aligned(64)));
+
+/* One thread's cache of one class: a stack of buffer addresses. */
+struct mrp_bin {
+	uint32_t count;			/* buffers held */
+	uint32_t cap;			/* 0 in the empty cache: forces slow paths */
+	void **slots;
+	_Atomic uint64_t allocs;	/* written by the owner thread only */
+	_Atomic uint64_t frees;
+};
+
+/*
+ * A thread's cache for one pool. Reached through mrp_tls[pool->idx], which
+ * starts at mrp_tcache_empty (every cap 0), so the first use of a pool in a
+ * thread falls into the slow path, which installs a real cache.
+ */
+struct mrp_tcache {
+	struct mrp_bin bins[MRP_NCLASSES + 1];
+	struct mrp_pool *pool;		/* NULL once the pool closed (orphan) */
+	uint32_t idx;			/* slot in mrp_tls */
+	uint32_t sample_left;		/* allocations until the next timed one */
+	_Atomic uint64_t misses;
+	struct mrp_tcache *next, *prev;	/* pool->tcaches, mrp_global_lock */
+} __attribute__((aligned(64)));
+
+/* Settings after attributes, environment and defaults are merged. */
+struct mrp_cfg {
+	enum mrp_backend backend;
+	char device[256];
+	size_t arena_size;
+	size_t tcache_bytes;
+	uint32_t trim_delay_ms;
+	size_t max_bytes;
+	bool fallback;
+	bool background;
+	bool hugetlb;
+	uint32_t sample_every;
+	uint32_t low_water;
+};
+
+/* A region a backend hands out. */
+struct mrp_region {
+	uintptr_t base;
+	size_t size;
+	uint64_t handle;
+	int dmabuf_fd;
+	bool locked;
+};
+
+/*
+ * Backend contract: map() returns size bytes aligned to align (a power of
+ * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
+ * not inherited across fork, or a negative errno; unmap() returns them.
+ * Both are called with pool->lock held. fini() with forked set must not
+ * touch memory or kernel objects still owned by the parent.
+ */
+struct mrp_backend_ops {
+	enum mrp_backend_kind kind;
+	int (*init)(struct mrp_pool *pool);
+	void (*fini)(struct mrp_pool *pool, bool forked);
+	int (*map)(struct mrp_pool *pool, size_t size, size_t align,
+		   struct mrp_region *r);
+	void (*unmap)(struct mrp_pool *pool, struct mrp_region *r);
+};
+
+/* A buffer served by malloc + ibv_reg_mr when arenas ran out. */
+struct mrp_fallback {
+	struct mrp_fallback *next;
+	void *addr;
+	size_t size;
+	struct ibv_mr *mr[MRP_MAX_PDS];
+};
+
+#define MRP_HIST_BUCKETS 64
+
+struct mrp_pool {
+	/* read by the fast paths */
+	uint32_t idx;			/* slot in mrp_tls and mrp_pools */
+	bool sampling;			/* sample_every != 0 */
+	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
+
+	struct mrp_cfg cfg;
+	const struct mrp_backend_ops *ops;
+	int fd;				/* kernel backend */
+	size_t granule;			/* arena sizes are multiples of this */
+	bool hugetlb_failed;		/* anon: MAP_HUGETLB refused once */
+	_Atomic bool hugepages;		/* anon: THP or hugetlb in use */
+	unsigned int fork_gen;		/* mrp_fork_gen at open */
+
+	pthread_mutex_t lock;
+	struct mrp_arena *arenas;	/* every arena */
+	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
+	struct mrp_fallback *fallbacks;
+	struct mrp_mw *mws;		/* bound memory windows */
+	unsigned int access[MRP_MAX_PDS];
+	size_t mapped, locked_bytes;
+	uint64_t narenas;
+
+	struct mrp_class cls[MRP_NCLASSES];
+	struct mrp_tcache *tcaches;	/* mrp_global_lock */
+
+	/* background thread */
+	pthread_t bg;
+	bool bg_running;
+	pthread_mutex_t bg_lock;
+	pthread_cond_t bg_cond;
+	bool bg_stop, bg_kick;
+
+	/* counters; cache counters of exited threads are folded in here */
+	_Atomic uint64_t dead_allocs[MRP_NCLASSES], dead_frees[MRP_NCLASSES];
+	_Atomic uint64_t dead_misses;
+	_Atomic uint64_t large_allocs, large_frees, large_bytes;
+	_Atomic uint64_t fb_allocs, fb_frees, fb_bytes;
+	_Atomic uint64_t sync_growths, bg_growths, trimmed;
+	_Atomic uint64_t regs, reg_ns, reg_ns_max;
+	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
+};
+
+/* Real buffer mask of an arena (block_mask may be forced to all ones). */
+static inline uintptr_t mrp_buf_mask(const struct mrp_arena *a)
+{
+	return ((uintptr_t)1 << a->shift) - 1;
+}
+
+/* Owner-thread counter bump: a plain add, readable from other threads. */
+static inline void mrp_inc(_Atomic uint64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static inline void mrp_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static inline uint64_t mrp_get(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/*
+ * Size classes (the one place they are computed): for 1 <= size <=
+ * MRP_MAX_CLASS, msb = log2 of the class size minus one (one bsr);
+ * class = msb - 11, class size = 2 << msb.
+ */
+static inline unsigned int mrp_size_msb(size_t size)
+{
+	size_t s = (size - 1) | (((size_t)1 << MRP_MIN_SHIFT) - 1);
+
+	return 63 - (unsigned int)__builtin_clzl(s);
+}
+
+static inline unsigned int mrp_size_class(size_t size)
+{
+	return mrp_size_msb(size) - (MRP_MIN_SHIFT - 1);
+}
+
+static inline size_t mrp_class_size(unsigned int cls)
+{
+	return (size_t)1 << (cls + MRP_MIN_SHIFT);
+}
+
+/* PD slot, -1 if pd is not attached. */
+static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
+{
+	for (int i = 0; i < MRP_MAX_PDS; i++)
+		if (atomic_load_explicit(&pool->pds[i], memory_order_acquire) == pd)
+			return i;
+	return -1;
+}
+
+/* tcache.c */
+extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
+	__attribute__((tls_model("initial-exec")));
+extern struct mrp_tcache mrp_tcache_empty;
+extern pthread_mutex_t mrp_global_lock;
+extern _Atomic unsigned int mrp_fork_gen;
+int mrp_global_init(void);
+struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);
+void mrp_tcache_flush(struct mrp_tcache *tc);
+void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
+
+/* arena.c */
+extern struct mrp_arena **mrp_map;
+int mrp_map_init(void);
+static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
+{
+	size_t i = a >> MRP_MAP_SHIFT;
+
+	return i < MRP_MAP_ENTRIES ? mrp_map[i] : NULL;
+}
+int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
+		     unsigned int cls, struct mrp_arena **out);
+void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
+		    struct mrp_arena **out);
+void mrp_large_free(struct mrp_pool *pool, struct mrp_arena *a);
+
+/* depot.c */
+int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin);
+void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n);
+int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background);
+int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
+		  bool keep_reserve);
+
+/* reg.c */
+int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
+		       int slot, struct mrp_buf *buf);
+int mrp_fallback_free(struct mrp_pool *pool, void *addr);
+int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
+			struct mrp_buf *buf);
+void mrp_fallback_release_all(struct mrp_pool *pool, bool forked);
+
+/* mw.c */
+int mrp_mw_release_buf(struct mrp_pool *pool, struct mrp_arena *a, uintptr_t start);
+void mrp_mw_release_all(struct mrp_pool *pool, bool forked);
+void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd);
+
+/* pool.c */
+static inline bool mrp_forked(struct mrp_pool *pool)
+{
+	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
+}
+void mrp_bg_kick(struct mrp_pool *pool);
+uint64_t mrp_now_ns(void);
+
+/* options.c */
+int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr);
+
+/* stats.c */
+void mrp_lat_record(struct mrp_pool *pool, uint64_t ns);
+
+/* backend_anon.c, backend_kmod.c, os.c */
+extern const struct mrp_backend_ops mrp_backend_anon;
+extern const struct mrp_backend_ops mrp_backend_kmod;
+void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
+			 int fd, off_t off);
+
+#pragma GCC visibility pop
+
+#endif /* MRP_INTERNAL_H */

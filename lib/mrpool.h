@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * libmrpool: RDMA-ready buffers that already carry their keys.
+ *
+ * A pool takes large, 2 MiB-aligned, pinned arenas from a backend (the
+ * mrpool kernel module through /dev/mrpool, or anonymous memory when the
+ * module is absent), registers each arena once in every protection domain
+ * attached to the pool, and carves arenas into power-of-two buffers (4 KiB
+ * to 2 MiB; larger requests get an arena of their own). Allocation and free
+ * go through a bounded per-thread cache: no lock and no system call on that
+ * path, and never a registration.
+ *
+ * Error rule: calls returning int return 0 (or a documented non-negative
+ * value) on success and a negative errno value on failure; calls returning
+ * a pointer return NULL and set errno. mrp_strerror() describes both.
+ *
+ * Thread safety: every call may be made from any thread, except that
+ * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
+ * the same pool (or, for detach, with calls naming that PD).
+ *
+ * The per-thread caches use initial-exec TLS (256 bytes): a program that
+ * dlopen()s the library late, after many other such libraries, may see
+ * "cannot allocate memory in static TLS block"; linking it avoids that.
+ *
+ * Fork: arenas are not inherited by a child (the module maps them
+ * VM_DONTCOPY; the standalone backend uses MADV_DONTFORK). In a child every
+ * call on a pool opened by the parent fails with -ECHILD (or NULL with
+ * errno ECHILD); only mrp_pool_close() works there, releasing the child's
+ * bookkeeping without touching the parent's memory.
+ */
+#ifndef MRPOOL_H
+#define MRPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MRP_VERSION_MAJOR	1
+#define MRP_VERSION_MINOR	0
+/* Compile-time version: compare with mrp_version() for the loaded one. */
+#define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
+
+struct ibv_pd;
+struct mrp_pool;
+
+/* Backend choice (attribute and MRPOOL_BACKEND=auto|kernel|anon). */
+enum mrp_backend {
+	MRP_BACKEND_AUTO = 0,	/* kernel module when its device opens, else anon */
+	MRP_BACKEND_KERNEL,	/* /dev/mrpool slices only */
+	MRP_BACKEND_ANON,	/* pinned anonymous memory, hugepages if possible */
+};
+
+/* Bits of mrp_pool_attr.comp_mask: which fields the caller has set. */
+enum {
+	MRP_POOL_ATTR_BACKEND		= 1 << 0,
+	MRP_POOL_ATTR_DEVICE		= 1 << 1,
+	MRP_POOL_ATTR_ARENA_SIZE	= 1 << 2,
+	MRP_POOL_ATTR_TCACHE_BYTES	= 1 << 3,
+	MRP_POOL_ATTR_TRIM_DELAY	= 1 << 4,
+	MRP_POOL_ATTR_MAX_BYTES		= 1 << 5,
+	MRP_POOL_ATTR_FALLBACK		= 1 << 6,
+	MRP_POOL_ATTR_BACKGROUND	= 1 << 7,
+	MRP_POOL_ATTR_HUGETLB		= 1 << 8,
+	MRP_POOL_ATTR_SAMPLE_EVERY	= 1 << 9,
+	MRP_POOL_ATTR_LOW_WATER		= 1 << 10,
+};
+
+/*
+ * Pool attributes. A field is used only when its bit is set in comp_mask;
+ * otherwise the MRPOOL_* environment variable named beside it applies, and
+ * without that the default. Unknown comp_mask bits are -EINVAL, so a
+ * program built against a newer header fails cleanly on an older library.
+ * Sizes accept K/M/G suffixes in the environment.
+ */
+struct mrp_pool_attr {
+	uint32_t comp_mask;
+	enum mrp_backend backend;	/* MRPOOL_BACKEND, default auto */
+	const char *device;		/* MRPOOL_DEVICE, default /dev/mrpool */
+	size_t arena_size;		/* MRPOOL_ARENA_SIZE, default 4M; rounded up to 2 MiB
+					 * (or the module's chunk size) */
+	size_t tcache_bytes;		/* MRPOOL_TCACHE_BYTES: per thread per size class,
+					 * default 256K, at least one buffer */
+	uint32_t trim_delay_ms;		/* MRPOOL_TRIM_DELAY_MS: idle arenas are released
+					 * this long after their last buffer came back,
+					 * default 5000 (background thread only) */
+	size_t max_bytes;		/* MRPOOL_MAX_BYTES: arena bytes the pool may map,
+					 * 0 (default) = no limit of its own */
+	int fallback;			/* MRPOOL_FALLBACK: when arenas run out, serve
+					 * malloc + per-buffer ibv_reg_mr (counted), default 0 */
+	int background;			/* MRPOOL_BACKGROUND: growth ahead of demand and
+					 * idle trim in a pool thread, default 1 */
+	int hugetlb;			/* MRPOOL_HUGETLB: try MAP_HUGETLB in the anon
+					 * backend before THP, default 1 */
+	uint32_t sample_every;		/* MRPOOL_SAMPLE_EVERY: time one allocation in N
+					 * per thread for the latency histogram, 0 (default) off */
+	uint32_t low_water;		/* MRPOOL_LOW_WATER: free buffers per used class under
+					 * which the background thread adds an arena,
+					 * default 0 = half an arena's buffers */
+};
+
+/* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
+
+/*
+ * A buffer: its address, usable size (the size class, at least what was
+ * asked) and the keys of its arena's registration in one attached PD (both
+ * 0 when no PD was named).
+ */
+struct mrp_buf {
+	void *addr;
+	size_t size;
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+/* Which backend a pool runs on (mrp_stats.backend). */
+enum mrp_backend_kind {
+	MRP_KIND_KERNEL = 1,	/* arenas are slices of the mrpool module */
+	MRP_KIND_ANON = 2,	/* arenas are the library's own anonymous memory */
+};
+
+/*
+ * Pool counters. Pass sizeof(struct mrp_stats) to mrp_stats(); the library
+ * fills at most that many bytes, so the struct can grow at its end.
+ */
+struct mrp_stats {
+	uint32_t backend;		/* enum mrp_backend_kind */
+	uint32_t hugepages;		/* 1 if arenas are THP/hugetlb backed (anon) */
+	uint64_t allocs;		/* successful allocations, all paths */
+	uint64_t frees;			/* successful frees, all paths */
+	uint64_t tcache_hits;		/* allocations served by the thread cache */
+	uint64_t tcache_misses;		/* allocations that went to the slow path */
+	uint64_t depot_refills;		/* thread cache refills from the depot */
+	uint64_t depot_flushes;		/* thread cache overflows into the depot */
+	uint64_t sync_growths;		/* arenas added inside an allocation */
+	uint64_t bg_growths;		/* arenas added ahead of demand */
+	uint64_t fallbacks;		/* allocations served by malloc + ibv_reg_mr */
+	uint64_t fallback_bytes;	/* bytes currently in fallback buffers */
+	uint64_t registrations;		/* ibv_reg_mr calls (arenas and fallbacks) */
+	uint64_t reg_ns_total;		/* time spent in them */
+	uint64_t reg_ns_max;		/* the worst one */
+	uint64_t bytes_in_use;		/* bytes of buffers held by the application */
+	uint64_t bytes_mapped;		/* bytes of arenas mapped */
+	uint64_t bytes_locked;		/* of which mlock()ed (anon) or pinned (kernel) */
+	uint64_t arenas;		/* arenas mapped now */
+	uint64_t arenas_trimmed;	/* arenas released since open */
+	uint64_t large_allocs;		/* allocations above 2 MiB (own arena) */
+	uint32_t fragmentation_pm;	/* per mille of mapped bytes not in use */
+	uint32_t pds;			/* attached protection domains */
+	uint64_t lat_samples;		/* sampled allocations */
+	uint64_t lat_p50_ns;		/* their median (histogram bucket bound) */
+	uint64_t lat_p99_ns;		/* their 99th percentile */
+};
+
+/* Library version, MRP_VERSION layout. */
+int mrp_version(void);
+
+/* Describe an error (negative or positive errno), including mrpool's own. */
+const char *mrp_strerror(int err);
+
+/*
+ * Open a pool. attr may be NULL (environment and defaults). Returns NULL and
+ * sets errno: EINVAL (bad attribute), ENODEV (kernel backend requested but
+ * unusable), ENOMEM, EMFILE (too many pools open in the process).
+ */
+struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr);
+
+/*
+ * Close a pool: deregister and release every arena (buffers still held are
+ * gone too) and stop its thread. Returns 0 or -EINVAL for NULL.
+ */
+int mrp_pool_close(struct mrp_pool *pool);
+
+/*
+ * Register every current and future arena of the pool in pd with access
+ * (IBV_ACCESS_* flags), once. Returns 0, -EEXIST (already attached), -ENOSPC
+ * (MRP_MAX_PDS attached), -EINVAL, or the errno of a failed registration
+ * (nothing is left registered then).
+ */
+#define MRP_MAX_PDS 8
+int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access);
+
+/* Deregister every arena from pd. Returns 0 or -ENOENT if not attached. */
+int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd);
+
+/*
+ * Allocate at least size bytes (size-class aligned: an 8 KiB buffer starts on
+ * an 8 KiB boundary, large ones on 2 MiB) and fill buf with the keys of pd
+ * (NULL: keys 0). Returns 0, -EINVAL (size 0, pd not attached), -ENOMEM
+ * (pool limit reached or backend exhausted, and fallback not allowed),
+ * -ECHILD (pool of the parent process).
+ */
+int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
+	      struct mrp_buf *buf);
+
+/* As mrp_alloc() with an alignment (a power of two) beyond the natural one. */
+int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t align,
+		      struct ibv_pd *pd, struct mrp_buf *buf);
+
+/*
+ * Return a buffer (its start address as allocated; NULL is a no-op).
+ * Returns 0, -EINVAL (not a buffer of this pool) or -ECHILD.
+ */
+int mrp_free(struct mrp_pool *pool, void *addr);
+
+/*
+ * From any address inside a live buffer, O(1): fill buf with that buffer's
+ * start, size and keys in pd (NULL: keys 0). Returns 0, -ENOENT (not in
+ * this pool), -EINVAL (pd not attached) or -ECHILD.
+ */
+int mrp_lookup(struct mrp_pool *pool, const void *addr, struct ibv_pd *pd,
+	       struct mrp_buf *buf);
+
+/*
+ * Release arenas with no buffer in use (deregistered and returned to the
+ * backend) now, whatever the trim delay. MRP_TRIM_FLUSH first returns the
+ * calling thread's cached buffers to the depot. Returns the number of
+ * arenas released or a negative errno.
+ */
+#define MRP_TRIM_FLUSH	(1U << 0)
+int mrp_trim(struct mrp_pool *pool, unsigned int flags);
+
+struct ibv_qp;
+
+/*
+ * Narrow a peer's reach to one buffer: bind a type 2 memory window over
+ * [addr, addr + len) (inside one live buffer) with access (IBV_ACCESS_REMOTE_*)
+ * by posting IBV_WR_BIND_MW on qp, the QP the peer's requests will arrive
+ * on, with wr_id and send_flags (e.g. IBV_SEND_SIGNALED): the completion
+ * comes on qp's send CQ, and *rkey is usable once it has. qp->pd must be
+ * attached with IBV_ACCESS_MW_BIND in its access. The window is invalidated
+ * (deallocated) when the buffer is freed or by mrp_mw_invalidate().
+ * Returns 0, -EINVAL (not a pool buffer, range beyond the buffer, PD not
+ * attached for binding), -ECHILD, or the error of ibv_alloc_mw/ibv_post_send.
+ */
+int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
+		size_t len, unsigned int access, uint64_t wr_id,
+		unsigned int send_flags, uint32_t *rkey);
+
+/*
+ * Invalidate every window bound over the buffer holding addr now; their
+ * rkeys fail with a remote access error afterwards. Returns 0, -ENOENT (no
+ * window over that buffer), -EINVAL or -ECHILD.
+ */
+int mrp_mw_invalidate(struct mrp_pool *pool, void *addr);
+
+/* Fill up to size bytes of stats. Returns 0, -EINVAL or -ECHILD. */
+int mrp_stats(struct mrp_pool *pool, struct mrp_stats *stats, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MRPOOL_H */

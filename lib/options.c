@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Settings: a field set in the attribute struct wins, then its MRPOOL_*
+ * environment variable, then the default. A malformed variable fails the
+ * open with -EINVAL rather than being silently ignored.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_LOW_WATER << 1) - 1)
+
+/* Parse "123", "64K", "4M", "1G". */
+static int mrp_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm': case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g': case 'G':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		return -EINVAL;
+	*out = (size_t)v;
+	return 0;
+}
+
+static int mrp_env_size(const char *name, size_t *out)
+{
+	const char *s = getenv(name);
+
+	return s ? mrp_parse_size(s, out) : 0;
+}
+
+static int mrp_env_u32(const char *name, uint32_t *out)
+{
+	size_t v;
+	int ret = mrp_env_size(name, &v);
+
+	if (ret || !getenv(name))
+		return ret;
+	if (v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int mrp_env_bool(const char *name, bool *out)
+{
+	size_t v;
+	int ret = mrp_env_size(name, &v);
+
+	if (ret || !getenv(name))
+		return ret;
+	if (v > 1)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int mrp_env_backend(enum mrp_backend *out)
+{
+	const char *s = getenv("MRPOOL_BACKEND");
+
+	if (!s)
+		return 0;
+	if (!strcasecmp(s, "auto"))
+		*out = MRP_BACKEND_AUTO;
+	else if (!strcasecmp(s, "kernel"))
+		*out = MRP_BACKEND_KERNEL;
+	else if (!strcasecmp(s, "anon"))
+		*out = MRP_BACKEND_ANON;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int mrp_set_device(struct mrp_cfg *cfg, const char *dev)
+{
+	if (!dev || strlen(dev) >= sizeof(cfg->device))
+		return -EINVAL;
+	strcpy(cfg->device, dev);
+	return 0;
+}
+
+int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
+{
+	static const struct mrp_pool_attr none;
+	uint32_t m;
+	int ret = 0;
+
+	if (!attr)
+		attr = &none;
+	m = attr->comp_mask;
+	if (m & ~(uint32_t)MRP_ATTR_ALL)
+		return -EINVAL;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->backend = MRP_BACKEND_AUTO;
+	strcpy(cfg->device, "/dev/mrpool");
+	cfg->arena_size = 4 << 20;
+	cfg->tcache_bytes = 256 << 10;
+	cfg->trim_delay_ms = 5000;
+	cfg->background = true;
+	cfg->hugetlb = true;
+
+	if (!ret)
+		ret = mrp_env_backend(&cfg->backend);
+	if (!ret && getenv("MRPOOL_DEVICE"))
+		ret = mrp_set_device(cfg, getenv("MRPOOL_DEVICE"));
+	if (!ret)
+		ret = mrp_env_size("MRPOOL_ARENA_SIZE", &cfg->arena_size);
+	if (!ret)
+		ret = mrp_env_size("MRPOOL_TCACHE_BYTES", &cfg->tcache_bytes);
+	if (!ret)
+		ret = mrp_env_u32("MRPOOL_TRIM_DELAY_MS", &cfg->trim_delay_ms);
+	if (!ret)
+		ret = mrp_env_size("MRPOOL_MAX_BYTES", &cfg->max_bytes);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_FALLBACK", &cfg->fallback);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_BACKGROUND", &cfg->background);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_HUGETLB", &cfg->hugetlb);
+	if (!ret)
+		ret = mrp_env_u32("MRPOOL_SAMPLE_EVERY", &cfg->sample_every);
+	if (!ret)
+		ret = mrp_env_u32("MRPOOL_LOW_WATER", &cfg->low_water);
+	if (ret)
+		return ret;
+
+	if (m & MRP_POOL_ATTR_BACKEND)
+		cfg->backend = attr->backend;
+	if (m & MRP_POOL_ATTR_DEVICE)
+		ret = mrp_set_device(cfg, attr->device);
+	if (m & MRP_POOL_ATTR_ARENA_SIZE)
+		cfg->arena_size = attr->arena_size;
+	if (m & MRP_POOL_ATTR_TCACHE_BYTES)
+		cfg->tcache_bytes = attr->tcache_bytes;
+	if (m & MRP_POOL_ATTR_TRIM_DELAY)
+		cfg->trim_delay_ms = attr->trim_delay_ms;
+	if (m & MRP_POOL_ATTR_MAX_BYTES)
+		cfg->max_bytes = attr->max_bytes;
+	if (m & MRP_POOL_ATTR_FALLBACK)
+		cfg->fallback = attr->fallback != 0;
+	if (m & MRP_POOL_ATTR_BACKGROUND)
+		cfg->background = attr->background != 0;
+	if (m & MRP_POOL_ATTR_HUGETLB)
+		cfg->hugetlb = attr->hugetlb != 0;
+	if (m & MRP_POOL_ATTR_SAMPLE_EVERY)
+		cfg->sample_every = attr->sample_every;
+	if (m & MRP_POOL_ATTR_LOW_WATER)
+		cfg->low_water = attr->low_water;
+	if (ret)
+		return ret;
+
+	if (cfg->backend > MRP_BACKEND_ANON)
+		return -EINVAL;
+	/* an arena holds at least one 2 MiB buffer; 1 TiB is surely a typo */
+	if (cfg->arena_size < MRP_MAX_CLASS || cfg->arena_size > ((size_t)1 << 40))
+		return -EINVAL;
+	if (cfg->tcache_bytes > ((size_t)1 << 30))
+		return -EINVAL;
+	return 0;
+}

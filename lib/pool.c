@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Pool life cycle: open (settings, backend, slot), the background thread
+ * that grows classes ahead of demand and trims idle arenas, explicit trim,
+ * close (also from a forked child).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static struct mrp_pool *mrp_pools[MRP_MAX_POOLS];	/* mrp_global_lock */
+
+uint64_t mrp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+MRP_EXPORT int mrp_version(void)
+{
+	return MRP_VERSION;
+}
+
+MRP_EXPORT const char *mrp_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0:
+		return "success";
+	case ECHILD:
+		return "pool belongs to the parent process (used after fork)";
+	case ENOMEM:
+		return "pool exhausted (limit reached, backend out of memory) and fallback not allowed";
+	case ENODEV:
+		return "mrpool kernel backend unavailable";
+	case EEXIST:
+		return "protection domain already attached";
+	case ENOSPC:
+		return "too many protection domains attached";
+	case EMFILE:
+		return "too many pools open in this process";
+	default:
+		return strerror(err);
+	}
+}
+
+void mrp_bg_kick(struct mrp_pool *pool)
+{
+	pthread_mutex_lock(&pool->bg_lock);
+	pool->bg_kick = true;
+	pthread_cond_signal(&pool->bg_cond);
+	pthread_mutex_unlock(&pool->bg_lock);
+}
+
+/* Add arenas to recently used classes below their low-water mark. */
+static void mrp_grow_ahead(struct mrp_pool *pool, uint64_t now, uint64_t window)
+{
+	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
+		struct mrp_class *c = &pool->cls[cls];
+		uint64_t last = atomic_load(&c->last_refill);
+
+		if (!last || now - last > window)
+			continue;
+		/* bounded per wakeup: a huge low_water must not map everything */
+		for (int n = 0; n < 8 && atomic_load(&c->free_blocks) < c->low_water; n++)
+			if (mrp_grow(pool, cls, true))
+				break;
+	}
+}
+
+static void *mrp_bg_main(void *arg)
+{
+	struct mrp_pool *pool = arg;
+	uint64_t delay = (uint64_t)pool->cfg.trim_delay_ms * 1000000ull;
+	uint64_t period = delay / 2;
+	struct timespec ts;
+
+	if (period > 1000000000ull)
+		period = 1000000000ull;
+	if (period < 5000000ull)
+		period = 5000000ull;
+	pthread_mutex_lock(&pool->bg_lock);
+	while (!pool->bg_stop) {
+		if (!pool->bg_kick) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += (long)(period % 1000000000ull);
+			ts.tv_sec += (time_t)(period / 1000000000ull) + ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&pool->bg_cond, &pool->bg_lock, &ts);
+		}
+		if (pool->bg_stop)
+			break;
+		pool->bg_kick = false;
+		pthread_mutex_unlock(&pool->bg_lock);
+		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
+		mrp_trim_idle(pool, mrp_now_ns(), delay, true);
+		pthread_mutex_lock(&pool->bg_lock);
+	}
+	pthread_mutex_unlock(&pool->bg_lock);
+	return NULL;
+}
+
+static int mrp_bg_start(struct mrp_pool *pool)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool->bg_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&pool->bg_lock, NULL);
+	if (!pool->cfg.background)
+		return 0;
+	ret = pthread_create(&pool->bg, NULL, mrp_bg_main, pool);
+	if (ret)
+		return -ret;
+	pool->bg_running = true;
+	return 0;
+}
+
+static void mrp_bg_stop(struct mrp_pool *pool)
+{
+	if (pool->bg_running) {
+		pthread_mutex_lock(&pool->bg_lock);
+		pool->bg_stop = true;
+		pthread_cond_signal(&pool->bg_cond);
+		pthread_mutex_unlock(&pool->bg_lock);
+		pthread_join(pool->bg, NULL);
+		pool->bg_running = false;
+	}
+}
+
+static void mrp_classes_init(struct mrp_pool *pool)
+{
+	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
+		struct mrp_class *c = &pool->cls[cls];
+		size_t per_arena = pool->cfg.arena_size / mrp_class_size(cls);
+		size_t cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
+
+		pthread_mutex_init(&c->lock, NULL);
+		cap = cap < 1 ? 1 : cap > MRP_MAX_BIN ? MRP_MAX_BIN : cap;
+		c->batch = (uint32_t)(cap / 2 ? cap / 2 : 1);
+		c->low_water = pool->cfg.low_water ? pool->cfg.low_water :
+			       (uint32_t)(per_arena / 2 ? per_arena / 2 : 1);
+	}
+}
+
+static int mrp_backend_init(struct mrp_pool *pool)
+{
+	int ret;
+
+	switch (pool->cfg.backend) {
+	case MRP_BACKEND_KERNEL:
+		pool->ops = &mrp_backend_kmod;
+		return pool->ops->init(pool);
+	case MRP_BACKEND_ANON:
+		pool->ops = &mrp_backend_anon;
+		return pool->ops->init(pool);
+	default:
+		pool->ops = &mrp_backend_kmod;
+		ret = pool->ops->init(pool);
+		if (!ret)
+			return 0;
+		pool->ops = &mrp_backend_anon;
+		return pool->ops->init(pool);
+	}
+}
+
+MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
+{
+	struct mrp_pool *pool;
+	int ret, idx = -1;
+
+	ret = mrp_global_init();
+	if (ret)
+		goto out;
+	pool = aligned_alloc(64, sizeof(*pool));
+	if (!pool) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	ret = mrp_cfg_load(&pool->cfg, attr);
+	if (ret)
+		goto free_pool;
+	pool->sampling = pool->cfg.sample_every != 0;
+	pool->fork_gen = atomic_load(&mrp_fork_gen);
+	pthread_mutex_init(&pool->lock, NULL);
+
+	ret = mrp_backend_init(pool);
+	if (ret)
+		goto free_pool;
+	/* arenas are whole backend granules (2 MiB, or the module's chunk) */
+	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
+			       ~(pool->granule - 1);
+	mrp_classes_init(pool);
+
+	pthread_mutex_lock(&mrp_global_lock);
+	for (int i = 0; i < MRP_MAX_POOLS; i++)
+		if (!mrp_pools[i]) {
+			idx = i;
+			mrp_pools[i] = pool;
+			break;
+		}
+	pthread_mutex_unlock(&mrp_global_lock);
+	if (idx < 0) {
+		ret = -EMFILE;
+		goto fini_backend;
+	}
+	pool->idx = (uint32_t)idx;
+
+	ret = mrp_bg_start(pool);
+	if (ret)
+		goto release_slot;
+	return pool;
+
+release_slot:
+	pthread_mutex_lock(&mrp_global_lock);
+	mrp_pools[idx] = NULL;
+	pthread_mutex_unlock(&mrp_global_lock);
+fini_backend:
+	pool->ops->fini(pool, false);
+free_pool:
+	free(pool);
+out:
+	errno = -ret;
+	return NULL;
+}
+
+MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
+{
+	bool forked;
+	struct mrp_arena *a, *next;
+
+	if (!pool)
+		return -EINVAL;
+	forked = mrp_forked(pool);
+	/* a forked child has no pool thread: the parent's is not copied */
+	if (!forked)
+		mrp_bg_stop(pool);
+
+	pthread_mutex_lock(&mrp_global_lock);
+	mrp_tcaches_orphan(pool, forked);
+	if (mrp_pools[pool->idx] == pool)
+		mrp_pools[pool->idx] = NULL;
+	pthread_mutex_unlock(&mrp_global_lock);
+
+	/*
+	 * In a child, locks may have been held by threads that did not fork,
+	 * and the arenas, MRs and slices are the parent's: free bookkeeping only.
+	 */
+	mrp_mw_release_all(pool, forked);
+	for (a = pool->arenas; a; a = next) {
+		next = a->next;
+		if (forked) {
+			free(a->free_idx);
+			free(a);
+		} else {
+			mrp_arena_destroy(pool, a);
+		}
+	}
+	mrp_fallback_release_all(pool, forked);
+	pool->ops->fini(pool, forked);
+	if (!forked) {
+		for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++)
+			pthread_mutex_destroy(&pool->cls[cls].lock);
+		pthread_mutex_destroy(&pool->lock);
+		pthread_mutex_destroy(&pool->bg_lock);
+		pthread_cond_destroy(&pool->bg_cond);
+	}
+	free(pool);
+	return 0;
+}
+
+MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
+{
+	struct mrp_tcache *tc;
+
+	if (!pool || (flags & ~MRP_TRIM_FLUSH))
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	tc = mrp_tls[pool->idx];
+	if ((flags & MRP_TRIM_FLUSH) && tc != &mrp_tcache_empty && tc->pool == pool)
+		mrp_tcache_flush(tc);
+	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);
+}

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Statistics: the fast paths bump per-thread counters only; this file sums
+ * them (live caches under mrp_global_lock, exited ones already folded into
+ * the pool) with the pool's own counters, and keeps the sampled latency
+ * histogram (log2 buckets of nanoseconds).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+void mrp_lat_record(struct mrp_pool *pool, uint64_t ns)
+{
+	unsigned int b = ns ? 64 - (unsigned int)__builtin_clzll(ns) : 0;
+
+	mrp_add(&pool->hist[b < MRP_HIST_BUCKETS ? b : MRP_HIST_BUCKETS - 1], 1);
+}
+
+/* Upper bound of the bucket holding the q-th per-mille sample. */
+static uint64_t mrp_lat_quantile(const uint64_t *h, uint64_t total, unsigned int q)
+{
+	uint64_t want = (total * q + 999) / 1000, seen = 0;
+
+	for (unsigned int b = 0; b < MRP_HIST_BUCKETS; b++) {
+		seen += h[b];
+		if (seen >= want && seen)
+			return b ? (uint64_t)1 << b : 1;
+	}
+	return 0;
+}
+
+MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t size)
+{
+	uint64_t allocs[MRP_NCLASSES], frees[MRP_NCLASSES], misses, h[MRP_HIST_BUCKETS];
+	struct mrp_stats st;
+	struct mrp_tcache *tc;
+	uint64_t used = 0, total = 0;
+
+	if (!pool || !out)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	memset(&st, 0, sizeof(st));
+
+	pthread_mutex_lock(&mrp_global_lock);
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+		allocs[c] = mrp_get(&pool->dead_allocs[c]);
+		frees[c] = mrp_get(&pool->dead_frees[c]);
+	}
+	misses = mrp_get(&pool->dead_misses);
+	for (tc = pool->tcaches; tc; tc = tc->next) {
+		for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+			allocs[c] += mrp_get(&tc->bins[c].allocs);
+			frees[c] += mrp_get(&tc->bins[c].frees);
+		}
+		misses += mrp_get(&tc->misses);
+	}
+	pthread_mutex_unlock(&mrp_global_lock);
+
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+		st.allocs += allocs[c];
+		st.frees += frees[c];
+		/* a buffer freed by another thread than its allocator's may be
+		 * counted there first: clamp the transient difference */
+		if (allocs[c] > frees[c])
+			st.bytes_in_use += (allocs[c] - frees[c]) * mrp_class_size(c);
+		st.depot_refills += mrp_get(&pool->cls[c].refills);
+		st.depot_flushes += mrp_get(&pool->cls[c].flushes);
+	}
+	st.tcache_misses = misses;
+	st.tcache_hits = st.allocs > misses ? st.allocs - misses : 0;
+	st.large_allocs = mrp_get(&pool->large_allocs);
+	st.allocs += st.large_allocs + mrp_get(&pool->fb_allocs);
+	st.frees += mrp_get(&pool->large_frees) + mrp_get(&pool->fb_frees);
+	st.fallbacks = mrp_get(&pool->fb_allocs);
+	st.fallback_bytes = mrp_get(&pool->fb_bytes);
+	st.bytes_in_use += mrp_get(&pool->large_bytes) + st.fallback_bytes;
+	st.sync_growths = mrp_get(&pool->sync_growths);
+	st.bg_growths = mrp_get(&pool->bg_growths);
+	st.registrations = mrp_get(&pool->regs);
+	st.reg_ns_total = mrp_get(&pool->reg_ns);
+	st.reg_ns_max = mrp_get(&pool->reg_ns_max);
+	st.arenas_trimmed = mrp_get(&pool->trimmed);
+	st.backend = pool->ops->kind;
+	st.hugepages = atomic_load(&pool->hugepages);
+
+	pthread_mutex_lock(&pool->lock);
+	st.bytes_mapped = pool->mapped;
+	st.bytes_locked = pool->locked_bytes;
+	st.arenas = pool->narenas;
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		st.pds += atomic_load(&pool->pds[s]) != NULL;
+	pthread_mutex_unlock(&pool->lock);
+
+	used = st.bytes_in_use - st.fallback_bytes;
+	if (st.bytes_mapped)
+		st.fragmentation_pm = (uint32_t)(used >= st.bytes_mapped ? 0 :
+			(st.bytes_mapped - used) * 1000 / st.bytes_mapped);
+
+	for (unsigned int b = 0; b < MRP_HIST_BUCKETS; b++) {
+		h[b] = mrp_get(&pool->hist[b]);
+		total += h[b];
+	}
+	st.lat_samples = total;
+	st.lat_p50_ns = mrp_lat_quantile(h, total, 500);
+	st.lat_p99_ns = mrp_lat_quantile(h, total, 990);
+
+	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	return 0;
+}

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * A recording stand-in for the verbs calls libmrpool makes, for host tests
+ * (no RDMA device here): every MR gets unique keys and stays on a list the
+ * tests inspect. Linked before libmrpool.a, so these definitions win.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <infiniband/verbs.h>
+
+#include "helpers.h"
+
+#undef ibv_reg_mr
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fake_mr {
+	struct ibv_mr mr;
+	struct fake_mr *next;
+} *fake_mrs;
+static uint32_t fake_next_key = 0x100;
+int fake_live, fake_regs, fake_fail_next;
+
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct fake_mr *f;
+
+	(void)access;
+	pthread_mutex_lock(&fake_lock);
+	if (fake_fail_next) {
+		fake_fail_next--;
+		pthread_mutex_unlock(&fake_lock);
+		errno = EFAULT;
+		return NULL;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		pthread_mutex_unlock(&fake_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	f->mr.pd = pd;
+	f->mr.addr = addr;
+	f->mr.length = length;
+	f->mr.lkey = fake_next_key++;
+	f->mr.rkey = f->mr.lkey | 0x80000000u;
+	f->next = fake_mrs;
+	fake_mrs = f;
+	fake_live++;
+	fake_regs++;
+	pthread_mutex_unlock(&fake_lock);
+	return &f->mr;
+}
+
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+				uint64_t iova, unsigned int access)
+{
+	(void)iova;
+	return ibv_reg_mr(pd, addr, length, (int)access);
+}
+
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+				 uint64_t iova, int fd, int access)
+{
+	(void)offset;
+	(void)fd;
+	return ibv_reg_mr(pd, (void *)(uintptr_t)iova, length, access);
+}
+
+int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct fake_mr **pp, *f;
+
+	pthread_mutex_lock(&fake_lock);
+	for (pp = &fake_mrs; (f = *pp); pp = &f->next)
+		if (&f->mr == mr)
+			break;
+	if (f) {
+		*pp = f->next;
+		fake_live--;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	if (!f)
+		abort();	/* deregistering something never registered */
+	free(f);
+	return 0;
+}
+
+/* 1 if a live MR of pd with these keys covers [addr, addr + len). */
+int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
+		   uint32_t lkey, uint32_t rkey)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct fake_mr *f;
+	int ok = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	for (f = fake_mrs; f && !ok; f = f->next)
+		ok = f->mr.pd == pd && f->mr.lkey == lkey && f->mr.rkey == rkey &&
+		     a >= (uintptr_t)f->mr.addr &&
+		     a + len <= (uintptr_t)f->mr.addr + f->mr.length;
+	pthread_mutex_unlock(&fake_lock);
+	return ok;
+}

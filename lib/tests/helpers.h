@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Shared by the host unit tests: pool shortcuts and the fake verbs. */
+#ifndef MRP_TEST_HELPERS_H
+#define MRP_TEST_HELPERS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "mrpool.h"
+
+/* tests/fake_verbs.c */
+extern int fake_live, fake_regs, fake_fail_next;
+int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
+		   uint32_t lkey, uint32_t rkey);
+
+/* Fake PDs: the fake verbs never dereference them. */
+#define FAKE_PD(n)	((struct ibv_pd *)(uintptr_t)(0x1000 * (n)))
+
+/* Standalone backend, no pool thread (tests drive trim and growth). */
+static inline struct mrp_pool *test_pool(struct mrp_pool_attr *extra)
+{
+	struct mrp_pool_attr a;
+
+	memset(&a, 0, sizeof(a));
+	if (extra)
+		a = *extra;
+	a.comp_mask |= MRP_POOL_ATTR_BACKEND;
+	a.backend = MRP_BACKEND_ANON;
+	if (!(a.comp_mask & MRP_POOL_ATTR_BACKGROUND)) {
+		a.comp_mask |= MRP_POOL_ATTR_BACKGROUND;
+		a.background = 0;
+	}
+	return mrp_pool_open(&a);
+}
+
+static inline struct mrp_stats test_stats(struct mrp_pool *pool)
+{
+	struct mrp_stats st;
+
+	memset(&st, 0xff, sizeof(st));
+	if (mrp_stats(pool, &st, sizeof(st)))
+		memset(&st, 0xff, sizeof(st));
+	return st;
+}
+
+#endif

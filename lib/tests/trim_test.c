@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Host unit tests of the pool's life around the allocator: trim (explicit
+ * and background), growth ahead of demand, limits and the counted
+ * fallback, PD registration (against the recording fake verbs), fork, and
+ * the sampled latency histogram.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "kselftest_harness.h"
+#include "helpers.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Trim releases fully free arenas only; live buffers keep theirs. */
+TEST(trim_keeps_live)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf live, gone;
+	struct mrp_stats st;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &live));
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &gone));
+	memset(live.addr, 0x5a, 4096);
+	ASSERT_EQ(0, mrp_free(pool, gone.addr));
+	st = test_stats(pool);
+	EXPECT_EQ(2, st.arenas);
+	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(1, st.arenas_trimmed);
+	EXPECT_EQ(4 << 20, st.bytes_mapped);
+	EXPECT_EQ(0x5a, ((unsigned char *)live.addr)[4095]);
+	EXPECT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH));
+	ASSERT_EQ(0, mrp_free(pool, live.addr));
+	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+static void *alloc_free_exit(void *arg)
+{
+	struct mrp_buf b;
+
+	if (mrp_alloc(arg, 4096, NULL, &b) || mrp_free(arg, b.addr))
+		return arg;
+	return NULL;	/* thread exit hands the cached buffer to the depot */
+}
+
+/* The pool thread returns idle arenas after the trim delay, not before. */
+TEST(background_trim)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_TRIM_DELAY,
+		.background = 1, .trim_delay_ms = 400,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_stats st;
+	uint64_t t0, dt;
+	pthread_t t;
+	void *ret;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, pthread_create(&t, NULL, alloc_free_exit, pool));
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	ASSERT_EQ(NULL, ret);
+	t0 = now_ms();
+	sleep_ms(50);
+	st = test_stats(pool);
+	/* idle, but not for long enough (unless this host stalled us) */
+	if (now_ms() - t0 < 350) {
+		EXPECT_EQ(1, st.arenas);
+		EXPECT_EQ(0, st.arenas_trimmed);
+	}
+	do {
+		st = test_stats(pool);
+		if (!st.arenas)
+			break;
+		sleep_ms(20);
+	} while (now_ms() - t0 < 10000);
+	dt = now_ms() - t0;
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_EQ(1, st.arenas_trimmed);
+	/* the delay counts from the free at thread exit, just before join */
+	EXPECT_LE(350, dt);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* Below the low-water mark the pool thread adds an arena by itself. */
+TEST(background_growth)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_ARENA_SIZE,
+		.background = 1, .arena_size = 2 << 20,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf b[400];
+	struct mrp_stats st;
+	int waited = 0;
+
+	ASSERT_NE(NULL, pool);
+	/* 512 buffers of 4 KiB per arena; low water is 256 */
+	for (int i = 0; i < 400; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b[i]));
+	do {
+		st = test_stats(pool);
+		if (st.bg_growths)
+			break;
+		sleep_ms(10);
+		waited += 10;
+	} while (waited < 5000);
+	EXPECT_LE(1, st.bg_growths);
+	EXPECT_EQ(1, st.sync_growths);
+	EXPECT_LE(2, st.arenas);
+	for (int i = 0; i < 400; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* At max_bytes: ENOMEM, or a counted, registered fallback when allowed. */
+TEST(limit_and_fallback)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_MAX_BYTES | MRP_POOL_ATTR_ARENA_SIZE,
+		.max_bytes = 2 << 20, .arena_size = 2 << 20,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf b[512], f, l;
+	struct mrp_stats st;
+	int live0;
+
+	ASSERT_NE(NULL, pool);
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b[i]));
+	EXPECT_EQ(-ENOMEM, mrp_alloc(pool, 4096, NULL, &f));
+	EXPECT_EQ(-ENOMEM, mrp_alloc(pool, 4 << 20, NULL, &f));
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+
+	a.comp_mask |= MRP_POOL_ATTR_FALLBACK;
+	a.fallback = 1;
+	pool = test_pool(&a);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &b[i]));
+	live0 = fake_live;
+	ASSERT_EQ(0, mrp_alloc(pool, 6000, FAKE_PD(1), &f));
+	EXPECT_EQ(8192, f.size);
+	EXPECT_EQ(0, (uintptr_t)f.addr & 8191);
+	EXPECT_EQ(live0 + 1, fake_live);
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), f.addr, f.size, f.lkey, f.rkey));
+	memset(f.addr, 1, f.size);
+	ASSERT_EQ(0, mrp_lookup(pool, (char *)f.addr + 100, FAKE_PD(1), &l));
+	EXPECT_EQ(f.addr, l.addr);
+	EXPECT_EQ(f.lkey, l.lkey);
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.fallbacks);
+	EXPECT_EQ(8192, st.fallback_bytes);
+	EXPECT_EQ(513 * 4096 + 4096, st.bytes_in_use);	/* 512 x 4K + the 8K one */
+	ASSERT_EQ(0, mrp_free(pool, f.addr));
+	EXPECT_EQ(live0, fake_live);
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.fallback_bytes);
+	EXPECT_EQ(-EINVAL, mrp_free(pool, f.addr));
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(0, fake_live);
+}
+
+/* Every arena is registered once per PD; keys come with every buffer. */
+TEST(attach_detach)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_ARENA_SIZE, .arena_size = 2 << 20,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf b[3], k1, k2;
+	struct mrp_stats st;
+
+	ASSERT_NE(NULL, pool);
+	/* one arena before the attach, two after */
+	ASSERT_EQ(0, mrp_alloc(pool, 2 << 20, NULL, &b[0]));
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(-EEXIST, mrp_attach_pd(pool, FAKE_PD(1), 0));
+	EXPECT_EQ(1, fake_live);
+	ASSERT_EQ(0, mrp_alloc(pool, 2 << 20, FAKE_PD(1), &b[1]));
+	ASSERT_EQ(0, mrp_alloc(pool, 5 << 20, FAKE_PD(1), &b[2]));
+	EXPECT_EQ(3, fake_live);
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(0, mrp_lookup(pool, (char *)b[i].addr + 4096, FAKE_PD(1), &k1));
+		EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), b[i].addr, b[i].size,
+					   k1.lkey, k1.rkey));
+	}
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), b[1].addr, b[1].size, b[1].lkey, b[1].rkey));
+
+	/* a second PD: every arena again, keys of its own */
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(2), IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(6, fake_live);
+	ASSERT_EQ(0, mrp_lookup(pool, b[1].addr, FAKE_PD(2), &k2));
+	ASSERT_EQ(0, mrp_lookup(pool, b[1].addr, FAKE_PD(1), &k1));
+	EXPECT_NE(k1.lkey, k2.lkey);
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(2), b[1].addr, b[1].size, k2.lkey, k2.rkey));
+	/* the second slot through the fast path (a cached buffer) */
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(2), &k2));
+	ASSERT_EQ(0, mrp_free(pool, k2.addr));
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(2), &k2));
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(2), k2.addr, k2.size, k2.lkey, k2.rkey));
+	ASSERT_EQ(0, mrp_free(pool, k2.addr));
+	st = test_stats(pool);
+	EXPECT_EQ(2, st.pds);
+	EXPECT_EQ(8, st.registrations);	/* the 4 KiB class arena, in both */
+
+	/* a failed registration leaves nothing behind */
+	fake_fail_next = 1;
+	EXPECT_EQ(-EFAULT, mrp_attach_pd(pool, FAKE_PD(3), IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(8, fake_live);
+	EXPECT_EQ(-EINVAL, mrp_lookup(pool, b[1].addr, FAKE_PD(3), &k2));
+
+	/* too many PDs */
+	for (int i = 3; i <= MRP_MAX_PDS; i++)
+		ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(i), 0));
+	EXPECT_EQ(-ENOSPC, mrp_attach_pd(pool, FAKE_PD(MRP_MAX_PDS + 1), 0));
+	for (int i = 3; i <= MRP_MAX_PDS; i++)
+		ASSERT_EQ(0, mrp_detach_pd(pool, FAKE_PD(i)));
+	EXPECT_EQ(8, fake_live);
+
+	ASSERT_EQ(0, mrp_detach_pd(pool, FAKE_PD(1)));
+	EXPECT_EQ(4, fake_live);
+	EXPECT_EQ(-EINVAL, mrp_alloc(pool, 4096, FAKE_PD(1), &k1));
+	EXPECT_EQ(-ENOENT, mrp_detach_pd(pool, FAKE_PD(1)));
+	/* trimmed arenas (b[0]'s and the 4 KiB one) are deregistered */
+	ASSERT_EQ(0, mrp_free(pool, b[0].addr));
+	EXPECT_EQ(2, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(2, fake_live);
+	for (int i = 1; i < 3; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(0, fake_live);
+}
+
+/* A forked child gets -ECHILD from the parent's pool and none of its memory. */
+TEST(fork_child)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf b, c;
+	unsigned char vec;
+	pid_t pid;
+	int status;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));	/* now in this thread's cache */
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &c));
+	memset(c.addr, 3, 4096);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int bad = 0;
+
+		bad |= mrp_alloc(pool, 8192, NULL, &b) != -ECHILD;	/* cache was hot */
+		bad |= (mrp_alloc(pool, 1 << 20, NULL, &b) != -ECHILD) << 1;
+		bad |= (mrp_free(pool, c.addr) != -ECHILD) << 2;
+		bad |= (mrp_trim(pool, 0) != -ECHILD) << 3;
+		bad |= (mrp_attach_pd(pool, FAKE_PD(1), 0) != -ECHILD) << 4;
+		/* the arena is not mapped here */
+		bad |= (mincore(c.addr, 4096, &vec) != -1 || errno != ENOMEM) << 5;
+		bad |= (mrp_pool_close(pool) != 0) << 6;
+		_exit(bad);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* the parent carries on */
+	EXPECT_EQ(3, ((unsigned char *)c.addr)[4095]);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_free(pool, c.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* With sampling on, timed allocations fill the histogram. */
+TEST(latency_sampling)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_SAMPLE_EVERY, .sample_every = 4,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_stats st;
+	struct mrp_buf b;
+
+	ASSERT_NE(NULL, pool);
+	for (int i = 0; i < 400; i++) {
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(400, st.allocs);
+	EXPECT_LE(99, st.lat_samples);
+	EXPECT_GE(101, st.lat_samples);
+	EXPECT_LT(0, st.lat_p50_ns);
+	EXPECT_LE(st.lat_p50_ns, st.lat_p99_ns);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.lat_samples);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* A stats struct from an older caller is filled only as far as it goes. */
+TEST(stats_size)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	unsigned char raw[sizeof(struct mrp_stats) + 8];
+
+	ASSERT_NE(NULL, pool);
+	memset(raw, 0xee, sizeof(raw));
+	ASSERT_EQ(0, mrp_stats(pool, (struct mrp_stats *)raw, 8));
+	EXPECT_EQ(MRP_KIND_ANON, ((struct mrp_stats *)raw)->backend);
+	EXPECT_EQ(0xee, raw[8]);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * mrpool-bench: what an RDMA buffer costs, side by side in one run.
+ *
+ *   pool      mrp_alloc + mrp_free (thread cache, keys included if a PD is
+ *             attached)
+ *   malloc    glibc malloc + free
+ *   malloc+reg  malloc + ibv_reg_mr + ibv_dereg_mr + free (only when an RDMA
+ *             device is present)
+ *
+ * and the pool's throughput with 1 and N threads. Each loop touches the
+ * buffer once so no compiler drops the pair. Times are the best of
+ * --rounds runs. For instruction counts run one loop under callgrind:
+ *   valgrind --tool=callgrind --toggle-collect=loop_pool \
+ *     mrpool-bench --only pool -n 1000000
+ * and divide Ir by the iterations.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+#include "mrpool.h"
+
+static size_t size = 8192;
+static long iters = 2000000;
+static int rounds = 5;
+static int max_threads = 2;
+
+static struct mrp_pool *pool;
+static struct ibv_pd *pd;		/* attached when a device exists */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static __attribute__((noinline)) long loop_pool(long n)
+{
+	struct mrp_buf b;
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		if (mrp_alloc(pool, size, pd, &b))
+			bad++;
+		*(volatile char *)b.addr = (char)i;
+		if (mrp_free(pool, b.addr))
+			bad++;
+	}
+	return bad;
+}
+
+static __attribute__((noinline)) long loop_malloc(long n)
+{
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		char *p = malloc(size);
+
+		if (!p) {
+			bad++;
+			continue;
+		}
+		*(volatile char *)p = (char)i;
+		free(p);
+	}
+	return bad;
+}
+
+static __attribute__((noinline)) long loop_malloc_reg(long n)
+{
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		char *p = malloc(size);
+		struct ibv_mr *mr;
+
+		if (!p) {
+			bad++;
+			continue;
+		}
+		*(volatile char *)p = (char)i;
+		mr = ibv_reg_mr(pd, p, size, IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+		if (!mr || ibv_dereg_mr(mr))
+			bad++;
+		free(p);
+	}
+	return bad;
+}
+
+typedef long (*loop_fn)(long);
+
+static uint64_t thread_cpu_ns(void);
+
+/*
+ * Best ns per iteration over the rounds, after one warm-up run: by the wall
+ * clock (returned) and by the thread's CPU time (*cpu), which time stolen
+ * by other load on a shared host does not inflate.
+ */
+static double time_loop(loop_fn fn, long n, double *cpu)
+{
+	double best = 1e30;
+
+	*cpu = 1e30;
+	if (fn(n / 10 + 1)) {
+		fprintf(stderr, "mrpool-bench: operation failed\n");
+		exit(1);
+	}
+	for (int r = 0; r < rounds; r++) {
+		uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
+
+		if (fn(n)) {
+			fprintf(stderr, "mrpool-bench: operation failed\n");
+			exit(1);
+		}
+		double ns = (double)(now_ns() - t0) / (double)n;
+		double cns = (double)(thread_cpu_ns() - c0) / (double)n;
+
+		if (ns < best)
+			best = ns;
+		if (cns < *cpu)
+			*cpu = cns;
+	}
+	return best;
+}
+
+struct thr {
+	pthread_t t;
+	pthread_barrier_t *bar;
+	loop_fn fn;
+	long n;
+	long bad;
+	uint64_t cpu_ns;	/* the thread's own CPU time for the loop */
+	uint64_t start, end;	/* wall clock, taken by the thread itself */
+};
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *thr_main(void *arg)
+{
+	struct thr *t = arg;
+
+	uint64_t c0;
+
+	t->fn(t->n / 10 + 1);			/* warm the thread's cache */
+	pthread_barrier_wait(t->bar);
+	t->start = now_ns();
+	c0 = thread_cpu_ns();
+	t->bad = t->fn(t->n);
+	t->cpu_ns = thread_cpu_ns() - c0;
+	t->end = now_ns();
+	pthread_barrier_wait(t->bar);
+	return NULL;
+}
+
+/*
+ * Best aggregate operations per second with nthreads running fn, by the
+ * wall clock; and in *cpu_rate the sum of each thread's operations per
+ * second of its own CPU time, which other load on the host does not skew:
+ * it drops only if the threads slow each other down (locks, shared lines).
+ */
+static double throughput(loop_fn fn, int nthreads, long n, double *cpu_rate)
+{
+	struct thr *t = calloc((size_t)nthreads, sizeof(*t));
+	pthread_barrier_t bar;
+	double best = 0;
+
+	*cpu_rate = 0;
+	for (int r = 0; r < rounds; r++) {
+		uint64_t t0 = UINT64_MAX, t1 = 0, dt;
+
+		pthread_barrier_init(&bar, NULL, (unsigned int)nthreads + 1);
+		for (int i = 0; i < nthreads; i++) {
+			t[i] = (struct thr){ .bar = &bar, .fn = fn, .n = n };
+			pthread_create(&t[i].t, NULL, thr_main, &t[i]);
+		}
+		pthread_barrier_wait(&bar);
+		pthread_barrier_wait(&bar);
+		/* first start to last end, as the workers saw them */
+		for (int i = 0; i < nthreads; i++) {
+			t0 = t[i].start < t0 ? t[i].start : t0;
+			t1 = t[i].end > t1 ? t[i].end : t1;
+		}
+		dt = t1 - t0;
+		for (int i = 0; i < nthreads; i++) {
+			pthread_join(t[i].t, NULL);
+			if (t[i].bad) {
+				fprintf(stderr, "mrpool-bench: operation failed\n");
+				exit(1);
+			}
+		}
+		pthread_barrier_destroy(&bar);
+		double ops = (double)nthreads * (double)n * 1e9 / (double)dt;
+		double rate = 0;
+
+		for (int i = 0; i < nthreads; i++)
+			rate += (double)n * 1e9 / (double)(t[i].cpu_ns ? t[i].cpu_ns : 1);
+		if (ops > best)
+			best = ops;
+		if (rate > *cpu_rate)
+			*cpu_rate = rate;
+	}
+	free(t);
+	return best;
+}
+
+static struct ibv_context *open_device(void)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx = NULL;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (list && n > 0)
+		ctx = ibv_open_device(list[0]);
+	if (list)
+		ibv_free_device_list(list);
+	return ctx;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: mrpool-bench [-s SIZE] [-n ITERS] [-r ROUNDS] [-t THREADS]\n"
+		"                    [--only pool|malloc|reg] [--no-rdma]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "only", required_argument, NULL, 'o' },
+		{ "no-rdma", no_argument, NULL, 'N' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *only = NULL;
+	struct ibv_context *ctx = NULL;
+	bool use_rdma = true;
+	struct mrp_stats st;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "s:n:r:t:", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': size = strtoul(optarg, NULL, 0); break;
+		case 'n': iters = strtol(optarg, NULL, 0); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 't': max_threads = atoi(optarg); break;
+		case 'o': only = optarg; break;
+		case 'N': use_rdma = false; break;
+		default: usage();
+		}
+	}
+	if (!size || iters < 1 || rounds < 1 || max_threads < 1)
+		usage();
+
+	pool = mrp_pool_open(NULL);
+	if (!pool) {
+		fprintf(stderr, "mrpool-bench: mrp_pool_open: %s\n", mrp_strerror(errno));
+		return 1;
+	}
+	if (use_rdma)
+		ctx = open_device();
+	if (ctx) {
+		pd = ibv_alloc_pd(ctx);
+		if (!pd || mrp_attach_pd(pool, pd, IBV_ACCESS_LOCAL_WRITE |
+					 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) {
+			fprintf(stderr, "mrpool-bench: PD setup failed\n");
+			return 1;
+		}
+	}
+
+	if (only) {
+		/* one loop, once: for callgrind and perf */
+		if (!strcmp(only, "pool"))
+			return loop_pool(iters) != 0;
+		if (!strcmp(only, "malloc"))
+			return loop_malloc(iters) != 0;
+		if (!strcmp(only, "reg") && pd)
+			return loop_malloc_reg(iters) != 0;
+		usage();
+	}
+
+	double cp, cm;
+	double tp = time_loop(loop_pool, iters, &cp);
+	double tm = time_loop(loop_malloc, iters, &cm);
+
+	mrp_stats(pool, &st, sizeof(st));
+	printf("# mrpool-bench: %zu-byte buffers, best of %d rounds, backend %s%s\n",
+	       size, rounds, st.backend == MRP_KIND_KERNEL ? "kernel" : "anon",
+	       pd ? ", keys of one attached PD" : ", no RDMA device: no keys");
+	printf("%-26s %10s %10s %11s %10s\n", "alloc+free pair", "ns/op",
+	       "vs malloc", "cpu ns/op", "vs malloc");
+	printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "mrpool", tp, tp / tm, cp, cp / cm);
+	printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "glibc malloc", tm, 1.0, cm, 1.0);
+	if (pd) {
+		long n = iters / 1000 > 100 ? iters / 1000 : 100;
+		double cr, tr = time_loop(loop_malloc_reg, n, &cr);
+
+		printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "malloc+ibv_reg_mr+dereg",
+		       tr, tr / tm, cr, cr / cm);
+	} else {
+		printf("%-26s %10s %10s\n", "malloc+ibv_reg_mr+dereg", "-", "(no device)");
+	}
+
+	printf("\n%-8s %14s %14s %9s %14s %9s\n", "threads", "mrpool Mops/s",
+	       "malloc Mops/s", "scaling", "mrpool cpu-Mops", "cpu-scal");
+	double p1 = 0, c1 = 0;
+
+	for (int t = 1; t <= max_threads; t++) {
+		double pc, mc;
+		double p = throughput(loop_pool, t, iters, &pc);
+		double m = throughput(loop_malloc, t, iters, &mc);
+
+		if (t == 1) {
+			p1 = p;
+			c1 = pc;
+		}
+		printf("%-8d %14.1f %14.1f %8.2fx %14.1f %8.2fx\n", t, p / 1e6, m / 1e6,
+		       p / p1, pc / 1e6, pc / c1);
+	}
+	printf("# scaling: wall-clock throughput vs 1 thread (needs idle CPUs);\n"
+	       "# cpu-scal: same from each thread's own CPU time (immune to other load)\n");
+
+	mrp_stats(pool, &st, sizeof(st));
+	printf("\n# pool: %llu allocs, %.4f%% thread-cache hits, %llu refills, %llu arenas\n",
+	       (unsigned long long)st.allocs,
+	       st.allocs ? 100.0 * (double)st.tcache_hits / (double)st.allocs : 0.0,
+	       (unsigned long long)st.depot_refills, (unsigned long long)st.arenas);
+	mrp_pool_close(pool);
+	if (pd)
+		ibv_dealloc_pd(pd);
+	if (ctx)
+		ibv_close_device(ctx);
+	return 0;
+}
