@@ -37,8 +37,8 @@ static int mrpool_release(struct inode *inode, struct file *file)
  * (the first published size), at most MRPOOL_MAX_STRUCT_SIZE; bytes beyond
  * what the kernel knows must be zero (-E2BIG otherwise).
  */
-static int mrpool_copy_in(void *karg, size_t ksize, size_t minsize,
-			  const void __user *uarg, u32 *usize)
+int mrpool_copy_in(void *karg, size_t ksize, size_t minsize,
+		   const void __user *uarg, u32 *usize)
 {
 	u32 size;
 	int ret;
@@ -54,8 +54,8 @@ static int mrpool_copy_in(void *karg, size_t ksize, size_t minsize,
 	return 0;
 }
 
-static int mrpool_copy_out(void __user *uarg, const void *karg, size_t ksize,
-			   u32 usize)
+int mrpool_copy_out(void __user *uarg, const void *karg, size_t ksize,
+		    u32 usize)
 {
 	if (copy_to_user(uarg, karg, min_t(size_t, ksize, usize)))
 		return -EFAULT;
@@ -79,8 +79,8 @@ static long mrpool_ioc_query(struct mrpool_client *client, void __user *uarg)
 	mrpool_pool_snapshot(&snap);
 	q.abi_version = MRPOOL_ABI_VERSION;
 	q.chunk_size = mrpool_pool.chunk_size;
-	q.node = mrpool_numa_node;
-	q.ndevices = 0;
+	q.node = mrpool_pool_node();
+	q.ndevices = mrpool_devices_ready();
 	q.total_bytes = mrpool_pool_bytes(snap.nr_total);
 	q.free_bytes = mrpool_pool_bytes(snap.nr_free);
 	q.used_bytes = mrpool_pool_bytes(snap.nr_used);
@@ -150,6 +150,16 @@ static long mrpool_ioctl(struct file *file, unsigned int cmd,
 		if (!mrpool_client_is_owner(client))
 			return -EPERM;
 		return mrpool_ioc_free(client, uarg);
+	case _IOC_NR(MRPOOL_IOC_DEVICES):
+		return mrpool_ioc_devices(uarg);
+	case _IOC_NR(MRPOOL_IOC_EXPORT_DMABUF):
+		if (!mrpool_client_is_owner(client))
+			return -EPERM;
+		return mrpool_ioc_export_dmabuf(file, uarg);
+	case _IOC_NR(MRPOOL_IOC_SLICE_KEYS):
+		if (!mrpool_client_is_owner(client))
+			return -EPERM;
+		return mrpool_ioc_slice_keys(client, uarg);
 	default:
 		return -ENOTTY;
 	}

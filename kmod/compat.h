@@ -38,4 +38,11 @@ mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 #endif
 }
 
+/* 6.13 takes a symbol namespace as a string literal. */
+#ifdef MRPOOL_HAVE_IMPORT_NS_STRINGIFY
+#define MRPOOL_IMPORT_NS_DMA_BUF	MODULE_IMPORT_NS(DMA_BUF)
+#else
+#define MRPOOL_IMPORT_NS_DMA_BUF	MODULE_IMPORT_NS("DMA_BUF")
+#endif
+
 #endif /* _MRPOOL_COMPAT_H */

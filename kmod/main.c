@@ -8,6 +8,7 @@
  * /sys/module/mrpool/parameters/ (documented in ABI/sysfs-module-mrpool).
  */
 #include "mrpool.h"
+#include "ib.h"
 
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -34,7 +35,7 @@ MODULE_PARM_DESC(chunk_kb,
 int mrpool_numa_node = NUMA_NO_NODE;
 module_param_named(numa_node, mrpool_numa_node, int, 0444);
 MODULE_PARM_DESC(numa_node,
-		 "NUMA node of the pool's memory, -1 = automatic (default)");
+		 "NUMA node of the pool's memory, -1 = the RDMA devices' node, else the allocating CPU's (default)");
 
 bool mrpool_pmd_map = true;
 module_param_named(pmd_map, mrpool_pmd_map, bool, 0444);
@@ -169,6 +170,14 @@ static int __init mrpool_init(void)
 	BUILD_BUG_ON(sizeof(struct mrpool_query) < MRPOOL_QUERY_SIZE_V1);
 	BUILD_BUG_ON(sizeof(struct mrpool_alloc) < MRPOOL_ALLOC_SIZE_V1);
 	BUILD_BUG_ON(sizeof(struct mrpool_free) < MRPOOL_FREE_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_devices) != MRPOOL_DEVICES_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_device) != MRPOOL_DEVICE_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_export_dmabuf) !=
+		     MRPOOL_EXPORT_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_slice_keys) !=
+		     MRPOOL_SLICE_KEYS_SIZE_V1);
+	BUILD_BUG_ON(sizeof(struct mrpool_slice_key) !=
+		     MRPOOL_SLICE_KEY_SIZE_V1);
 
 	ret = mrpool_check_params();
 	if (ret)
@@ -180,16 +189,27 @@ static int __init mrpool_init(void)
 
 	mrpool_debugfs_init();
 
-	ret = mrpool_chrdev_init();
+	/* Devices present now are added (and get the node) before prefill. */
+	ret = mrpool_ib_init();
 	if (ret)
 		goto undo_debugfs;
+
+	ret = mrpool_pool_prefill();
+	if (ret)
+		goto undo_ib;
+
+	ret = mrpool_chrdev_init();
+	if (ret)
+		goto undo_ib;
 
 	mrpool_loaded = true;
 	pr_info("loaded: chunk %u KiB, pool %u MiB, max %u MiB, node %d\n",
 		mrpool_chunk_kb, mrpool_pool_mb, mrpool_max_mb,
-		mrpool_numa_node);
+		mrpool_pool_node());
 	return 0;
 
+undo_ib:
+	mrpool_ib_exit();
 undo_debugfs:
 	mrpool_debugfs_exit();
 	mrpool_pool_exit();
@@ -209,6 +229,8 @@ static void __exit mrpool_exit(void)
 	mrpool_loaded = false;
 	kernel_param_unlock(THIS_MODULE);
 	mrpool_chrdev_exit();
+	/* Deregisters every chunk on every device before the pages go. */
+	mrpool_ib_exit();
 	mrpool_debugfs_exit();
 	mrpool_pool_exit();
 }

@@ -37,14 +37,6 @@ static void mrpool_vm_close(struct vm_area_struct *vma)
 	mrpool_slice_put(s);
 }
 
-/* Page @idx of the slice. */
-static struct page *mrpool_slice_page(struct mrpool_slice *s, unsigned long idx)
-{
-	unsigned int order = mrpool_pool.chunk_order;
-
-	return s->chunkv[idx >> order]->pages[idx & ((1UL << order) - 1)];
-}
-
 static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
 {
 	struct mrpool_slice *s = vmf->vma->vm_private_data;

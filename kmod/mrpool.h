@@ -8,7 +8,8 @@
  *    the pool holds it), built from one block of the chunk's order or, under
  *    fragmentation, from several smaller blocks.
  *  - slice: one or more chunks owned by one open file (a client), mapped
- *    by that file's mmap() only.
+ *    by that file's mmap() only, or exported as a dma-buf (dmabuf.c) that
+ *    holds a slice reference and the file.
  *  - client: the state of one open file of /dev/mrpool.
  *
  * Locking (outermost first):
@@ -16,6 +17,8 @@
  *     client->lock      a client's slice list and byte count
  *       mrpool_slices   xarray lock: global slice ids
  *       mrpool_pool.lock   free / quarantine lists, pool totals
+ *         mrpool_ib_lock   devices and the kernel MR cache (ib.h); taken
+ *                          alone as well, never around the pool lock
  *   mrpool_clients_lock  the list of clients; debugfs nests
  *                        client->lock inside it, nothing nests it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
@@ -53,6 +56,11 @@ extern bool mrpool_pmd_map;
 #define MRPOOL_QUERY_SIZE_V1	128
 #define MRPOOL_ALLOC_SIZE_V1	80
 #define MRPOOL_FREE_SIZE_V1	32
+#define MRPOOL_DEVICES_SIZE_V1	48
+#define MRPOOL_DEVICE_SIZE_V1	192	/* an entry of DEVICES */
+#define MRPOOL_EXPORT_SIZE_V1	48
+#define MRPOOL_SLICE_KEYS_SIZE_V1 56
+#define MRPOOL_SLICE_KEY_SIZE_V1 96	/* an entry of SLICE_KEYS */
 /* Largest struct accepted from userspace (trailing bytes must be zero). */
 #define MRPOOL_MAX_STRUCT_SIZE	PAGE_SIZE
 
@@ -76,7 +84,7 @@ struct mrpool_chunk {
 	struct page **pages;		/* chunk_pages order-0 pages */
 	unsigned long free_since;	/* jiffies it last became free */
 	enum mrpool_chunk_state state;
-	int nid;			/* node of its first page */
+	int nid;			/* node of its pages (one node) */
 	u32 owner;			/* slice id while USED */
 	u16 blocks[MRPOOL_NR_PAGE_ORDERS];	/* blocks it is built of */
 };
@@ -84,7 +92,9 @@ struct mrpool_chunk {
 /* The single pool; its lock protects every field below it. */
 struct mrpool_pool {
 	struct mutex lock;		/* the fields below */
-	struct list_head free;		/* zeroed, most recently freed first */
+	struct list_head *free;		/* per node (nr_node_ids): zeroed,
+					 * most recently freed first
+					 */
 	struct list_head quarantine;	/* returned but still referenced */
 	struct list_head chunks;	/* every chunk, for debugfs */
 	unsigned long nr_total;		/* chunks held, all states */
@@ -112,12 +122,15 @@ struct mrpool_stats {
 	atomic64_t trims;		/* chunks given back when idle */
 	atomic64_t zeroed;		/* chunks zeroed for reuse */
 	atomic64_t quarantines;		/* chunks that had to wait for a pin */
+	atomic64_t node_fallbacks;	/* chunks handed out off the node asked */
 };
 
 extern struct mrpool_pool mrpool_pool;
 extern struct mrpool_stats mrpool_stats;
 
 int mrpool_pool_init(void);
+int mrpool_pool_node(void);
+int mrpool_pool_prefill(void);
 void mrpool_pool_exit(void);
 int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
@@ -173,7 +186,17 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg);
 int mrpool_slice_free(struct mrpool_client *client, u64 id);
 struct mrpool_slice *mrpool_slice_get_owned(struct mrpool_client *client,
 					    unsigned long pgoff);
+struct mrpool_slice *mrpool_slice_get_id(struct mrpool_client *client, u64 id);
 void mrpool_slice_put(struct mrpool_slice *slice);
+
+/* Page @idx of the slice; the caller holds a slice reference. */
+static inline struct page *mrpool_slice_page(struct mrpool_slice *s,
+					     unsigned long idx)
+{
+	unsigned int order = mrpool_pool.chunk_order;
+
+	return s->chunkv[idx >> order]->pages[idx & ((1UL << order) - 1)];
+}
 
 /* ---- mmap.c ---- */
 int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
@@ -184,6 +207,18 @@ unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 /* ---- chrdev.c ---- */
 int mrpool_chrdev_init(void);
 void mrpool_chrdev_exit(void);
+int mrpool_copy_in(void *karg, size_t ksize, size_t minsize,
+		   const void __user *uarg, u32 *usize);
+int mrpool_copy_out(void __user *uarg, const void *karg, size_t ksize,
+		    u32 usize);
+
+/* ---- devices.c ---- */
+unsigned int mrpool_devices_ready(void);
+long mrpool_ioc_devices(void __user *uarg);
+long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg);
+
+/* ---- dmabuf.c ---- */
+long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg);
 
 /* ---- sysfs.c ---- */
 extern const struct attribute_group *mrpool_groups[];

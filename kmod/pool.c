@@ -5,13 +5,16 @@
  * quarantine of chunks someone still holds, zeroing before reuse, and the
  * idle trim worker.
  *
- * Invariants: every chunk on the free list is zeroed and each of its pages
- * has refcount 1 (the pool's own). A chunk leaves a slice only when no VMA
- * maps it; if a page is still referenced then (an MR pinning it), the chunk
- * waits on the quarantine list, holding a module reference, until the
- * quarantine worker sees the references gone.
+ * Invariants: every chunk on a free list (one per NUMA node, the node of
+ * all its pages) is zeroed and each of its pages has refcount 1 (the
+ * pool's own); the kernel MR cache (ib_*.c) takes no page reference. A
+ * chunk leaves a slice only when no VMA maps it; if a page is still
+ * referenced then (an MR pinning it), the chunk waits on the quarantine
+ * list, holding a module reference, until the quarantine worker sees the
+ * references gone.
  */
 #include "mrpool.h"
+#include "ib.h"
 
 #include <linux/gfp.h>
 #include <linux/mm.h>
@@ -25,7 +28,6 @@
 
 struct mrpool_pool mrpool_pool = {
 	.lock = __MUTEX_INITIALIZER(mrpool_pool.lock),
-	.free = LIST_HEAD_INIT(mrpool_pool.free),
 	.quarantine = LIST_HEAD_INIT(mrpool_pool.quarantine),
 	.chunks = LIST_HEAD_INIT(mrpool_pool.chunks),
 };
@@ -45,6 +47,22 @@ u64 mrpool_max_bytes(void)
 static unsigned long mrpool_max_chunks(void)
 {
 	return div64_u64(mrpool_max_bytes(), mrpool_pool.chunk_size);
+}
+
+/**
+ * mrpool_pool_node - the node chunks come from when a caller names none
+ *
+ * numa_node if set, else the node of the RDMA devices, else NUMA_NO_NODE:
+ * no preference, the allocating CPU's node first. Must not be called with
+ * the pool lock held (asks the ib_core client).
+ */
+int mrpool_pool_node(void)
+{
+	int nid = READ_ONCE(mrpool_numa_node);
+
+	if (nid == NUMA_NO_NODE)
+		nid = mrpool_ib_node();
+	return nid;
 }
 
 static unsigned long mrpool_floor_chunks(void)
@@ -77,10 +95,11 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
  * one compound page, so the fault handler can map it with one PMD (the
  * cost of pinning and unpinning follows the number of mappings). Other
  * blocks are split, each page refcounted on its own. Under fragmentation
- * the chunk is assembled from smaller blocks. Never retries hard: callers
- * turn failure into -ENOMEM.
+ * the chunk is assembled from smaller blocks, all on the node of the first
+ * one, so a chunk has one node. Only @thisnode keeps the first on @nid.
+ * Never retries hard: callers turn failure into -ENOMEM.
  */
-static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool strict)
+static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	gfp_t gfp = GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN | __GFP_NORETRY;
@@ -92,7 +111,7 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool strict)
 
 	if (mrpool_should_fail(&mrpool_fail_chunk_alloc))
 		goto fail;
-	if (strict && nid != NUMA_NO_NODE)
+	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
 
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
@@ -114,6 +133,10 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool strict)
 				goto free_pages;
 			order--;
 			continue;
+		}
+		if (!filled) {
+			nid = page_to_nid(page);
+			gfp |= __GFP_THISNODE;
 		}
 		if (order && !pmd)
 			split_page(page, order);
@@ -186,19 +209,28 @@ static void mrpool_chunk_zero(struct mrpool_chunk *c)
 	atomic64_inc(&mrpool_stats.zeroed);
 }
 
-/* Move the first chunks of the free list matching @nid to @out. */
-static unsigned int mrpool_take_free(unsigned int nr, int nid,
+/* Caller holds the pool lock. @c becomes free, most recently used first. */
+static void mrpool_put_free(struct mrpool_chunk *c)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	c->state = MRPOOL_CHUNK_FREE;
+	c->owner = 0;
+	list_move(&c->link, &p->free[c->nid]);
+	p->nr_free++;
+}
+
+/* Move up to @nr chunks of node @nid's free list to @out. */
+static unsigned int mrpool_take_node(unsigned int nr, int nid,
 				     struct list_head *out)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 	unsigned int got = 0;
 
-	list_for_each_entry_safe(c, tmp, &p->free, link) {
+	list_for_each_entry_safe(c, tmp, &p->free[nid], link) {
 		if (got == nr)
 			break;
-		if (nid != NUMA_NO_NODE && c->nid != nid)
-			continue;
 		c->state = MRPOOL_CHUNK_USED;
 		list_move_tail(&c->link, out);
 		got++;
@@ -208,6 +240,65 @@ static unsigned int mrpool_take_free(unsigned int nr, int nid,
 	return got;
 }
 
+/* ...then from the other nodes' lists, in node order. */
+static unsigned int mrpool_take_others(unsigned int nr, int skip,
+				       struct list_head *out)
+{
+	unsigned int got = 0;
+	int nid;
+
+	for (nid = 0; nid < nr_node_ids && got < nr; nid++)
+		if (nid != skip)
+			got += mrpool_take_node(nr - got, nid, out);
+	return got;
+}
+
+/* Chunks the pool may still grow by, counting growth in flight. */
+static unsigned long mrpool_room(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	unsigned long max = mrpool_max_chunks(), held;
+
+	held = p->nr_total + p->nr_growing;
+	return held < max ? max - held : 0;
+}
+
+/*
+ * Build up to @nr chunks into @fresh without the pool lock (the caller
+ * reserved them in nr_growing), registering each on the RDMA devices while
+ * it is still private: no trim can free it under the registration.
+ */
+static unsigned int mrpool_grow(unsigned int nr, int nid, bool thisnode,
+				struct list_head *fresh)
+{
+	struct mrpool_chunk *c;
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		c = mrpool_chunk_alloc(nid, thisnode);
+		if (!c)
+			break;
+		mrpool_ib_chunk_added(c);
+		list_add_tail(&c->link, fresh);
+	}
+	atomic64_add(i, &mrpool_stats.grows);
+	return i;
+}
+
+/* Caller holds the pool lock: count grown chunks in, as USED, onto @out. */
+static void mrpool_grown_used(struct list_head *fresh, struct list_head *out)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	struct mrpool_chunk *c;
+
+	list_for_each_entry(c, fresh, link) {
+		mrpool_chunk_account(c, true);
+		c->state = MRPOOL_CHUNK_USED;
+		p->nr_used++;
+	}
+	list_splice_tail_init(fresh, out);
+}
+
 /* Caller holds the pool lock. Chunks on @list were taken, never exposed. */
 static void mrpool_untake(struct list_head *list)
 {
@@ -215,20 +306,23 @@ static void mrpool_untake(struct list_head *list)
 	struct mrpool_chunk *c, *tmp;
 
 	list_for_each_entry_safe(c, tmp, list, link) {
-		c->state = MRPOOL_CHUNK_FREE;
-		c->owner = 0;
-		list_move(&c->link, &p->free);
 		p->nr_used--;
-		p->nr_free++;
+		mrpool_put_free(c);
 	}
 }
 
 /**
  * mrpool_pool_take - take @nr zeroed chunks, growing the pool if needed
  * @nr: chunks wanted
- * @nid: preferred node, NUMA_NO_NODE for any
+ * @nid: preferred node, NUMA_NO_NODE for none (the local node first)
  * @strict: only chunks of @nid
  * @out: receives the chunks, state USED
+ *
+ * A preferred node is served from its free list, then by growing on that
+ * node; only then (unless @strict) from other nodes' free lists and by
+ * growing anywhere, each such chunk counted in node_fallbacks. Growth runs
+ * without the lock (nr_growing holds the room); chunks grown for a request
+ * that fails anyway stay in the pool for the trim worker.
  *
  * Return: 0, or -ENOMEM when max_mb would be exceeded or pages are short.
  */
@@ -236,54 +330,65 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out)
 {
 	struct mrpool_pool *p = &mrpool_pool;
-	struct mrpool_chunk *c, *tmp;
-	unsigned int got, need, i;
+	bool prefer = nid != NUMA_NO_NODE;
+	unsigned int got, want, grown;
+	struct mrpool_chunk *c;
+	unsigned long off = 0;
 	LIST_HEAD(fresh);
 
 	mutex_lock(&p->lock);
-	got = mrpool_take_free(nr, nid, out);
-	if (got < nr && !strict && nid != NUMA_NO_NODE)
-		got += mrpool_take_free(nr - got, NUMA_NO_NODE, out);
-	need = nr - got;
-	if (need && p->nr_total + p->nr_growing + need > mrpool_max_chunks()) {
-		mrpool_untake(out);
-		mutex_unlock(&p->lock);
-		return -ENOMEM;
+	if (prefer) {
+		got = mrpool_take_node(nr, nid, out);
+	} else {
+		got = mrpool_take_node(nr, numa_mem_id(), out);
+		got += mrpool_take_others(nr - got, numa_mem_id(), out);
 	}
-	p->nr_growing += need;
+	want = min_t(unsigned long, nr - got, mrpool_room());
+	/* Nothing else could fill the gap: fail before growing. */
+	if (got + want < nr && (strict || !prefer))
+		goto fail;
+	p->nr_growing += want;
 	mutex_unlock(&p->lock);
 
-	/* Growth allocates without the lock; nr_growing holds the room. */
-	for (i = 0; i < need; i++) {
-		c = mrpool_chunk_alloc(nid, strict);
-		if (!c)
-			break;
-		list_add_tail(&c->link, &fresh);
-	}
+	grown = mrpool_grow(want, nid, prefer, &fresh);
 
 	mutex_lock(&p->lock);
-	p->nr_growing -= need;
-	list_for_each_entry_safe(c, tmp, &fresh, link) {
-		mrpool_chunk_account(c, true);
-		if (i < need) {
-			/* Keep what was grown; the trim worker returns it. */
-			list_move(&c->link, &p->free);
-			p->nr_free++;
-		} else {
-			c->state = MRPOOL_CHUNK_USED;
-			p->nr_used++;
-		}
-	}
-	atomic64_add(i, &mrpool_stats.grows);
-	if (i < need) {
-		mrpool_untake(out);
+	p->nr_growing -= want;
+	mrpool_grown_used(&fresh, out);
+	got += grown;
+	if (got < nr && prefer && !strict) {
+		got += mrpool_take_others(nr - got, nid, out);
+		/* Growing anywhere else makes sense only with another node. */
+		want = num_online_nodes() > 1 ?
+		       min_t(unsigned long, nr - got, mrpool_room()) : 0;
+		if (got + want < nr)
+			goto fail;
+		p->nr_growing += want;
 		mutex_unlock(&p->lock);
-		mrpool_trim_arm();
-		return -ENOMEM;
+
+		grown = mrpool_grow(want, nid, false, &fresh);
+
+		mutex_lock(&p->lock);
+		p->nr_growing -= want;
+		mrpool_grown_used(&fresh, out);
+		got += grown;
 	}
-	list_splice_tail(&fresh, out);
+	if (got < nr)
+		goto fail;
 	mutex_unlock(&p->lock);
+
+	if (prefer) {
+		list_for_each_entry(c, out, link)
+			off += c->nid != nid;
+		atomic64_add(off, &mrpool_stats.node_fallbacks);
+	}
 	return 0;
+
+fail:
+	mrpool_untake(out);
+	mutex_unlock(&p->lock);
+	mrpool_trim_arm();
+	return -ENOMEM;
 }
 
 /**
@@ -315,12 +420,9 @@ void mrpool_pool_return(struct list_head *chunks)
 		}
 		mrpool_chunk_zero(c);
 		mutex_lock(&p->lock);
-		c->state = MRPOOL_CHUNK_FREE;
-		c->owner = 0;
 		c->free_since = jiffies;
-		list_add(&c->link, &p->free);
 		p->nr_used--;
-		p->nr_free++;
+		mrpool_put_free(c);
 		mutex_unlock(&p->lock);
 		cond_resched();
 	}
@@ -347,12 +449,9 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 
 	mutex_lock(&p->lock);
 	list_for_each_entry_safe(c, tmp, &done, link) {
-		c->state = MRPOOL_CHUNK_FREE;
-		c->owner = 0;
 		c->free_since = jiffies;
-		list_move(&c->link, &p->free);
 		p->nr_quarantined--;
-		p->nr_free++;
+		mrpool_put_free(c);
 		released++;
 	}
 	more = !list_empty(&p->quarantine);
@@ -378,29 +477,36 @@ static void mrpool_trim_fn(struct work_struct *work)
 	struct mrpool_chunk *c, *tmp;
 	unsigned int trimmed = 0;
 	LIST_HEAD(victims);
+	int nid;
 
 	if (!sec)
 		return;
 
 	mutex_lock(&p->lock);
-	list_for_each_entry_safe_reverse(c, tmp, &p->free, link) {
-		if (p->nr_total <= floor)
-			break;
-		expiry = c->free_since + sec * HZ;
-		if (time_before(jiffies, expiry)) {
-			next = expiry;
-			break;
+	for (nid = 0; nid < nr_node_ids; nid++) {
+		list_for_each_entry_safe_reverse(c, tmp, &p->free[nid], link) {
+			if (p->nr_total <= floor)
+				break;
+			expiry = c->free_since + sec * HZ;
+			if (time_before(jiffies, expiry)) {
+				if (!next || time_before(expiry, next))
+					next = expiry;
+				break;
+			}
+			list_move(&c->link, &victims);
+			mrpool_chunk_account(c, false);
+			p->nr_free--;
+			trimmed++;
 		}
-		list_move(&c->link, &victims);
-		mrpool_chunk_account(c, false);
-		p->nr_free--;
-		trimmed++;
 	}
+	/* Counted as they leave the totals: deregistration below is slow. */
+	atomic64_add(trimmed, &mrpool_stats.trims);
 	mutex_unlock(&p->lock);
 
-	list_for_each_entry_safe(c, tmp, &victims, link)
+	list_for_each_entry_safe(c, tmp, &victims, link) {
+		mrpool_ib_chunk_removing(c);
 		mrpool_chunk_destroy(c, p->chunk_pages);
-	atomic64_add(trimmed, &mrpool_stats.trims);
+	}
 
 	if (next)
 		schedule_delayed_work(&p->trim_work,
@@ -453,42 +559,70 @@ static void mrpool_pool_free_all(void)
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 
+	int nid;
+
 	mutex_lock(&p->lock);
-	list_for_each_entry_safe(c, tmp, &p->free, link) {
-		list_del(&c->link);
-		mrpool_chunk_account(c, false);
-		p->nr_free--;
-		mrpool_chunk_destroy(c, p->chunk_pages);
+	for (nid = 0; nid < nr_node_ids; nid++) {
+		list_for_each_entry_safe(c, tmp, &p->free[nid], link) {
+			list_del(&c->link);
+			mrpool_chunk_account(c, false);
+			p->nr_free--;
+			mrpool_ib_chunk_removing(c);
+			mrpool_chunk_destroy(c, p->chunk_pages);
+		}
 	}
 	/* Quarantined chunks hold the module, used ones an open file. */
 	WARN_ON(p->nr_total);
 	mutex_unlock(&p->lock);
 }
 
+/* Geometry and workers; the pool starts empty (see mrpool_pool_prefill). */
 int mrpool_pool_init(void)
 {
 	struct mrpool_pool *p = &mrpool_pool;
-	unsigned long i, floor;
-	struct mrpool_chunk *c;
+	int nid;
 
+	p->free = kcalloc(nr_node_ids, sizeof(*p->free), GFP_KERNEL);
+	if (!p->free)
+		return -ENOMEM;
+	for (nid = 0; nid < nr_node_ids; nid++)
+		INIT_LIST_HEAD(&p->free[nid]);
 	p->chunk_size = (size_t)mrpool_chunk_kb * SZ_1K;
 	p->chunk_order = get_order(p->chunk_size);
 	p->chunk_pages = 1U << p->chunk_order;
 	INIT_DELAYED_WORK(&p->trim_work, mrpool_trim_fn);
 	INIT_DELAYED_WORK(&p->quarantine_work, mrpool_quarantine_fn);
+	return 0;
+}
+
+/**
+ * mrpool_pool_prefill - allocate the pool_mb floor
+ *
+ * Runs after the ib_core client has seen the devices present at load, so
+ * the chunks land on their node and are registered as they come.
+ *
+ * Return: 0, or -ENOMEM with every chunk given back.
+ */
+int mrpool_pool_prefill(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	int nid = mrpool_pool_node();
+	unsigned long i, floor;
+	struct mrpool_chunk *c;
 
 	floor = mrpool_floor_chunks();
 	for (i = 0; i < floor; i++) {
-		c = mrpool_chunk_alloc(mrpool_numa_node, false);
+		c = mrpool_chunk_alloc(nid, false);
 		if (!c) {
 			pr_err("pool_mb=%u: could not allocate chunk %lu of %lu\n",
 			       mrpool_pool_mb, i + 1, floor);
 			mrpool_pool_free_all();
 			return -ENOMEM;
 		}
+		mrpool_ib_chunk_added(c);
 		mutex_lock(&p->lock);
 		mrpool_chunk_account(c, true);
-		list_add_tail(&c->link, &p->free);
+		list_add_tail(&c->link, &p->free[c->nid]);
 		p->nr_free++;
 		mutex_unlock(&p->lock);
 		cond_resched();
@@ -504,4 +638,6 @@ void mrpool_pool_exit(void)
 	cancel_delayed_work_sync(&p->trim_work);
 	cancel_delayed_work_sync(&p->quarantine_work);
 	mrpool_pool_free_all();
+	kfree(p->free);
+	p->free = NULL;
 }

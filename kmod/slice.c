@@ -142,7 +142,8 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 		return -ENOMEM;
 	}
 	len = round_up(arg->bytes, (u64)p->chunk_size);
-	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_numa_node : arg->node;
+	/* Resolved before client->lock: it asks the ib_core client. */
+	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_pool_node() : arg->node;
 
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
 	if (!s)
@@ -265,6 +266,25 @@ struct mrpool_slice *mrpool_slice_get_owned(struct mrpool_client *client,
 	mutex_lock(&client->lock);
 	s = mrpool_slice_find(client, pgoff >> (MRPOOL_TOKEN_SHIFT - PAGE_SHIFT),
 			      false);
+	if (s)
+		kref_get(&s->ref);
+	mutex_unlock(&client->lock);
+	return s;
+}
+
+/**
+ * mrpool_slice_get_id - a live slice of @client by id, with a reference
+ * @client: the calling file
+ * @id: the slice id from ALLOC
+ *
+ * Return: the slice, or NULL if it is not a live slice of @client.
+ */
+struct mrpool_slice *mrpool_slice_get_id(struct mrpool_client *client, u64 id)
+{
+	struct mrpool_slice *s;
+
+	mutex_lock(&client->lock);
+	s = mrpool_slice_find(client, id, false);
 	if (s)
 		kref_get(&s->ref);
 	mutex_unlock(&client->lock);

@@ -87,7 +87,7 @@ static DEVICE_ATTR_RO(chunk_bytes);
 static ssize_t node_show(struct device *dev, struct device_attribute *attr,
 			 char *buf)
 {
-	return sysfs_emit(buf, "%d\n", mrpool_numa_node);
+	return sysfs_emit(buf, "%d\n", mrpool_pool_node());
 }
 static DEVICE_ATTR_RO(node);
 
@@ -162,6 +162,8 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, zeroed) },
 	{ __ATTR(quarantines, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, quarantines) },
+	{ __ATTR(node_fallbacks, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, node_fallbacks) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */

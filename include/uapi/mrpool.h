@@ -29,7 +29,8 @@
  * @abi_version: (out) MRPOOL_ABI_VERSION of the running module
  * @chunk_size:	(out) bytes per chunk; slices are whole chunks
  * @node:	(out) default NUMA node of the pool, -1 if none
- * @ndevices:	(out) RDMA devices the pool is registered with
+ * @ndevices:	(out) RDMA devices the pool is registered with (ready ones;
+ *		MRPOOL_IOC_DEVICES lists all, with their state)
  * @total_bytes: (out) bytes held by the pool (free + used + quarantined)
  * @free_bytes:	(out) bytes ready to hand out
  * @used_bytes:	(out) bytes in slices
@@ -111,8 +112,171 @@ struct mrpool_free {
 	__u64 reserved[2];
 };
 
+/* Room for a device name and a reason text, NUL included. */
+#define MRPOOL_DEVICE_NAME_LEN		64
+#define MRPOOL_DEVICE_REASON_LEN	96
+
+/* States of struct mrpool_device. */
+/* Usable: every chunk of the pool is registered (or being registered). */
+#define MRPOOL_DEVICE_READY		0
+/* Lacks what the kernel MR cache needs (see @reason); skipped. */
+#define MRPOOL_DEVICE_UNSUPPORTED	1
+/* Setup or a registration failed (see @reason); skipped. */
+#define MRPOOL_DEVICE_FAILED		2
+/* Being removed (a removed device leaves the list). */
+#define MRPOOL_DEVICE_REMOVED		3
+
+/**
+ * struct mrpool_device - one RDMA device, an entry of MRPOOL_IOC_DEVICES
+ * @name:	(out) the ib_device's name, NUL terminated
+ * @node:	(out) its NUMA node, -1 if it has none
+ * @state:	(out) MRPOOL_DEVICE_*
+ * @nr_chunks:	(out) chunks of the pool registered on it (the kernel MR
+ *		cache); equals the pool's chunk count on a ready device
+ * @pad:	(out) zero
+ * @reason:	(out) why it is not ready, NUL terminated; empty if ready
+ * @reserved:	(out) zero
+ *
+ * The kernel keys of the cache live in the module's own protection
+ * domain: userspace QPs cannot use them, the library registers slices in
+ * its own PD.
+ */
+struct mrpool_device {
+	char name[MRPOOL_DEVICE_NAME_LEN];
+	__s32 node;
+	__u32 state;
+	__u32 nr_chunks;
+	__u32 pad;
+	char reason[MRPOOL_DEVICE_REASON_LEN];
+	__u64 reserved[2];
+};
+
+/**
+ * struct mrpool_devices - list the RDMA devices (MRPOOL_IOC_DEVICES)
+ * @size:	(in) sizeof(struct mrpool_devices) as the caller knows it
+ * @flags:	(in) must be zero
+ * @count:	(in) entries @entries has room for; may be 0 to ask for
+ *		@total only
+ * @entry_size:	(in) sizeof(struct mrpool_device) as the caller knows it,
+ *		at least its first published size (192); entries are written
+ *		@entry_size bytes apart, bytes the kernel does not know zeroed
+ * @entries:	(in) user address of @count entries
+ * @total:	(out) devices the module knows; the first min(@count,
+ *		@total) were written, in the order the devices appeared
+ * @pad:	must be zero
+ * @reserved:	must be zero
+ *
+ * Errors: -EINVAL for a bad @size, @entry_size, flag or nonzero reserved
+ * field; -EFAULT when @entries cannot be written.
+ */
+struct mrpool_devices {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 entry_size;
+	__u64 entries;
+	__u32 total;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/**
+ * struct mrpool_slice_key - one chunk of a slice on one device, an entry
+ * of MRPOOL_IOC_SLICE_KEYS
+ * @device:	(out) the device's name, NUL terminated
+ * @chunk:	(out) index of the chunk in the slice (byte offset
+ *		@chunk * chunk_size)
+ * @lkey:	(out) the kernel MR's local key
+ * @rkey:	(out) its remote key; 0, as cached MRs grant local access only
+ * @pad:	(out) zero
+ * @iova:	(out) the address the MR starts at on the device
+ * @reserved:	(out) zero
+ *
+ * Informational: these keys belong to the module's kernel protection
+ * domain and are useless on a userspace QP.
+ */
+struct mrpool_slice_key {
+	char device[MRPOOL_DEVICE_NAME_LEN];
+	__u32 chunk;
+	__u32 lkey;
+	__u32 rkey;
+	__u32 pad;
+	__u64 iova;
+	__u64 reserved;
+};
+
+/**
+ * struct mrpool_slice_keys - a slice's kernel keys (MRPOOL_IOC_SLICE_KEYS)
+ * @size:	(in) sizeof(struct mrpool_slice_keys) as the caller knows it
+ * @flags:	(in) must be zero
+ * @slice_id:	(in) a live slice of the calling file
+ * @count:	(in) entries @entries has room for; 0 asks for @total only
+ * @entry_size:	(in) sizeof(struct mrpool_slice_key) as the caller knows
+ *		it, at least its first published size (96); entries are
+ *		written @entry_size bytes apart, unknown bytes zeroed
+ * @entries:	(in) user address of @count entries
+ * @total:	(out) registrations of the slice's chunks, chunk by chunk
+ *		and device by device; the first min(@count, @total) written
+ * @pad:	must be zero
+ * @reserved:	must be zero
+ *
+ * Errors: -EINVAL for a bad @size, @entry_size, flag or nonzero reserved
+ * field; -ENOENT if @slice_id is not a live slice of this file; -EPERM
+ * from a process other than the file's opener; -EFAULT.
+ */
+struct mrpool_slice_keys {
+	__u32 size;
+	__u32 flags;
+	__u64 slice_id;
+	__u32 count;
+	__u32 entry_size;
+	__u64 entries;
+	__u32 total;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* Flags of struct mrpool_export_dmabuf. */
+/* The new descriptor is close-on-exec. */
+#define MRPOOL_EXPORT_CLOEXEC		(1U << 0)
+#define MRPOOL_EXPORT_VALID_FLAGS	(MRPOOL_EXPORT_CLOEXEC)
+
+/**
+ * struct mrpool_export_dmabuf - a slice as a dma-buf (MRPOOL_IOC_EXPORT_DMABUF)
+ * @size:	(in) sizeof(struct mrpool_export_dmabuf) as the caller knows it
+ * @flags:	(in) MRPOOL_EXPORT_* flags
+ * @slice_id:	(in) a live slice of the calling file
+ * @fd:		(out) the dma-buf, open read-write
+ * @pad:	must be zero
+ * @length:	(out) bytes of the dma-buf: the slice's length
+ * @reserved:	must be zero
+ *
+ * For drivers that register dma-bufs (ibv_reg_dmabuf_mr()) and skip
+ * pinning. The dma-buf can be mmap()ed (shared mappings only) and keeps
+ * the slice, and the /dev/mrpool file it came from, alive until it is
+ * released: a FREE of the slice meanwhile drops ownership, the memory
+ * returns once the dma-buf is gone.
+ *
+ * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
+ * -ENOENT if @slice_id is not a live slice of this file; -EPERM from a
+ * process other than the file's opener; -EMFILE and -ENOMEM as usual.
+ */
+struct mrpool_export_dmabuf {
+	__u32 size;
+	__u32 flags;
+	__u64 slice_id;
+	__s32 fd;
+	__u32 pad;
+	__u64 length;
+	__u64 reserved[2];
+};
+
 #define MRPOOL_IOC_QUERY	_IOWR(MRPOOL_IOC_MAGIC, 0xd0, struct mrpool_query)
 #define MRPOOL_IOC_ALLOC	_IOWR(MRPOOL_IOC_MAGIC, 0xd1, struct mrpool_alloc)
 #define MRPOOL_IOC_FREE		_IOW(MRPOOL_IOC_MAGIC, 0xd2, struct mrpool_free)
+#define MRPOOL_IOC_DEVICES	_IOWR(MRPOOL_IOC_MAGIC, 0xd3, struct mrpool_devices)
+#define MRPOOL_IOC_EXPORT_DMABUF \
+	_IOWR(MRPOOL_IOC_MAGIC, 0xd4, struct mrpool_export_dmabuf)
+#define MRPOOL_IOC_SLICE_KEYS	_IOWR(MRPOOL_IOC_MAGIC, 0xd5, struct mrpool_slice_keys)
 
 #endif /* _UAPI_MRPOOL_H */

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * MRPOOL_IOC_EXPORT_DMABUF: a slice as a dma-buf, for drivers that register
+ * dma-bufs (ibv_reg_dmabuf_mr: mlx5, efa) instead of pinning user pages.
+ * Importers get scatter-gather tables of the slice's chunk pages mapped for
+ * their device; userspace can mmap the dma-buf itself.
+ *
+ * Ownership: the dma-buf holds a reference on the slice and on the
+ * /dev/mrpool file it came from (the slice's client must outlive the
+ * slice), both dropped by its release. A FREE meanwhile drops ownership
+ * only, as for a mapped slice. The slice's pages are the pool's for the
+ * slice's whole life, so nothing moves under an attachment (a pinned,
+ * non-dynamic exporter: no move_notify).
+ */
+#include "mrpool.h"
+
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+MRPOOL_IMPORT_NS_DMA_BUF;
+
+struct mrpool_dmabuf {
+	struct mrpool_slice *slice;	/* a reference */
+	struct file *file;		/* the slice's /dev/mrpool file */
+};
+
+static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
+					  enum dma_data_direction dir)
+{
+	struct mrpool_dmabuf *mb = at->dmabuf->priv;
+	struct mrpool_slice *s = mb->slice;
+	unsigned long i, npages = s->length >> PAGE_SHIFT;
+	struct sg_table *sgt;
+	struct page **pages;
+	int ret;
+
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
+	if (!pages) {
+		ret = -ENOMEM;
+		goto free_sgt;
+	}
+	for (i = 0; i < npages; i++)
+		pages[i] = mrpool_slice_page(s, i);
+	/* Contiguous pages (whole chunks) merge into few segments. */
+	ret = sg_alloc_table_from_pages_segment(sgt, pages, npages, 0,
+						s->length,
+						dma_get_max_seg_size(at->dev),
+						GFP_KERNEL);
+	kvfree(pages);
+	if (ret)
+		goto free_sgt;
+	ret = dma_map_sgtable(at->dev, sgt, dir, 0);
+	if (ret)
+		goto free_table;
+	return sgt;
+
+free_table:
+	sg_free_table(sgt);
+free_sgt:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+
+static void mrpool_dmabuf_unmap(struct dma_buf_attachment *at,
+				struct sg_table *sgt,
+				enum dma_data_direction dir)
+{
+	dma_unmap_sgtable(at->dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+
+/* The last reference to the dma-buf is gone: so are its mappings. */
+static void mrpool_dmabuf_release(struct dma_buf *dmabuf)
+{
+	struct mrpool_dmabuf *mb = dmabuf->priv;
+
+	mrpool_slice_put(mb->slice);
+	fput(mb->file);
+	kfree(mb);
+}
+
+/* The VMA holds the dma-buf's file, hence the slice: no open/close. */
+static vm_fault_t mrpool_dmabuf_fault(struct vm_fault *vmf)
+{
+	struct mrpool_dmabuf *mb = vmf->vma->vm_private_data;
+	struct mrpool_slice *s = mb->slice;
+
+	if (vmf->pgoff >= s->length >> PAGE_SHIFT)
+		return VM_FAULT_SIGBUS;
+	vmf->page = mrpool_slice_page(s, vmf->pgoff);
+	get_page(vmf->page);
+	return 0;
+}
+
+static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {
+	.fault = mrpool_dmabuf_fault,
+};
+
+/* dma_buf_mmap_internal() has checked the range against the size. */
+static int mrpool_dmabuf_mmap(struct dma_buf *dmabuf,
+			      struct vm_area_struct *vma)
+{
+	/* A private mapping would copy on write: not the slice's memory. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &mrpool_dmabuf_vm_ops;
+	vma->vm_private_data = dmabuf->priv;
+	return 0;
+}
+
+static const struct dma_buf_ops mrpool_dmabuf_ops = {
+	.map_dma_buf = mrpool_dmabuf_map,
+	.unmap_dma_buf = mrpool_dmabuf_unmap,
+	.release = mrpool_dmabuf_release,
+	.mmap = mrpool_dmabuf_mmap,
+};
+
+/**
+ * mrpool_ioc_export_dmabuf - MRPOOL_IOC_EXPORT_DMABUF
+ * @file: the /dev/mrpool file, whose opener is the caller
+ * @uarg: struct mrpool_export_dmabuf in user memory
+ *
+ * The descriptor is installed only once the caller has its number, so a
+ * fault copying out leaves nothing behind.
+ *
+ * Return: 0; -EINVAL for a malformed request; -ENOENT for a slice that is
+ * not a live slice of @file; -EFAULT; -EMFILE; -ENOMEM.
+ */
+long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
+{
+	struct mrpool_client *client = file->private_data;
+	DEFINE_DMA_BUF_EXPORT_INFO(exp);
+	struct mrpool_export_dmabuf a;
+	struct mrpool_dmabuf *mb;
+	struct dma_buf *dmabuf;
+	u32 usize;
+	int ret, fd;
+
+	ret = mrpool_copy_in(&a, sizeof(a), MRPOOL_EXPORT_SIZE_V1, uarg,
+			     &usize);
+	if (ret)
+		return ret;
+	if (a.flags & ~MRPOOL_EXPORT_VALID_FLAGS || a.pad ||
+	    memchr_inv(a.reserved, 0, sizeof(a.reserved)))
+		return -EINVAL;
+
+	mb = kzalloc(sizeof(*mb), GFP_KERNEL);
+	if (!mb)
+		return -ENOMEM;
+	mb->slice = mrpool_slice_get_id(client, a.slice_id);
+	if (!mb->slice) {
+		ret = -ENOENT;
+		goto free_mb;
+	}
+	fd = get_unused_fd_flags(a.flags & MRPOOL_EXPORT_CLOEXEC ?
+				 O_CLOEXEC : 0);
+	if (fd < 0) {
+		ret = fd;
+		goto put_slice;
+	}
+	mb->file = get_file(file);
+
+	exp.exp_name = KBUILD_MODNAME;
+	exp.owner = THIS_MODULE;
+	exp.ops = &mrpool_dmabuf_ops;
+	exp.size = mb->slice->length;
+	exp.flags = O_RDWR;
+	exp.priv = mb;
+	dmabuf = dma_buf_export(&exp);
+	if (IS_ERR(dmabuf)) {
+		ret = PTR_ERR(dmabuf);
+		goto put_fd;
+	}
+	/* From here the dma-buf owns @mb; its release drops the references. */
+
+	a.fd = fd;
+	a.length = mb->slice->length;
+	ret = mrpool_copy_out(uarg, &a, sizeof(a), usize);
+	if (ret) {
+		put_unused_fd(fd);
+		dma_buf_put(dmabuf);
+		return ret;
+	}
+	fd_install(fd, dmabuf->file);
+	return 0;
+
+put_fd:
+	fput(mb->file);
+	put_unused_fd(fd);
+put_slice:
+	mrpool_slice_put(mb->slice);
+free_mb:
+	kfree(mb);
+	return ret;
+}

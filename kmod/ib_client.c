@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The ib_client: one struct mrpool_ib_dev per RDMA device, usable or not,
+ * the registry of chunks the kernel MR cache covers, and the hooks through
+ * which the pool announces chunks as they come and go. Registration itself
+ * lives in ib_reg.c.
+ */
+#include "ib.h"
+
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+
+/* The device list, per-device state and MRs, the registry; see ib.h. */
+DEFINE_MUTEX(mrpool_ib_lock);
+LIST_HEAD(mrpool_ib_devs);
+DEFINE_XARRAY(mrpool_ib_chunks);
+struct mrpool_ib_stats mrpool_ib_stats;
+
+/* debugfs knobs: the next N device setups (chunk registrations) fail. */
+atomic_t mrpool_ib_fail_setup = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_reg = ATOMIC_INIT(0);
+
+static const char *const mrpool_ib_state_names[] = {
+	[MRPOOL_IB_READY] = "ready",
+	[MRPOOL_IB_UNSUPPORTED] = "unsupported",
+	[MRPOOL_IB_FAILED] = "failed",
+	[MRPOOL_IB_REMOVED] = "removed",
+};
+
+const char *mrpool_ib_state_name(enum mrpool_ib_state state)
+{
+	if (state >= ARRAY_SIZE(mrpool_ib_state_names))
+		return "unknown";
+	return mrpool_ib_state_names[state];
+}
+
+/* A chunk's pages are the pool's for the chunk's life: the first is its key. */
+unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c)
+{
+	return page_to_pfn(c->pages[0]);
+}
+
+void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
+			 const char *fmt, ...)
+{
+	va_list args;
+
+	lockdep_assert_held(&mrpool_ib_lock);
+	WRITE_ONCE(d->state, state);
+	va_start(args, fmt);
+	vsnprintf(d->reason, sizeof(d->reason), fmt, args);
+	va_end(args);
+	if (state != MRPOOL_IB_READY && state != MRPOOL_IB_REMOVED)
+		pr_info("%s: %s: %s\n", d->name, mrpool_ib_state_name(state),
+			d->reason);
+}
+
+/* Software devices (rxe, siw) have no DMA device: fall back to the ib_device. */
+static int mrpool_ib_dev_node(struct ib_device *ibdev)
+{
+	if (ibdev->dma_device)
+		return dev_to_node(ibdev->dma_device);
+	return dev_to_node(&ibdev->dev);
+}
+
+/* Caller holds mrpool_ib_lock. A removed device is no longer listed. */
+struct mrpool_ib_dev *mrpool_ib_dev_find(struct ib_device *ibdev)
+{
+	struct mrpool_ib_dev *d;
+
+	lockdep_assert_held(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link)
+		if (d->ibdev == ibdev)
+			return d;
+	return NULL;
+}
+
+/**
+ * mrpool_ib_node - the NUMA node chunks should come from by default
+ *
+ * Return: the node of the first usable RDMA device that has one, else
+ * NUMA_NO_NODE. May sleep; may be called with mrpool_pool.lock held.
+ */
+int mrpool_ib_node(void)
+{
+	struct mrpool_ib_dev *d;
+	int nid = NUMA_NO_NODE;
+
+	mutex_lock(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		if (d->state == MRPOOL_IB_READY && d->node != NUMA_NO_NODE) {
+			nid = d->node;
+			break;
+		}
+	}
+	mutex_unlock(&mrpool_ib_lock);
+	return nid;
+}
+
+/* Register every chunk of the registry on a device that just became ready. */
+static void mrpool_ib_reg_all(struct mrpool_ib_dev *d)
+{
+	struct mrpool_chunk *c;
+	unsigned long key;
+
+	xa_for_each(&mrpool_ib_chunks, key, c) {
+		if (d->state != MRPOOL_IB_READY)
+			break;
+		mrpool_ib_reg_chunk(d, c, NULL);
+		cond_resched();
+	}
+}
+
+static struct ib_client mrpool_ib_client;
+
+/*
+ * Unlike net/rds, unsuitable devices are accepted (return 0) and listed
+ * with the reason: the DEVICES ioctl and sysfs must show why a device gets
+ * no keys, and remove() must run to drop that entry.
+ */
+static int mrpool_ib_add(struct ib_device *ibdev)
+{
+	struct mrpool_ib_dev *d;
+
+	d = mrpool_ib_dev_alloc(ibdev, mrpool_ib_dev_node(ibdev));
+	if (!d)
+		return -ENOMEM;
+	atomic64_inc(&mrpool_ib_stats.devs_added);
+
+	mutex_lock(&mrpool_ib_lock);
+	if (!mrpool_ib_dev_setup(d))
+		mrpool_ib_reg_all(d);
+	list_add_tail(&d->link, &mrpool_ib_devs);
+	mutex_unlock(&mrpool_ib_lock);
+
+	ib_set_client_data(ibdev, &mrpool_ib_client, d);
+	mrpool_ib_dev_publish(d);
+	pr_info("%s: %s, node %d, %d chunks registered\n", d->name,
+		mrpool_ib_state_name(d->state), d->node,
+		atomic_read(&d->nr_mrs));
+	return 0;
+}
+
+/*
+ * Tears the device's state down while processes keep their slices: their
+ * mappings and their own registrations do not depend on the cache. Kernel
+ * buffers still out keep only the dev object; their keys die here (their
+ * owners, ib_clients registered after this one, were removed first).
+ */
+static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
+{
+	struct mrpool_ib_dev *d = client_data;
+
+	mutex_lock(&mrpool_ib_lock);
+	list_del(&d->link);
+	mrpool_ib_dev_teardown(d);
+	mutex_unlock(&mrpool_ib_lock);
+
+	mrpool_ib_dev_unpublish(d);
+	atomic64_inc(&mrpool_ib_stats.devs_removed);
+	pr_info("%s: removed\n", d->name);
+	kobject_put(&d->kobj);
+}
+
+static void mrpool_ib_rename(struct ib_device *ibdev, void *client_data)
+{
+	struct mrpool_ib_dev *d = client_data;
+	int ret;
+
+	mutex_lock(&mrpool_ib_lock);
+	strscpy(d->name, dev_name(&ibdev->dev), sizeof(d->name));
+	mutex_unlock(&mrpool_ib_lock);
+	if (d->in_sysfs) {
+		ret = kobject_rename(&d->kobj, d->name);
+		if (ret)
+			pr_warn("%s: sysfs rename failed: %d\n", d->name, ret);
+	}
+}
+
+static struct ib_client mrpool_ib_client = {
+	.name = "mrpool",
+	.add = mrpool_ib_add,
+	.remove = mrpool_ib_remove,
+	.rename = mrpool_ib_rename,
+};
+
+/**
+ * mrpool_ib_chunk_added - register a new chunk on every usable device
+ * @c: a chunk just built; the pool's lock must not be held
+ *
+ * May sleep. Idempotent. A failure leaves the chunk usable by processes;
+ * the device counts it and a kernel buffer retries on demand.
+ *
+ * Return: 0, or the first error met (informational).
+ */
+int mrpool_ib_chunk_added(struct mrpool_chunk *c)
+{
+	struct mrpool_ib_dev *d;
+	int ret, err = 0;
+
+	mutex_lock(&mrpool_ib_lock);
+	ret = xa_insert(&mrpool_ib_chunks, mrpool_ib_chunk_key(c), c,
+			GFP_KERNEL);
+	if (ret && ret != -EBUSY) {
+		err = ret;
+		goto unlock;
+	}
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		if (d->state != MRPOOL_IB_READY)
+			continue;
+		ret = mrpool_ib_reg_chunk(d, c, NULL);
+		if (ret && !err)
+			err = ret;
+	}
+unlock:
+	mutex_unlock(&mrpool_ib_lock);
+	return err;
+}
+
+/**
+ * mrpool_ib_chunk_removing - forget a chunk on every device
+ * @c: a chunk no longer on mrpool_pool.chunks whose pages are about to go
+ *
+ * Invalidates, deregisters and unmaps the chunk everywhere. May sleep; may
+ * be called with mrpool_pool.lock held. Unknown chunks (never announced, or
+ * partially built) are ignored.
+ */
+void mrpool_ib_chunk_removing(struct mrpool_chunk *c)
+{
+	struct mrpool_ib_dev *d;
+	struct mrpool_ib_mr *m;
+	unsigned long key;
+
+	if (!c->pages || !c->pages[0])
+		return;
+	key = mrpool_ib_chunk_key(c);
+
+	mutex_lock(&mrpool_ib_lock);
+	xa_erase(&mrpool_ib_chunks, key);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		m = xa_erase(&d->mrs, key);
+		if (m)
+			mrpool_ib_unreg(d, m);
+	}
+	mutex_unlock(&mrpool_ib_lock);
+}
+
+/**
+ * mrpool_ib_devices - list the devices for the DEVICES ioctl
+ * @out: receives up to @max entries, in the order devices appeared
+ * @max: room in @out
+ *
+ * Return: the number of devices, which may exceed @max.
+ */
+int mrpool_ib_devices(struct mrpool_ib_dev_info *out, unsigned int max)
+{
+	struct mrpool_ib_dev *d;
+	unsigned int n = 0;
+
+	mutex_lock(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		if (n < max) {
+			memset(&out[n], 0, sizeof(out[n]));
+			strscpy(out[n].name, d->name, sizeof(out[n].name));
+			out[n].node = d->node;
+			out[n].state = d->state;
+			out[n].nr_mrs = atomic_read(&d->nr_mrs);
+			strscpy(out[n].reason, d->reason, sizeof(out[n].reason));
+		}
+		n++;
+	}
+	mutex_unlock(&mrpool_ib_lock);
+	return n;
+}
+
+/**
+ * mrpool_ib_chunk_keys - the kernel keys of a chunk on each device
+ * @c: a chunk the caller keeps alive
+ * @out: receives up to @max entries
+ * @max: room in @out
+ *
+ * Return: the number of devices the chunk is registered on (may exceed @max).
+ */
+int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
+			 unsigned int max)
+{
+	unsigned long key = mrpool_ib_chunk_key(c);
+	struct mrpool_ib_dev *d;
+	struct mrpool_ib_mr *m;
+	unsigned int n = 0;
+
+	mutex_lock(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		m = xa_load(&d->mrs, key);
+		if (!m || !m->valid)
+			continue;
+		if (n < max) {
+			memset(&out[n], 0, sizeof(out[n]));
+			strscpy(out[n].name, d->name, sizeof(out[n].name));
+			out[n].lkey = m->mr->lkey;
+			out[n].rkey = m->access & (IB_ACCESS_REMOTE_READ |
+						   IB_ACCESS_REMOTE_WRITE) ?
+				      m->mr->rkey : 0;
+			out[n].iova = m->mr->iova;
+		}
+		n++;
+	}
+	mutex_unlock(&mrpool_ib_lock);
+	return n;
+}
+
+/*
+ * Seed the registry with the chunks the pool already holds. Runs before the
+ * client is registered, so no device walks the registry yet; the pool lock
+ * keeps the list still (and is taken without mrpool_ib_lock, see ib.h).
+ */
+static int mrpool_ib_seed(void)
+{
+	struct mrpool_chunk *c;
+	int ret = 0;
+
+	mutex_lock(&mrpool_pool.lock);
+	list_for_each_entry(c, &mrpool_pool.chunks, all) {
+		ret = xa_insert(&mrpool_ib_chunks, mrpool_ib_chunk_key(c), c,
+				GFP_KERNEL);
+		if (ret == -EBUSY)
+			ret = 0;
+		if (ret)
+			break;
+	}
+	mutex_unlock(&mrpool_pool.lock);
+	return ret;
+}
+
+/**
+ * mrpool_ib_init - start the kernel MR cache
+ *
+ * Call after the pool (and its debugfs directory) exist. Devices present
+ * now are added before this returns.
+ *
+ * Return: 0 or a negative errno; on failure nothing is left behind.
+ */
+int mrpool_ib_init(void)
+{
+	int ret;
+
+	ret = mrpool_ib_seed();
+	if (ret)
+		goto forget_chunks;
+	ret = mrpool_ib_sysfs_init();
+	if (ret)
+		goto forget_chunks;
+	mrpool_ib_debugfs_init();
+	ret = ib_register_client(&mrpool_ib_client);
+	if (ret) {
+		pr_err("cannot register the ib_client: %d\n", ret);
+		goto undo_debugfs;
+	}
+	return 0;
+
+undo_debugfs:
+	mrpool_ib_debugfs_exit();
+	mrpool_ib_sysfs_exit();
+forget_chunks:
+	xa_destroy(&mrpool_ib_chunks);
+	return ret;
+}
+
+/**
+ * mrpool_ib_exit - stop the kernel MR cache
+ *
+ * Call before the pool frees its chunks. Removes every device (invalidating
+ * and deregistering all cached MRs); no kernel buffer can be out, each
+ * holds a module reference.
+ */
+void mrpool_ib_exit(void)
+{
+	ib_unregister_client(&mrpool_ib_client);
+	mrpool_ib_debugfs_exit();
+	mrpool_ib_sysfs_exit();
+	xa_destroy(&mrpool_ib_chunks);
+}

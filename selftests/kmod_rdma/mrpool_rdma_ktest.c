@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Test-only module: on load, for every RDMA device, takes two buffers
+ * through mrpool's in-kernel API and moves bytes between them over a
+ * loopback pair of kernel RC QPs in the buffers' PD, using the cached
+ * kernel keys: an RDMA WRITE and an RDMA READ (bytes verified), a WRITE past
+ * the end of the MR and one through the rkey of a freed buffer (both must
+ * fail). Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap,
+ * read by selftests/kmod_rdma_test.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/delay.h>
+#include <linux/jiffies.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_cache.h>
+#include <net/ipv6.h>
+#include <mrpool_kapi.h>
+
+/* Bytes moved per test, at most a chunk. */
+#define KT_LEN_MAX	SZ_64K
+#define KT_TIMEOUT	(10 * HZ)
+#define KT_MAX_RESULTS	256
+#define KT_LINE		128
+
+static DEFINE_MUTEX(kt_lock);
+struct kt_result {
+	bool ok;
+	char text[KT_LINE];
+};
+
+static struct kt_result *kt_results;	/* numbered when shown */
+static unsigned int kt_nr;
+static struct dentry *kt_dir;
+
+__printf(2, 3)
+static void kt_report(bool ok, const char *fmt, ...)
+{
+	va_list args;
+
+	mutex_lock(&kt_lock);
+	if (kt_nr < KT_MAX_RESULTS) {
+		kt_results[kt_nr].ok = ok;
+		va_start(args, fmt);
+		vscnprintf(kt_results[kt_nr].text, KT_LINE, fmt, args);
+		va_end(args);
+		kt_nr++;
+	}
+	mutex_unlock(&kt_lock);
+}
+
+static int tap_show(struct seq_file *m, void *v)
+{
+	unsigned int i;
+
+	mutex_lock(&kt_lock);
+	seq_puts(m, "TAP version 13\n");
+	if (!kt_nr)
+		seq_puts(m, "1..0 # SKIP no RDMA device\n");
+	else
+		seq_printf(m, "1..%u\n", kt_nr);
+	for (i = 0; i < kt_nr; i++)
+		seq_printf(m, "%s %u%s\n", kt_results[i].ok ? "ok" : "not ok",
+			   i + 1, kt_results[i].text);
+	mutex_unlock(&kt_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(tap);
+
+/* One device under test: the loop and its last completion. */
+struct kt_ctx {
+	struct ib_device *dev;
+	const char *name;
+	u32 port;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp[2];		/* qp[0] posts, qp[1] is the target */
+	struct ib_cqe cqe;
+	bool done;
+	enum ib_wc_status status;
+};
+
+static void kt_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kt_ctx *t = container_of(wc->wr_cqe, struct kt_ctx, cqe);
+
+	t->status = wc->status;
+	t->done = true;
+}
+
+/* Post one signalled WR on qp[0] and poll for it; -EIO on a bad status. */
+static int kt_post_wait(struct kt_ctx *t, struct ib_send_wr *wr)
+{
+	unsigned long end = jiffies + KT_TIMEOUT;
+	int ret;
+
+	t->done = false;
+	wr->wr_cqe = &t->cqe;
+	wr->send_flags = IB_SEND_SIGNALED;
+	ret = ib_post_send(t->qp[0], wr, NULL);
+	if (ret)
+		return ret;
+	while (!t->done) {
+		ib_process_cq_direct(t->cq, 4);
+		if (t->done)
+			break;
+		if (time_after(jiffies, end))
+			return -ETIMEDOUT;
+		usleep_range(50, 200);
+	}
+	return t->status == IB_WC_SUCCESS ? 0 : -EIO;
+}
+
+static int kt_rdma(struct kt_ctx *t, enum ib_wr_opcode op, u64 laddr, u32 lkey,
+		   u64 raddr, u32 rkey, u32 len)
+{
+	struct ib_sge sge = { .addr = laddr, .length = len, .lkey = lkey };
+	struct ib_rdma_wr wr = {
+		.wr.opcode = op,
+		.wr.sg_list = &sge,
+		.wr.num_sge = 1,
+		.remote_addr = raddr,
+		.rkey = rkey,
+	};
+
+	return kt_post_wait(t, &wr.wr);
+}
+
+static int kt_self_ah(struct kt_ctx *t, struct rdma_ah_attr *ah)
+{
+	const struct ib_gid_attr *gid = NULL, *attr;
+	struct ib_port_attr pattr;
+	union ib_gid dgid;
+	u16 vlan;
+	int i, ret;
+
+	ret = ib_query_port(t->dev, t->port, &pattr);
+	if (ret)
+		return ret;
+	memset(ah, 0, sizeof(*ah));
+	ah->type = rdma_ah_find_type(t->dev, t->port);
+	rdma_ah_set_port_num(ah, t->port);
+	if (!rdma_protocol_roce(t->dev, t->port)) {
+		rdma_ah_set_dlid(ah, pattr.lid);
+		return 0;
+	}
+	/* An IPv4 GID routes on any netdev (lo too); link-local ones may not. */
+	for (i = 0; i < pattr.gid_tbl_len; i++) {
+		attr = rdma_get_gid_attr(t->dev, t->port, i);
+		if (IS_ERR(attr))
+			continue;
+		if (!gid || ipv6_addr_v4mapped((struct in6_addr *)attr->gid.raw)) {
+			if (gid)
+				rdma_put_gid_attr(gid);
+			gid = attr;
+			if (ipv6_addr_v4mapped((struct in6_addr *)gid->gid.raw))
+				break;
+		} else {
+			rdma_put_gid_attr(attr);
+		}
+	}
+	if (!gid)
+		return -ENOENT;
+	dgid = gid->gid;
+	rdma_ah_set_grh(ah, &dgid, 0, gid->index, 1, 0);
+	ret = rdma_read_gid_l2_fields(gid, &vlan, ah->roce.dmac);
+	rdma_put_gid_attr(gid);
+	return ret;
+}
+
+/* RESET -> INIT -> RTR -> RTS toward @dqpn; also recovers an errored QP. */
+static int kt_connect(struct kt_ctx *t, struct ib_qp *qp, u32 dqpn,
+		      struct rdma_ah_attr *ah)
+{
+	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
+	int ret;
+
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = t->port;
+	a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ |
+			    IB_ACCESS_REMOTE_WRITE;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
+			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr = *ah;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_TIMEOUT |
+			    IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_SQ_PSN |
+			    IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int kt_loop_connect(struct kt_ctx *t)
+{
+	struct rdma_ah_attr ah;
+	int ret;
+
+	ret = kt_self_ah(t, &ah);
+	if (ret)
+		return ret;
+	ret = kt_connect(t, t->qp[0], t->qp[1]->qp_num, &ah);
+	if (ret)
+		return ret;
+	return kt_connect(t, t->qp[1], t->qp[0]->qp_num, &ah);
+}
+
+static int kt_loop_create(struct kt_ctx *t)
+{
+	struct ib_qp_init_attr init = {
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = IB_QPT_RC,
+		.cap = {
+			.max_send_wr = 4,
+			.max_recv_wr = 1,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+	};
+	int i;
+
+	t->cq = ib_alloc_cq(t->dev, t, 16, 0, IB_POLL_DIRECT);
+	if (IS_ERR(t->cq))
+		return PTR_ERR(t->cq);
+	t->cqe.done = kt_done;
+	init.send_cq = t->cq;
+	init.recv_cq = t->cq;
+	for (i = 0; i < 2; i++) {
+		t->qp[i] = ib_create_qp(t->pd, &init);
+		if (IS_ERR(t->qp[i])) {
+			int ret = PTR_ERR(t->qp[i]);
+
+			t->qp[i] = NULL;
+			return ret;
+		}
+	}
+	return kt_loop_connect(t);
+}
+
+static void kt_loop_destroy(struct kt_ctx *t)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (t->qp[i])
+			ib_destroy_qp(t->qp[i]);
+	if (!IS_ERR_OR_NULL(t->cq))
+		ib_free_cq(t->cq);
+}
+
+static void kt_fill(u8 *p, size_t len, u8 seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (u8)(seed + i * 7 + (i >> 9));
+}
+
+static void kt_run(struct kt_ctx *t)
+{
+	struct mrpool_kbuf *a, *b, *big;
+	size_t max = mrpool_kbuf_max_size();
+	u32 len = min_t(size_t, KT_LEN_MAX, max);
+	u64 stale_addr;
+	u32 stale_rkey;
+	int ret;
+
+	big = mrpool_kbuf_alloc(t->dev, max + 1);
+	kt_report(PTR_ERR(big) == -EINVAL,
+		  " - %s: a buffer larger than %zu bytes is refused (%d)",
+		  t->name, max, PTR_ERR_OR_ZERO(big));
+	if (!IS_ERR(big))
+		mrpool_kbuf_free(big);
+
+	a = mrpool_kbuf_alloc(t->dev, len);
+	if (IS_ERR(a)) {
+		kt_report(true, " - %s # SKIP device not usable by mrpool (%ld)",
+			  t->name, PTR_ERR(a));
+		return;
+	}
+	b = mrpool_kbuf_alloc(t->dev, len);
+	kt_report(!IS_ERR(b) && a->pd == b->pd && a->lkey && b->rkey &&
+		  a->vaddr && !memchr_inv(b->vaddr, 0, len),
+		  " - %s: two zeroed buffers with keys in one PD", t->name);
+	if (IS_ERR(b))
+		goto free_a;
+	t->pd = a->pd;
+
+	ret = kt_loop_create(t);
+	kt_report(!ret, " - %s: loopback RC QPs in mrpool's PD (%d)", t->name,
+		  ret);
+	if (ret)
+		goto destroy;
+
+	kt_fill(a->vaddr, len, 0x5a);
+	ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey, b->dma_addr,
+		      b->rkey, len);
+	kt_report(!ret && !memcmp(a->vaddr, b->vaddr, len),
+		  " - %s: RDMA WRITE of %u bytes arrived intact (%d, %s)",
+		  t->name, len, ret, ib_wc_status_msg(t->status));
+
+	kt_fill(b->vaddr + len / 2, len / 2, 0xc3);
+	memset(a->vaddr, 0, len);
+	ret = kt_rdma(t, IB_WR_RDMA_READ, a->dma_addr, a->lkey,
+		      b->dma_addr + len / 2, b->rkey, len / 2);
+	kt_report(!ret && !memcmp(a->vaddr, b->vaddr + len / 2, len / 2) &&
+		  !memchr_inv(a->vaddr + len / 2, 0, len / 2),
+		  " - %s: RDMA READ of %u bytes arrived intact (%d, %s)",
+		  t->name, len / 2, ret, ib_wc_status_msg(t->status));
+
+	/* The MR covers the chunk and no more. */
+	ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey,
+		      b->dma_addr + max - PAGE_SIZE, b->rkey, 2 * PAGE_SIZE);
+	kt_report(ret == -EIO && t->status == IB_WC_REM_ACCESS_ERR,
+		  " - %s: a WRITE past the end of the chunk fails (%d, %s)",
+		  t->name, ret, ib_wc_status_msg(t->status));
+
+	/* A freed buffer's rkey must not reach the chunk's next owner. */
+	stale_addr = b->dma_addr;
+	stale_rkey = b->rkey;
+	mrpool_kbuf_free(b);
+	b = NULL;
+	ret = kt_loop_connect(t);
+	if (!ret)
+		ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey,
+			      stale_addr, stale_rkey, PAGE_SIZE);
+	kt_report(ret == -EIO && t->status == IB_WC_REM_ACCESS_ERR,
+		  " - %s: the rkey of a freed buffer is refused (%d, %s)",
+		  t->name, ret, ib_wc_status_msg(t->status));
+
+destroy:
+	kt_loop_destroy(t);
+	mrpool_kbuf_free(b);
+free_a:
+	mrpool_kbuf_free(a);
+}
+
+static int kt_add(struct ib_device *dev)
+{
+	struct kt_ctx *t;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	t->dev = dev;
+	t->name = dev_name(&dev->dev);
+	t->port = rdma_start_port(dev);
+	kt_run(t);
+	kfree(t);
+	/* Nothing is kept: remove has nothing to undo. */
+	return -EOPNOTSUPP;
+}
+
+static struct ib_client kt_client = {
+	.name = "mrpool_rdma_ktest",
+	.add = kt_add,
+};
+
+static int __init kt_init(void)
+{
+	int ret;
+
+	kt_results = kcalloc(KT_MAX_RESULTS, sizeof(*kt_results), GFP_KERNEL);
+	if (!kt_results)
+		return -ENOMEM;
+	/* The tests run here, once per device present. */
+	ret = ib_register_client(&kt_client);
+	if (ret) {
+		kfree(kt_results);
+		return ret;
+	}
+	kt_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("tap", 0400, kt_dir, NULL, &tap_fops);
+	return 0;
+}
+
+static void __exit kt_exit(void)
+{
+	debugfs_remove_recursive(kt_dir);
+	ib_unregister_client(&kt_client);
+	kfree(kt_results);
+}
+
+module_init(kt_init);
+module_exit(kt_exit);
+MODULE_DESCRIPTION("mrpool in-kernel API test: RDMA through cached kernel keys");
+MODULE_LICENSE("GPL");

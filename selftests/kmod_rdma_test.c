@@ -1,0 +1,644 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The kernel MR cache (mrpool's ib_client) in the VM: the in-kernel API
+ * moving bytes over kernel QPs (through the test module in kmod_rdma/),
+ * devices appearing and going while the pool is in use, growth and trim
+ * followed on every device, unusable devices listed with a reason, and
+ * add/remove cycles that leave no object behind.
+ *
+ * Extra devices are Soft-RoCE links on "lo" named mrpt*, removed again by
+ * each test. Needs root, mrpool.ko loaded, debugfs, and the rdma tool.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+/* 6.1's kselftest_harness.h trips -Wextra (an unused handler argument). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+
+#include "pool_util.h"
+#include "rdmatest.h"
+
+#define IB_SYSFS	"/sys/module/mrpool/devices"
+#define KTEST_NAME	"mrpool_rdma_ktest"
+#define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
+/* Tests the module reports per usable device. */
+#define KTEST_PER_DEV	7
+#define CYCLES		20
+
+/* "name value" from debugfs ib_stats, or -1. */
+static long long ib_stat(const char *name)
+{
+	char line[128], key[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/ib_stats", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %lld", key, &v) == 2 &&
+		    !strcmp(key, name))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+/* A device's sysfs attribute as text without newline; "" if absent. */
+static void dev_str(const char *dev, const char *attr, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+static long long dev_ll(const char *dev, const char *attr)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	return pool_read_ll(path);
+}
+
+static int dev_listed(const char *dev)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s", dev);
+	return stat(path, &st) == 0;
+}
+
+static int link_add(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link add %s type rxe netdev lo >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+static int link_del(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rdma link delete %s >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+/* Chunks the pool holds now. */
+static long long pool_chunks(void)
+{
+	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
+}
+
+/* Objects that must return to their count when devices come and go. */
+struct ib_census {
+	long long devices, chunks, pds, mrs, dma_maps, kbufs;
+};
+
+static void census(struct ib_census *c)
+{
+	c->devices = ib_stat("devices");
+	c->chunks = ib_stat("chunks");
+	c->pds = ib_stat("pds");
+	c->mrs = ib_stat("mrs");
+	c->dma_maps = ib_stat("dma_maps");
+	c->kbufs = ib_stat("kbufs");
+}
+
+FIXTURE(ib) {
+	struct ib_census base;
+	const char *missing;		/* a prerequisite, for SKIP */
+};
+
+/* The harness runs the body after a SKIP in setup: each test checks this. */
+#define REQUIRE_IB() do {						\
+	if (self->missing)						\
+		SKIP(return, "%s", self->missing);			\
+} while (0)
+
+FIXTURE_SETUP(ib)
+{
+	if (access(IB_SYSFS, F_OK))
+		self->missing = "mrpool.ko with the ib client is not loaded";
+	else if (access(POOL_DEBUGFS "/ib_stats", F_OK))
+		self->missing = "debugfs is not mounted";
+	else if (system("command -v rdma >/dev/null 2>&1"))
+		self->missing = "the rdma tool (iproute2) is missing";
+	if (self->missing)
+		return;
+	census(&self->base);
+	ASSERT_LE(0, self->base.mrs);
+}
+
+FIXTURE_TEARDOWN(ib)
+{
+	static const char *const extra[] = { "mrpt0", "mrpt1", "mrpt2" };
+	unsigned int i;
+
+	pool_set_knob("fail_ib_setup", 0);
+	pool_set_knob("fail_ib_reg", 0);
+	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
+		if (dev_listed(extra[i]))
+			link_del(extra[i]);
+}
+
+/* Every device listed ready has every chunk of the registry registered. */
+static int ready_devices_complete(long long chunks)
+{
+	char state[32];
+	struct dirent *e;
+	int bad = 0;
+	DIR *dir;
+
+	dir = opendir(IB_SYSFS);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		dev_str(e->d_name, "state", state, sizeof(state));
+		if (!strcmp(state, "ready") && dev_ll(e->d_name, "chunks") != chunks)
+			bad++;
+	}
+	closedir(dir);
+	return bad;
+}
+
+static int count_ready(void)
+{
+	char state[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	dir = opendir(IB_SYSFS);
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		dev_str(e->d_name, "state", state, sizeof(state));
+		n += !strcmp(state, "ready");
+	}
+	closedir(dir);
+	return n;
+}
+
+/* The kernel module beside this binary, in kmod_rdma/. */
+static int ktest_path(char *buf, size_t len)
+{
+	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
+	char exe[PATH_MAX], *slash;
+	size_t dir;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	dir = (size_t)(slash - exe);
+	if (dir + sizeof(rel) > len)
+		return -1;
+	memcpy(buf, exe, dir);
+	memcpy(buf + dir, rel, sizeof(rel));
+	return access(buf, R_OK);
+}
+
+/* Load the test module, echo its TAP, count its results; 0 or -errno. */
+static int ktest_run(const char *path, int *ok, int *not_ok)
+{
+	char line[256];
+	FILE *f;
+	int fd, ret;
+
+	*ok = *not_ok = 0;
+	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(__NR_finit_module, fd, "", 0) ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	f = fopen(KTEST_TAP, "re");
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			printf("# ktest: %s", line);
+			if (!strncmp(line, "ok ", 3))
+				(*ok)++;
+			else if (!strncmp(line, "not ok ", 7))
+				(*not_ok)++;
+		}
+		fclose(f);
+	} else {
+		ret = -errno;
+	}
+	fflush(stdout);
+	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/* Kernel QPs in mrpool's PD move bytes with the cached keys, on every device. */
+TEST_F_TIMEOUT(ib, kernel_api_rdma, 120)
+{
+	int ok, not_ok, ready = count_ready();
+	char path[PATH_MAX];
+
+	REQUIRE_IB();
+	if (ktest_path(path, sizeof(path)))
+		SKIP(return, "%s.ko not built (make -C $GUEST_KDIR M=$PWD/selftests/kmod_rdma)",
+		     KTEST_NAME);
+	ASSERT_LT(0, ready);
+	ASSERT_EQ(0, ktest_run(path, &ok, &not_ok));
+	EXPECT_EQ(0, not_ok);
+	EXPECT_LE(KTEST_PER_DEV * ready, ok);
+	/* Every buffer went back, every key went back to local-only. */
+	EXPECT_EQ(0, ib_stat("kbufs"));
+	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
+}
+
+/* Chunks in debugfs built only of order-0 pages; -1 on error. */
+static int fragmented_chunks(void)
+{
+	char line[256], state[32], blocks[128];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu %127s", &pfn, &node, state,
+			   &owner, blocks) == 5 && !strchr(blocks, ',') &&
+		    !strncmp(blocks, "0:", 2))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Cached MRs (debugfs mrs) whose page size is below @chunk; -1 on error. */
+static int small_page_mrs(long long chunk)
+{
+	char line[256], dev[64], access_[16];
+	unsigned long pfn, lkey, rkey, iova, psz;
+	int lent, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/mrs", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %63s %lx %lx %lx %lu %15s %d", &pfn, dev,
+			   &lkey, &rkey, &iova, &psz, access_, &lent) == 8 &&
+		    (long long)psz < chunk) {
+			printf("# small-page MR: %s", line);
+			n++;
+		}
+	fclose(f);
+	fflush(stdout);
+	return n;
+}
+
+/*
+ * The same through chunks assembled from single pages: the MR then maps a
+ * page list, the buffer a vmap. The free chunks are held by a slice so each
+ * buffer grows the pool while high-order allocations are made to fail.
+ */
+TEST_F_TIMEOUT(ib, kernel_api_rdma_fragmented, 180)
+{
+	int ok, not_ok, fd, ready = count_ready(), frag0;
+	long long free_bytes = pool_attr("free_bytes");
+	char path[PATH_MAX];
+	struct mrpool_alloc a;
+
+	REQUIRE_IB();
+	if (ktest_path(path, sizeof(path)))
+		SKIP(return, "%s.ko not built", KTEST_NAME);
+	if (pool_attr("chunk_bytes") <= 4096)
+		SKIP(return, "chunks of one page cannot be fragmented");
+	/* rxe maps at most 512 pages per fast-registration MR. */
+	if (pool_attr("chunk_bytes") > 2 * MIB)
+		SKIP(return, "a chunk of single pages would exceed 512 pages");
+	ASSERT_LT(0, ready);
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	if (free_bytes > 0)
+		ASSERT_EQ(0, pool_alloc(fd, free_bytes, &a));
+	ASSERT_EQ(0, pool_attr("free_bytes"));
+	frag0 = fragmented_chunks();
+	ASSERT_EQ(0, pool_set_knob("fail_high_order", 1000));
+
+	ASSERT_EQ(0, ktest_run(path, &ok, &not_ok));
+	pool_set_knob("fail_high_order", 0);
+	EXPECT_EQ(0, not_ok);
+	EXPECT_LE(KTEST_PER_DEV * ready, ok);
+	/* Two buffers per device, each on a chunk grown from single pages. */
+	EXPECT_LE(frag0 + 2, fragmented_chunks());
+	/* Their MRs map page lists, still cached after the buffers went back. */
+	EXPECT_LE(2 * ready, small_page_mrs(pool_attr("chunk_bytes")));
+	EXPECT_EQ(0, ready_devices_complete(pool_chunks()));
+	EXPECT_EQ(0, ib_stat("kbufs"));
+	close(fd);
+}
+
+/* A device added after load gets every chunk registered, and loses them on delete. */
+TEST_F_TIMEOUT(ib, device_added_later, 60)
+{
+	char state[32];
+	long long chunks = pool_chunks();
+
+	REQUIRE_IB();
+
+	ASSERT_EQ(0, link_add("mrpt0"));
+	ASSERT_TRUE(dev_listed("mrpt0"));
+	dev_str("mrpt0", "state", state, sizeof(state));
+	ASSERT_STREQ("ready", state);
+	EXPECT_EQ(chunks, dev_ll("mrpt0", "chunks"));
+	EXPECT_EQ(chunks, dev_ll("mrpt0", "regs"));
+	EXPECT_EQ(0, dev_ll("mrpt0", "reg_failures"));
+	EXPECT_EQ(self->base.mrs + chunks, ib_stat("mrs"));
+	EXPECT_EQ(self->base.pds + 1, ib_stat("pds"));
+
+	ASSERT_EQ(0, link_del("mrpt0"));
+	EXPECT_FALSE(dev_listed("mrpt0"));
+	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
+	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	EXPECT_EQ(self->base.pds, ib_stat("pds"));
+}
+
+/* Chunks grown for a slice are registered everywhere; trimmed ones leave everywhere. */
+TEST_F_TIMEOUT(ib, growth_and_trim_follow, 90)
+{
+	long long chunk = pool_attr("chunk_bytes"), before, grown, trim_sec;
+	long long inv0;
+	struct mrpool_alloc a;
+	int fd;
+
+	REQUIRE_IB();
+
+	ASSERT_EQ(0, link_add("mrpt1"));
+	before = pool_chunks();
+	inv0 = dev_ll("mrpt1", "invalidations");
+	trim_sec = pool_param("idle_trim_sec");
+
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	/* More than the pool holds: it must grow. */
+	ASSERT_EQ(0, pool_alloc(fd, (before + 4) * chunk, &a));
+	grown = pool_chunks();
+	ASSERT_LT(before, grown);
+	EXPECT_EQ(grown, ib_stat("chunks"));
+	EXPECT_EQ(0, ready_devices_complete(grown));
+	EXPECT_EQ(grown, dev_ll("mrpt1", "chunks"));
+
+	ASSERT_EQ(0, pool_free(fd, a.slice_id));
+	close(fd);
+	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 1));
+	EXPECT_TRUE(POOL_WAIT(pool_chunks() < grown, 20000));
+	pool_set_param("idle_trim_sec", trim_sec);
+	EXPECT_EQ(pool_chunks(), ib_stat("chunks"));
+	EXPECT_EQ(0, ready_devices_complete(pool_chunks()));
+	EXPECT_LE(grown - pool_chunks(), dev_ll("mrpt1", "invalidations") - inv0);
+	ASSERT_EQ(0, link_del("mrpt1"));
+}
+
+struct xfer {
+	struct rdt_loop *lp;
+	unsigned char *src, *dst;
+	uint32_t lkey, rkey;
+	size_t len;
+	atomic_int stop;
+	atomic_long done;
+	atomic_long bad;
+};
+
+/* WRITE src -> dst with a new pattern each time and check every byte. */
+static void *xfer_loop(void *arg)
+{
+	struct xfer *x = arg;
+	unsigned int seed = 1;
+
+	while (!atomic_load(&x->stop)) {
+		memset(x->src, (int)(seed & 0xff), x->len);
+		if (rdt_write(x->lp, x->src, x->lkey, (uintptr_t)x->dst, x->rkey,
+			      x->len, NULL) ||
+		    memcmp(x->src, x->dst, x->len))
+			atomic_fetch_add(&x->bad, 1);
+		else
+			atomic_fetch_add(&x->done, 1);
+		seed++;
+	}
+	return NULL;
+}
+
+/*
+ * A device whose cache covers a process's slice goes and comes back while
+ * the process moves bytes through that slice on another device.
+ */
+TEST_F_TIMEOUT(ib, remove_while_slice_in_use, 120)
+{
+	long long chunks, mid;
+	struct rdt_dev dev;
+	struct rdt_loop lp;
+	struct mrpool_alloc a;
+	struct ibv_mr *mr;
+	struct xfer x = { 0 };
+	pthread_t th;
+	char state[32];
+	void *p;
+	int fd;
+
+	REQUIRE_IB();
+
+	ASSERT_EQ(0, link_add("mrpt2"));
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pool_alloc(fd, 2 * MIB, &a));
+	p = pool_map(fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	chunks = dev_ll("mrpt2", "chunks");
+	ASSERT_LT(0, chunks);
+
+	if (rdt_dev_open(&dev, "rxe0", NULL))
+		SKIP(return, "no rxe0 to keep working on");
+	ASSERT_EQ(0, rdt_loop_create(&lp, &dev));
+	mr = ibv_reg_mr(dev.pd, p, a.length, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, mr);
+
+	x.lp = &lp;
+	x.src = p;
+	x.dst = (unsigned char *)p + a.length / 2;
+	x.len = 64 * 1024;
+	x.lkey = mr->lkey;
+	x.rkey = mr->rkey;
+	ASSERT_EQ(0, pthread_create(&th, NULL, xfer_loop, &x));
+	EXPECT_TRUE(POOL_WAIT(atomic_load(&x.done) > 5, 10000));
+
+	ASSERT_EQ(0, link_del("mrpt2"));
+	EXPECT_FALSE(dev_listed("mrpt2"));
+	mid = atomic_load(&x.done);
+	EXPECT_TRUE(POOL_WAIT(atomic_load(&x.done) > mid + 5, 10000));
+
+	ASSERT_EQ(0, link_add("mrpt2"));
+	dev_str("mrpt2", "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+	EXPECT_EQ(pool_chunks(), dev_ll("mrpt2", "chunks"));
+	mid = atomic_load(&x.done);
+	EXPECT_TRUE(POOL_WAIT(atomic_load(&x.done) > mid + 5, 10000));
+
+	atomic_store(&x.stop, 1);
+	pthread_join(th, NULL);
+	EXPECT_EQ(0, atomic_load(&x.bad));
+	TH_LOG("%ld transfers across the removal", atomic_load(&x.done));
+
+	ibv_dereg_mr(mr);
+	rdt_loop_destroy(&lp);
+	rdt_dev_close(&dev);
+	munmap(p, a.length);
+	close(fd);
+	ASSERT_EQ(0, link_del("mrpt2"));
+}
+
+/* The netdev under an rxe link, from "rdma link show"; 0 or -1. */
+static int link_netdev(const char *dev, char *buf, size_t len)
+{
+	char cmd[128], line[512], *p;
+	int ret = -1;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma link show %s/1 2>/dev/null", dev);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f)) {
+		p = strstr(line, " netdev ");
+		if (p && sscanf(p + 8, "%63s", buf) == 1 && len > 64)
+			ret = 0;
+	}
+	pclose(f);
+	return ret;
+}
+
+/* The device the VM starts with can go and come back with all its chunks. */
+TEST_F_TIMEOUT(ib, rxe0_deleted_and_readded, 60)
+{
+	long long chunks = pool_chunks(), mrs = ib_stat("mrs");
+	char netdev[128], cmd[256], state[32];
+
+	REQUIRE_IB();
+
+	if (!dev_listed("rxe0") || link_netdev("rxe0", netdev, sizeof(netdev)))
+		SKIP(return, "no rxe0");
+	ASSERT_EQ(chunks, dev_ll("rxe0", "chunks"));
+	ASSERT_EQ(0, link_del("rxe0"));
+	EXPECT_FALSE(dev_listed("rxe0"));
+	EXPECT_EQ(mrs - chunks, ib_stat("mrs"));
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link add rxe0 type rxe netdev %s >/dev/null 2>&1", netdev);
+	ASSERT_EQ(0, system(cmd));
+	dev_str("rxe0", "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+	EXPECT_EQ(chunks, dev_ll("rxe0", "chunks"));
+	EXPECT_EQ(mrs, ib_stat("mrs"));
+}
+
+/* A device that cannot be set up is listed with the reason and gets no keys. */
+TEST_F_TIMEOUT(ib, unusable_device_listed, 60)
+{
+	char state[32], reason[128];
+
+	REQUIRE_IB();
+
+	ASSERT_EQ(0, pool_set_knob("fail_ib_setup", 1));
+	ASSERT_EQ(0, link_add("mrpt0"));
+	dev_str("mrpt0", "state", state, sizeof(state));
+	dev_str("mrpt0", "reason", reason, sizeof(reason));
+	EXPECT_STREQ("failed", state);
+	EXPECT_NE(NULL, strstr(reason, "injected"));
+	EXPECT_EQ(0, dev_ll("mrpt0", "chunks"));
+	EXPECT_EQ(self->base.pds, ib_stat("pds"));
+	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
+	ASSERT_EQ(0, link_del("mrpt0"));
+	EXPECT_FALSE(dev_listed("mrpt0"));
+}
+
+/* Chunks that fail to register are counted; the device stays usable. */
+TEST_F_TIMEOUT(ib, registration_failure_counted, 60)
+{
+	long long chunks = pool_chunks();
+	char state[32];
+
+	REQUIRE_IB();
+
+	ASSERT_LT(2, chunks);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_reg", 2));
+	ASSERT_EQ(0, link_add("mrpt0"));
+	dev_str("mrpt0", "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+	EXPECT_EQ(2, dev_ll("mrpt0", "reg_failures"));
+	EXPECT_EQ(chunks - 2, dev_ll("mrpt0", "chunks"));
+	EXPECT_EQ(self->base.mrs + chunks - 2, ib_stat("mrs"));
+	ASSERT_EQ(0, link_del("mrpt0"));
+	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
+	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+}
+
+/* Twenty add/remove cycles leave every count where it was. */
+TEST_F_TIMEOUT(ib, add_remove_cycles, 240)
+{
+	long long added = ib_stat("devs_added"), removed = ib_stat("devs_removed");
+	long long chunks = pool_chunks();
+	struct ib_census now;
+	int i;
+
+	REQUIRE_IB();
+
+	for (i = 0; i < CYCLES; i++) {
+		ASSERT_EQ(0, link_add("mrpt0"));
+		ASSERT_EQ(chunks, dev_ll("mrpt0", "chunks"));
+		ASSERT_EQ(0, link_del("mrpt0"));
+	}
+	census(&now);
+	EXPECT_EQ(self->base.devices, now.devices);
+	EXPECT_EQ(self->base.chunks, now.chunks);
+	EXPECT_EQ(self->base.pds, now.pds);
+	EXPECT_EQ(self->base.mrs, now.mrs);
+	EXPECT_EQ(self->base.dma_maps, now.dma_maps);
+	EXPECT_EQ(self->base.kbufs, now.kbufs);
+	EXPECT_EQ(added + CYCLES, ib_stat("devs_added"));
+	EXPECT_EQ(removed + CYCLES, ib_stat("devs_removed"));
+	EXPECT_FALSE(dev_listed("mrpt0"));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NUMA placement in a guest with two nodes (tools/vm/run --numa 2, see
+ * selftests/vm-runs): ALLOC's node hint is served from that node (debugfs
+ * chunk nodes and move_pages(2) on the mapping agree), a strict request
+ * fails with -ENOMEM when only the other node has memory for it while a
+ * plain hint falls back there, counted in stats/node_fallbacks, and the
+ * numa_node parameter places the preallocation. Skips on one node.
+ *
+ * Tests reload kmod/mrpool.ko and restore the parameters they found.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+
+#define MAX_CHUNKS	64
+
+FIXTURE(numa) {
+	int fd;
+	uint64_t chunk;
+	char params[512];	/* the module's parameters at setup */
+};
+
+/* A node with memory, from sysfs. */
+static int node_has_memory(int node)
+{
+	char path[96], line[256];
+	long long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/meminfo",
+		 node);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "MemTotal:"))
+			sscanf(strstr(line, "MemTotal:") + 9, "%lld", &kb);
+	fclose(f);
+	return kb > 0;
+}
+
+/* Every parameter as "k=v ..." for a reload that restores them. */
+static void save_params(char *buf, size_t len)
+{
+	static const char *const names[] = {
+		"pool_mb", "max_mb", "chunk_kb", "numa_node", "pmd_map",
+		"idle_trim_sec", "max_file_mb",
+	};
+	char v[64];
+	size_t n = 0, i;
+
+	buf[0] = '\0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		pool_param_str(names[i], v, sizeof(v));
+		if (v[0])
+			n += snprintf(buf + n, len - n, "%s=%s ", names[i], v);
+	}
+}
+
+/* Reload the module with @params; 0 on success. */
+static int reload(const char *params)
+{
+	char cmd[700];
+
+	if (system("rmmod mrpool"))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "insmod kmod/mrpool.ko %s", params);
+	return system(cmd) ? -2 : 0;
+}
+
+/* Nodes of the chunks of slice @id (debugfs), in @nodes; how many. */
+static int slice_chunk_nodes(uint64_t id, int *nodes, int max)
+{
+	char line[256], state[32];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
+			   &owner) == 4 && owner == id &&
+		    !strcmp(state, "used") && n < max)
+			nodes[n++] = node;
+	fclose(f);
+	return n;
+}
+
+/* How many chunks of the pool debugfs lists on @want. */
+static int pool_chunks_on(int want)
+{
+	char line[256], state[32];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
+			   &owner) == 4 && node == want)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * The node of every 64th page of a mapping, by move_pages(2) with no
+ * target (a query): the kernel's own view of the pages, independent of
+ * the module's debugfs. Returns the first page not on @want, or -1.
+ */
+static long pages_not_on(void *p, size_t len, int want, int *got)
+{
+	enum { STEP = 64 };
+	size_t i, n = len / 4096 / STEP;
+	void *pages[MAX_CHUNKS * 512 / STEP];
+	int status[MAX_CHUNKS * 512 / STEP];
+
+	if (n > sizeof(pages) / sizeof(pages[0]))
+		n = sizeof(pages) / sizeof(pages[0]);
+	for (i = 0; i < n; i++)
+		pages[i] = (char *)p + i * STEP * 4096;
+	if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0)) {
+		*got = -errno;
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		if (status[i] != want) {
+			*got = status[i];
+			return (long)i;
+		}
+	return -1;
+}
+
+static int alloc_on(int fd, uint64_t bytes, int node, uint32_t flags,
+		    struct mrpool_alloc *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->bytes = bytes;
+	a->node = node;
+	a->flags = flags;
+	return pool_ioctl(fd, MRPOOL_IOC_ALLOC, a);
+}
+
+FIXTURE_SETUP(numa)
+{
+	struct mrpool_query q;
+
+	self->fd = -1;
+	if (access(POOL_DEV, F_OK))
+		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+	if (!node_has_memory(0) || !node_has_memory(1))
+		SKIP(return, "needs two NUMA nodes with memory (tools/vm/run --numa 2)");
+	save_params(self->params, sizeof(self->params));
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	self->chunk = q.chunk_size;
+}
+
+FIXTURE_TEARDOWN(numa)
+{
+	if (self->fd < 0)
+		return;
+	close(self->fd);
+	/* Back to what the run loaded, whatever the test did. */
+	if (reload(self->params))
+		TH_LOG("could not restore mrpool.ko with '%s'", self->params);
+}
+
+/* Strict and plain hints land on the node asked, growth included. */
+TEST_F(numa, hint_places_chunks)
+{
+	long long fallbacks = pool_attr("stats/node_fallbacks");
+	int nodes[MAX_CHUNKS], node, n, i, got = 0;
+	uint32_t flags;
+	struct mrpool_alloc a;
+	long bad;
+	void *p;
+
+	POOL_SETUP_SKIPPED();
+
+	for (node = 0; node < 2; node++) {
+		for (flags = 0; flags <= MRPOOL_ALLOC_NODE_STRICT;
+		     flags += MRPOOL_ALLOC_NODE_STRICT) {
+			/* More than the preallocation: some are grown. */
+			ASSERT_EQ(0, alloc_on(self->fd, 6 * self->chunk, node,
+					      flags, &a));
+			n = slice_chunk_nodes(a.slice_id, nodes, MAX_CHUNKS);
+			ASSERT_EQ(6, n);
+			for (i = 0; i < n; i++)
+				EXPECT_EQ(node, nodes[i]) TH_LOG("chunk %d", i);
+			p = mmap(NULL, a.length, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_POPULATE, self->fd,
+				 (off_t)a.mmap_offset);
+			ASSERT_NE(MAP_FAILED, p);
+			bad = pages_not_on(p, a.length, node, &got);
+			EXPECT_EQ(-1, bad) TH_LOG("page %ld on node %d", bad,
+						  got);
+			EXPECT_EQ(0, munmap(p, a.length));
+			EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+		}
+	}
+	EXPECT_EQ(fallbacks, pool_attr("stats/node_fallbacks"));
+	/* Both nodes now hold chunks: the pool keeps per-node free lists. */
+	EXPECT_LE(6, pool_chunks_on(0));
+	EXPECT_LE(6, pool_chunks_on(1));
+}
+
+/*
+ * A pool that cannot grow and has free chunks on node 0 only: a strict
+ * request for node 1 fails, a plain one falls back to node 0 (counted),
+ * and numa_node placed the preallocation and is the pool's node.
+ */
+TEST_F(numa, strict_fails_where_only_other_node_has_memory)
+{
+	long long fallbacks, nomem;
+	struct mrpool_alloc a, b, c;
+	struct mrpool_query q;
+	int nodes[4];
+
+	POOL_SETUP_SKIPPED();
+
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, reload("numa_node=0 pool_mb=4 max_mb=4 idle_trim_sec=0"));
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	ASSERT_EQ(4 * MIB, q.total_bytes);
+	ASSERT_EQ(q.total_bytes, q.max_bytes);
+	EXPECT_EQ(0, q.node);
+	EXPECT_EQ(0, pool_attr("node"));
+	EXPECT_EQ((int)(q.total_bytes / q.chunk_size), pool_chunks_on(0));
+	fallbacks = pool_attr("stats/node_fallbacks");
+	nomem = pool_attr("stats/fail_nomem");
+
+	EXPECT_EQ(-ENOMEM, alloc_on(self->fd, 1, 1, MRPOOL_ALLOC_NODE_STRICT,
+				    &a));
+	EXPECT_EQ(nomem + 1, pool_attr("stats/fail_nomem"));
+	EXPECT_EQ(fallbacks, pool_attr("stats/node_fallbacks"));
+
+	ASSERT_EQ(0, alloc_on(self->fd, 1, 1, 0, &b));
+	ASSERT_EQ(1, slice_chunk_nodes(b.slice_id, nodes, 4));
+	EXPECT_EQ(0, nodes[0]);
+	EXPECT_EQ(fallbacks + 1, pool_attr("stats/node_fallbacks"));
+
+	/* Node 0's last chunk, strict; then nothing is left anywhere. */
+	ASSERT_EQ(0, alloc_on(self->fd, 1, 0, MRPOOL_ALLOC_NODE_STRICT, &c));
+	EXPECT_EQ(-ENOMEM, alloc_on(self->fd, 1, 1, 0, &a));
+	EXPECT_EQ(fallbacks + 1, pool_attr("stats/node_fallbacks"));
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+	EXPECT_EQ(0, pool_free(self->fd, c.slice_id));
+}
+
+/* numa_node=1: the preallocation and node-less requests go to node 1. */
+TEST_F(numa, numa_node_param_is_the_default)
+{
+	long long fallbacks;
+	struct mrpool_alloc a;
+	struct mrpool_query q;
+	int nodes[8], n, i;
+
+	POOL_SETUP_SKIPPED();
+
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, reload("numa_node=1 pool_mb=8"));
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(1, q.node);
+	EXPECT_EQ((int)(q.total_bytes / q.chunk_size), pool_chunks_on(1));
+	EXPECT_EQ(0, pool_chunks_on(0));
+	fallbacks = pool_attr("stats/node_fallbacks");
+
+	ASSERT_EQ(0, alloc_on(self->fd, 6 * q.chunk_size, MRPOOL_NODE_ANY, 0,
+			      &a));
+	n = slice_chunk_nodes(a.slice_id, nodes, 8);
+	ASSERT_EQ(6, n);
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(1, nodes[i]);
+	EXPECT_EQ(fallbacks, pool_attr("stats/node_fallbacks"));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+TEST_HARNESS_MAIN
