@@ -24,10 +24,13 @@ step() {	# name status
 
 start=$SECONDS
 
-say "host unit tests (lib)"
-make -s -C lib test 2>&1 | tee "$out/host.tap"
-st=${PIPESTATUS[0]}
-grep -q '^not ok' "$out/host.tap" || step "host unit tests ran to completion" "$st"
+# The library's unit tests, plain, under ASan+UBSan and under valgrind.
+for t in test test-sanitize test-valgrind; do
+	say "host unit tests (lib: make $t)"
+	make -s -C lib "$t" 2>&1 | tee "$out/host-$t.tap"
+	st=${PIPESTATUS[0]}
+	grep -q '^not ok' "$out/host-$t.tap" || step "lib $t ran to completion" "$st"
+done
 
 say "checkpatch --strict (kmod/, include/, test kernel modules)"
 srcs=$(git ls-files 'kmod/*.[ch]' 'include/*.h' 'selftests/*/*.[ch]')
