@@ -6,7 +6,9 @@
  *
  *   chunks            pfn node state owner blocks (order:count,...)
  *   slices            id pid comm length chunks maps state (live/freed)
- *   clients           pid comm slices bytes, one line per open file
+ *   clients           pid comm slices bytes, one line per open file, then
+ *                     the counters its process published in its stats page
+ *                     (client_stats.c), "-" where it published none
  *   fail_chunk_alloc  N: the next N chunk allocations fail
  *   fail_slice_alloc  N: the next N ALLOCs fail with -ENOMEM
  *   fail_high_order   N: the next N block allocations above order 0 fail,
@@ -89,22 +91,24 @@ static int slices_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(slices);
 
-/* pid comm slices bytes, one line per open file */
+/* pid comm slices bytes + published counters, one line per open file */
 static int clients_show(struct seq_file *m, void *v)
 {
 	struct mrpool_client *client;
 	struct mrpool_slice *s;
 	unsigned int n;
 
-	seq_puts(m, "pid comm slices bytes\n");
+	seq_printf(m, "pid comm slices bytes %s\n", mrpool_client_stats_header);
 	mutex_lock(&mrpool_clients_lock);
 	list_for_each_entry(client, &mrpool_clients, node) {
 		n = 0;
 		mutex_lock(&client->lock);
 		list_for_each_entry(s, &client->slices, node)
 			n++;
-		seq_printf(m, "%d %s %u %llu\n", client->pid, client->comm, n,
+		seq_printf(m, "%d %s %u %llu", client->pid, client->comm, n,
 			   client->bytes);
+		mrpool_client_stats_show(m, client);
+		seq_putc(m, '\n');
 		mutex_unlock(&client->lock);
 	}
 	mutex_unlock(&mrpool_clients_lock);

@@ -62,6 +62,9 @@ static const struct vm_operations_struct mrpool_vm_ops = {
  * @file: /dev/mrpool file
  * @vma: offset = the slice's token, length = the slice's length
  *
+ * Offset MRPOOL_STATS_MMAP_OFFSET maps the file's stats page instead
+ * (client_stats.c), with the same checks.
+ *
  * Return: 0; -EPERM from a process other than the file's opener; -EINVAL
  * for a private mapping or a wrong length; -EACCES for a mapping without
  * write access; -ENOENT for a token that is not a live slice of this file.
@@ -80,6 +83,8 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (!(vma->vm_flags & VM_WRITE) || !(vma->vm_flags & VM_SHARED))
 		return -EACCES;
+	if (vma->vm_pgoff == MRPOOL_STATS_MMAP_OFFSET >> PAGE_SHIFT)
+		return mrpool_client_stats_mmap(client, vma);
 	s = mrpool_slice_get_owned(client, vma->vm_pgoff);
 	if (!s)
 		return -ENOENT;

@@ -159,6 +159,7 @@ struct mrpool_client {
 	struct mm_struct *mm;		/* opener's; only it may alloc/map */
 	pid_t pid;			/* tgid of the opener */
 	char comm[TASK_COMM_LEN];
+	struct page *stats_page;	/* client_stats.c, lock; NULL until mapped */
 };
 
 struct mrpool_slice {
@@ -203,6 +204,16 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
 unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);
+
+/* ---- client_stats.c ---- */
+struct seq_file;
+
+extern const char mrpool_client_stats_header[];
+
+int mrpool_client_stats_mmap(struct mrpool_client *client,
+			     struct vm_area_struct *vma);
+void mrpool_client_stats_release(struct mrpool_client *client);
+void mrpool_client_stats_show(struct seq_file *m, struct mrpool_client *client);
 
 /* ---- chrdev.c ---- */
 int mrpool_chrdev_init(void);

@@ -333,6 +333,8 @@ void mrpool_client_destroy(struct mrpool_client *client)
 	mutex_lock(&mrpool_clients_lock);
 	list_del(&client->node);
 	mutex_unlock(&mrpool_clients_lock);
+	/* Unlisted: debugfs can no longer read the stats page. */
+	mrpool_client_stats_release(client);
 	mmdrop(client->mm);
 	kfree(client);
 }

@@ -74,6 +74,9 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 	mrp_inc(&bin->allocs);
 	buf->size = mrp_class_size(cls);
 	mrp_fill_keys(pool, slot, buf);
+	/* no background thread to publish the counters: the slow path does */
+	if (!pool->bg_running)
+		mrp_publish(pool, false);
 	return 0;
 
 fallback:

@@ -51,6 +51,7 @@
 #define MRP_MAX_BIN	256			/* cap on buffers per thread per class */
 
 struct ibv_mr;
+struct mrpool_client_stats;
 
 /* Keys of one arena in one attached PD. */
 struct mrp_key {
@@ -212,6 +213,12 @@ struct mrp_pool {
 	pthread_cond_t bg_cond;
 	bool bg_stop, bg_kick;
 
+	/* stats page of the kernel backend (publish.c) */
+	struct mrpool_client_stats *pub;	/* NULL: nothing to publish to */
+	size_t pub_len;
+	_Atomic uint64_t pub_last_ns;	/* when it was last written */
+	_Atomic bool pub_busy;		/* a writer is at it */
+
 	/* counters; cache counters of exited threads are folded in here */
 	_Atomic uint64_t dead_allocs[MRP_NCLASSES], dead_frees[MRP_NCLASSES];
 	_Atomic uint64_t dead_misses;
@@ -332,6 +339,11 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 }
 void mrp_bg_kick(struct mrp_pool *pool);
 uint64_t mrp_now_ns(void);
+
+/* publish.c */
+void mrp_publish_init(struct mrp_pool *pool);
+void mrp_publish(struct mrp_pool *pool, bool force);
+void mrp_publish_fini(struct mrp_pool *pool, bool forked);
 
 /* options.c */
 int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Pool life cycle: open (settings, backend, slot), the background thread
- * that grows classes ahead of demand and trims idle arenas, explicit trim,
+ * that grows classes ahead of demand, trims idle arenas and publishes the
+ * counters (publish.c), explicit trim,
  * close (also from a forked child).
  */
 #include <errno.h>
@@ -100,6 +101,7 @@ static void *mrp_bg_main(void *arg)
 		pthread_mutex_unlock(&pool->bg_lock);
 		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
 		mrp_trim_idle(pool, mrp_now_ns(), delay, true);
+		mrp_publish(pool, false);
 		pthread_mutex_lock(&pool->bg_lock);
 	}
 	pthread_mutex_unlock(&pool->bg_lock);
@@ -202,6 +204,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);
 	mrp_classes_init(pool);
+	mrp_publish_init(pool);
 
 	pthread_mutex_lock(&mrp_global_lock);
 	for (int i = 0; i < MRP_MAX_POOLS; i++)
@@ -227,6 +230,7 @@ release_slot:
 	mrp_pools[idx] = NULL;
 	pthread_mutex_unlock(&mrp_global_lock);
 fini_backend:
+	mrp_publish_fini(pool, false);
 	pool->ops->fini(pool, false);
 free_pool:
 	free(pool);
@@ -244,8 +248,11 @@ MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
 		return -EINVAL;
 	forked = mrp_forked(pool);
 	/* a forked child has no pool thread: the parent's is not copied */
-	if (!forked)
+	if (!forked) {
 		mrp_bg_stop(pool);
+		/* the last word: what the application did, before teardown */
+		mrp_publish(pool, true);
+	}
 
 	pthread_mutex_lock(&mrp_global_lock);
 	mrp_tcaches_orphan(pool, forked);
@@ -268,6 +275,7 @@ MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
 		}
 	}
 	mrp_fallback_release_all(pool, forked);
+	mrp_publish_fini(pool, forked);
 	pool->ops->fini(pool, forked);
 	if (!forked) {
 		for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++)

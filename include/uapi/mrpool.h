@@ -123,7 +123,7 @@ struct mrpool_free {
 #define MRPOOL_DEVICE_UNSUPPORTED	1
 /* Setup or a registration failed (see @reason); skipped. */
 #define MRPOOL_DEVICE_FAILED		2
-/* Being removed (a removed device leaves the list). */
+/* Gone; listed only while kernel buffers still refer to it. */
 #define MRPOOL_DEVICE_REMOVED		3
 
 /**
@@ -269,6 +269,59 @@ struct mrpool_export_dmabuf {
 	__u32 pad;
 	__u64 length;
 	__u64 reserved[2];
+};
+
+/*
+ * mmap() offset of the calling file's stats page: no slice token takes it
+ * (slice ids start at 1). Map exactly one page, MAP_SHARED and writable.
+ */
+#define MRPOOL_STATS_MMAP_OFFSET	0ULL
+
+/**
+ * struct mrpool_client_stats - a process's allocator counters, published in
+ * its file's stats page
+ * @size:	(in) sizeof(struct mrpool_client_stats) as the writer knows it;
+ *		0 until the first publication
+ * @seq:	(in) odd while the writer updates the fields below, even when
+ *		they are consistent; readers retry when it is odd or moved
+ * @allocs:	(in) successful allocations
+ * @frees:	(in) frees
+ * @tcache_hits: (in) allocations served by a thread cache
+ * @tcache_misses: (in) allocations that took the slow path
+ * @fallbacks:	(in) allocations served outside the pool (per-buffer
+ *		registration)
+ * @fallback_bytes: (in) bytes currently in such buffers
+ * @bytes_in_use: (in) bytes of buffers the application holds
+ * @bytes_mapped: (in) bytes of pool memory the library has mapped
+ * @registrations: (in) memory registrations made by the library
+ * @reg_ns_total: (in) nanoseconds spent in them
+ * @reserved:	(in) zero
+ *
+ * The page starts zeroed and belongs to the file that mapped it: only the
+ * process that opened the file can map it, with offset
+ * MRPOOL_STATS_MMAP_OFFSET and a length of one page. Userspace writes it,
+ * the kernel only reads it (debugfs mrpool/clients) and never acts on the
+ * values. It is neither pool memory nor charged to RLIMIT_MEMLOCK, and it
+ * is freed when the file is released.
+ *
+ * Errors of mmap(): -EPERM from a process other than the file's opener;
+ * -EINVAL for a private mapping or a length other than one page; -EACCES
+ * without write access; -ENOMEM.
+ */
+struct mrpool_client_stats {
+	__u32 size;
+	__u32 seq;
+	__u64 allocs;
+	__u64 frees;
+	__u64 tcache_hits;
+	__u64 tcache_misses;
+	__u64 fallbacks;
+	__u64 fallback_bytes;
+	__u64 bytes_in_use;
+	__u64 bytes_mapped;
+	__u64 registrations;
+	__u64 reg_ns_total;
+	__u64 reserved[5];
 };
 
 #define MRPOOL_IOC_QUERY	_IOWR(MRPOOL_IOC_MAGIC, 0xd0, struct mrpool_query)
