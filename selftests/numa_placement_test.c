@@ -81,43 +81,41 @@ static int reload(const char *params)
 	return system(cmd) ? -2 : 0;
 }
 
+/* Collects the nodes of the used chunks of one slice. */
+struct slice_nodes {
+	uint64_t id;
+	int *nodes;
+	int max;
+	int n;
+};
+
+static bool chunk_of_slice(const struct pool_chunk_row *r, void *arg)
+{
+	struct slice_nodes *sn = arg;
+
+	if (r->owner != sn->id || strcmp(r->state, "used") || sn->n >= sn->max)
+		return false;
+	sn->nodes[sn->n++] = r->node;
+	return true;
+}
+
 /* Nodes of the chunks of slice @id (debugfs), in @nodes; how many. */
 static int slice_chunk_nodes(uint64_t id, int *nodes, int max)
 {
-	char line[256], state[32];
-	unsigned long pfn, owner;
-	int node, n = 0;
-	FILE *f;
+	struct slice_nodes sn = { .id = id, .nodes = nodes, .max = max };
 
-	f = fopen(POOL_DEBUGFS "/chunks", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
-			   &owner) == 4 && owner == id &&
-		    !strcmp(state, "used") && n < max)
-			nodes[n++] = node;
-	fclose(f);
-	return n;
+	return pool_chunks_scan(chunk_of_slice, &sn);
+}
+
+static bool chunk_on_node(const struct pool_chunk_row *r, void *node)
+{
+	return r->node == *(int *)node;
 }
 
 /* How many chunks of the pool debugfs lists on @want. */
 static int pool_chunks_on(int want)
 {
-	char line[256], state[32];
-	unsigned long pfn, owner;
-	int node, n = 0;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/chunks", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
-			   &owner) == 4 && node == want)
-			n++;
-	fclose(f);
-	return n;
+	return pool_chunks_scan(chunk_on_node, &want);
 }
 
 /*

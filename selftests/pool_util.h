@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,23 +191,47 @@ static inline int pool_slice_pfns(uint64_t id, unsigned long *pfns, int max)
 	return n;
 }
 
-/* How many chunks debugfs lists in @state ("free", "used", ...). */
-static inline int pool_count_state(const char *want)
+/* One line of debugfs chunks. */
+struct pool_chunk_row {
+	unsigned long pfn;
+	int node;
+	char state[32];		/* "free", "used", "quarantined" */
+	unsigned long owner;	/* slice id while used */
+};
+
+/*
+ * Calls @fn on every chunk debugfs lists; returns how many calls returned
+ * true, or -errno when the file cannot be read.
+ */
+static inline int pool_chunks_scan(bool (*fn)(const struct pool_chunk_row *r,
+					      void *arg), void *arg)
 {
-	char line[256], state[32];
-	unsigned long pfn, owner;
-	int node, n = 0;
+	struct pool_chunk_row r;
+	char line[256];
+	int n = 0;
 	FILE *f;
 
 	f = fopen(POOL_DEBUGFS "/chunks", "re");
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx %d %31s %lu", &pfn, &node, state,
-			   &owner) == 4 && !strcmp(state, want))
+		if (sscanf(line, "%lx %d %31s %lu", &r.pfn, &r.node, r.state,
+			   &r.owner) == 4 && fn(&r, arg))
 			n++;
 	fclose(f);
 	return n;
+}
+
+static inline bool pool_chunk_in_state(const struct pool_chunk_row *r,
+				       void *state)
+{
+	return !strcmp(r->state, state);
+}
+
+/* How many chunks debugfs lists in @state ("free", "used", ...). */
+static inline int pool_count_state(const char *want)
+{
+	return pool_chunks_scan(pool_chunk_in_state, (void *)want);
 }
 
 /* State of the chunk starting at @pfn into @state; 0 or -ENOENT. */
