@@ -61,7 +61,7 @@ FIXTURE_SETUP(devs)
 {
 	self->fd = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	/* No trim while chunk counts are compared. */

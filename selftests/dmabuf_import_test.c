@@ -75,9 +75,9 @@ FIXTURE_SETUP(imp)
 
 	self->fd = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	if (itest_path(path, sizeof(path)))
-		SKIP(return, ITEST ".ko not built (make -C $GUEST_KDIR M=$PWD/selftests/dmabuf_import)");
+		POOL_SETUP_SKIP(ITEST ".ko not built (make -C $GUEST_KDIR M=$PWD/selftests/dmabuf_import)");
 	snprintf(cmd, sizeof(cmd), "insmod %s", path);
 	ASSERT_EQ(0, system(cmd));
 	self->loaded = 1;

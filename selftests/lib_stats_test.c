@@ -170,9 +170,9 @@ FIXTURE_SETUP(stats)
 {
 	self->page = sysconf(_SC_PAGESIZE);
 	if (access(POOL_DEV, R_OK | W_OK))
-		SKIP(return, POOL_DEV ": %s (module not loaded)", strerror(errno));
+		POOL_SETUP_SKIP(POOL_DEV ": %s (module not loaded)", strerror(errno));
 	if (access(CLIENTS, R_OK))
-		SKIP(return, NO_DEBUGFS);
+		POOL_SETUP_SKIP(NO_DEBUGFS);
 }
 
 FIXTURE_TEARDOWN(stats)

@@ -233,7 +233,7 @@ FIXTURE_SETUP(ctl)
 		TH_LOG("tools/mrpoolctl/mrpoolctl not built (run make)");
 	}
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, CTL_NO_POOL);
+		POOL_SETUP_SKIP(CTL_NO_POOL);
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, pool_query(self->fd, &self->q));

@@ -163,9 +163,9 @@ FIXTURE_SETUP(numa)
 
 	self->fd = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	if (!node_has_memory(0) || !node_has_memory(1))
-		SKIP(return, "needs two NUMA nodes with memory (tools/vm/run --numa 2)");
+		POOL_SETUP_SKIP("needs two NUMA nodes with memory (tools/vm/run --numa 2)");
 	save_params(self->params, sizeof(self->params));
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);

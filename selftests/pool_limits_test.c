@@ -35,7 +35,7 @@ FIXTURE_SETUP(limits)
 {
 	self->fd = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, pool_query(self->fd, &self->q0));

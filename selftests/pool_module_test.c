@@ -82,9 +82,9 @@ FIXTURE_SETUP(mod)
 	ssize_t len;
 
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	if (getuid() != 0)
-		SKIP(return, "needs root to unload the module");
+		POOL_SETUP_SKIP("needs root to unload the module");
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	ASSERT_LT(0, len);
 	exe[len] = '\0';

@@ -46,10 +46,10 @@ FIXTURE_SETUP(rdma)
 	self->fd = -1;
 	self->dev_ret = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	self->dev_ret = rdt_dev_open(&self->dev, NULL, NULL);
 	if (self->dev_ret)
-		SKIP(return, "no RDMA device (%d)", self->dev_ret);
+		POOL_SETUP_SKIP("no RDMA device (%d)", self->dev_ret);
 	ASSERT_EQ(0, rdt_loop_create(&self->lp, &self->dev));
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);

@@ -43,10 +43,10 @@ FIXTURE_SETUP(cost)
 	self->fd = -1;
 	self->dev_ret = -1;
 	if (access(POOL_DEV, F_OK))
-		SKIP(return, POOL_DEV " missing: mrpool.ko not loaded");
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	self->dev_ret = rdt_dev_open(&self->dev, NULL, NULL);
 	if (self->dev_ret)
-		SKIP(return, "no RDMA device (%d)", self->dev_ret);
+		POOL_SETUP_SKIP("no RDMA device (%d)", self->dev_ret);
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 }
