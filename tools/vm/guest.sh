@@ -25,16 +25,28 @@ ip addr add 10.77.0.1/24 dev dummy0 && ip link set dummy0 up || fail "dummy0"
 rdma link add rxe0 type rxe netdev dummy0 || fail "rxe0"
 
 if [ "${TWO_HOSTS:-0}" = 1 ]; then
-	# A second "host": network namespace "peer" behind a veth pair, each
-	# end with its own rxe device (rxe1 here, rxe2 in the namespace).
+	# A second "host": rxe1 on veth0 (10.77.1.1) and rxe2 on veth1
+	# (10.77.1.2), so RoCE packets between them cross a veth pair. Both
+	# ends stay in this network namespace: 6.1's rdma_rxe listens on UDP
+	# 4791 in init_net only, so an rxe device in another namespace never
+	# receives. Policy routing sends traffic between the two addresses
+	# out through the veth instead of looping it back locally.
 	modprobe veth || fail "veth"
-	ip netns add peer || fail "netns"
-	ip link add veth0 type veth peer name veth1 netns peer || fail "veth pair"
-	ip addr add 10.77.1.1/24 dev veth0 && ip link set veth0 up || fail "veth0"
-	ip -n peer addr add 10.77.1.2/24 dev veth1 || fail "veth1 addr"
-	ip -n peer link set veth1 up && ip -n peer link set lo up || fail "veth1 up"
+	ip link add veth0 type veth peer name veth1 || fail "veth pair"
+	ip addr add 10.77.1.1/32 dev veth0 && ip addr add 10.77.1.2/32 dev veth1 ||
+		fail "veth addresses"
+	ip link set veth0 up && ip link set veth1 up || fail "veth up"
+	for d in all default veth0 veth1; do
+		sysctl -qw "net.ipv4.conf.$d.rp_filter=0" "net.ipv4.conf.$d.accept_local=1"
+	done
+	# Our rules before the local table: .1 <-> .2 leaves via the veth.
+	ip rule add pref 1000 lookup local && ip rule del pref 0 || fail "ip rule"
+	ip rule add pref 10 from 10.77.1.1 to 10.77.1.2 iif lo lookup 101 &&
+	ip rule add pref 11 from 10.77.1.2 to 10.77.1.1 iif lo lookup 102 &&
+	ip route add 10.77.1.2 dev veth0 src 10.77.1.1 table 101 &&
+	ip route add 10.77.1.1 dev veth1 src 10.77.1.2 table 102 || fail "veth routes"
 	rdma link add rxe1 type rxe netdev veth0 || fail "rxe1"
-	ip netns exec peer rdma link add rxe2 type rxe netdev veth1 || fail "rxe2"
+	rdma link add rxe2 type rxe netdev veth1 || fail "rxe2"
 fi
 
 cd "$MRPOOL_TOP" || fail "cd $MRPOOL_TOP"
