@@ -85,12 +85,7 @@ FIXTURE(conc) {
 
 FIXTURE_SETUP(conc)
 {
-	self->fd = -1;
-	if (access(POOL_DEV, F_OK))
-		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
-	self->fd = pool_open();
-	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	POOL_SETUP_OPEN();
 }
 
 FIXTURE_TEARDOWN(conc)

@@ -30,12 +30,7 @@ FIXTURE(pool) {
 
 FIXTURE_SETUP(pool)
 {
-	self->fd = -1;
-	if (access(POOL_DEV, F_OK))
-		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
-	self->fd = pool_open();
-	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	POOL_SETUP_OPEN();
 	self->max_mb = pool_param("max_mb");
 	self->max_file_mb = pool_param("max_file_mb");
 }

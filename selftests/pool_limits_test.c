@@ -33,12 +33,7 @@ FIXTURE(limits) {
 
 FIXTURE_SETUP(limits)
 {
-	self->fd = -1;
-	if (access(POOL_DEV, F_OK))
-		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
-	self->fd = pool_open();
-	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	POOL_SETUP_OPEN();
 	self->trim_sec = pool_param("idle_trim_sec");
 }
 

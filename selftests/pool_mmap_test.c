@@ -35,12 +35,7 @@ FIXTURE(map) {
 
 FIXTURE_SETUP(map)
 {
-	self->fd = -1;
-	if (access(POOL_DEV, F_OK))
-		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
-	self->fd = pool_open();
-	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	POOL_SETUP_OPEN();
 	self->chunk = self->q0.chunk_size;
 	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->chunk, &self->a));
 }

@@ -292,6 +292,20 @@ static inline long long pool_smaps_kb(const void *addr, const char *field)
 	SKIP(_metadata->passed = 0; return, fmt, ##__VA_ARGS__)
 
 /*
+ * The start of a pool test's FIXTURE_SETUP: self->fd is /dev/mrpool opened
+ * (-1 until then, for the teardown) and self->q0 its first QUERY; SKIP when
+ * the module is not loaded.
+ */
+#define POOL_SETUP_OPEN() do {						\
+	self->fd = -1;							\
+	if (access(POOL_DEV, F_OK))					\
+		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded"); \
+	self->fd = pool_open();						\
+	ASSERT_LE(0, self->fd);						\
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));			\
+} while (0)
+
+/*
  * 6.1's kselftest_harness.h runs a TEST_F body even after its setup
  * called SKIP(): a body starts with this to stop there.
  */
