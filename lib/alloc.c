@@ -25,6 +25,23 @@ static void mrp_fill_keys(struct mrp_pool *pool, int slot, struct mrp_buf *buf)
 	buf->rkey = a->keys[slot].rkey;
 }
 
+/*
+ * Checks shared by the calls that take a PD: the pool is this process's
+ * (-ECHILD in a forked child) and @pd, when given, is attached (-EINVAL).
+ * *slot becomes its key slot, or stays -1 without a PD.
+ */
+static int mrp_caller_slot(struct mrp_pool *pool, struct ibv_pd *pd, int *slot)
+{
+	if (mrp_forked(pool))
+		return -ECHILD;
+	if (pd) {
+		*slot = mrp_pd_slot(pool, pd);
+		if (*slot < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
 static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 				       size_t align, struct ibv_pd *pd,
 				       struct mrp_buf *buf)
@@ -39,13 +56,9 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 
 	if (!pool || !buf || !size || (align & (align - 1)))
 		return -EINVAL;
-	if (mrp_forked(pool))
-		return -ECHILD;
-	if (pd) {
-		slot = mrp_pd_slot(pool, pd);
-		if (slot < 0)
-			return -EINVAL;
-	}
+	ret = mrp_caller_slot(pool, pd, &slot);
+	if (ret)
+		return ret;
 	need = size > align ? size : align;
 	if (need > MRP_MAX_CLASS || align > MRP_MAX_CLASS) {
 		if (size > SIZE_MAX / 2)
@@ -248,16 +261,13 @@ MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
 	uintptr_t p = (uintptr_t)addr;
 	struct mrp_arena *a;
 	int slot = -1;
+	int ret;
 
 	if (!pool || !buf)
 		return -EINVAL;
-	if (mrp_forked(pool))
-		return -ECHILD;
-	if (pd) {
-		slot = mrp_pd_slot(pool, pd);
-		if (slot < 0)
-			return -EINVAL;
-	}
+	ret = mrp_caller_slot(pool, pd, &slot);
+	if (ret)
+		return ret;
 	a = mrp_arena_of(p);
 	if (!a || a->pool != pool)
 		return mrp_fallback_lookup(pool, addr, slot, buf);
