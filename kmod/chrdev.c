@@ -28,7 +28,7 @@ static int mrpool_open(struct inode *inode, struct file *file)
 
 static int mrpool_release(struct inode *inode, struct file *file)
 {
-	mrpool_client_destroy(file->private_data);
+	mrpool_client_close(file->private_data);
 	return 0;
 }
 
@@ -89,6 +89,8 @@ static long mrpool_ioc_query(struct mrpool_client *client, void __user *uarg)
 	mutex_lock(&client->lock);
 	q.file_bytes = client->bytes;
 	mutex_unlock(&client->lock);
+	q.user_bytes = mrpool_tenant_bytes(client->tenant,
+					   &q.user_quarantined_bytes);
 	q.allocs = atomic64_read(&st->allocs);
 	q.frees = atomic64_read(&st->frees);
 	q.alloc_failures = atomic64_read(&st->fail_nomem) +

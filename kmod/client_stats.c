@@ -10,9 +10,9 @@
  * memory charged to RLIMIT_MEMLOCK: one ordinary page per open file.
  *
  * Lifetime: the client holds a page reference from the first mmap() until
- * the file is released; each PTE holds its own, so the page outlives the
- * file if it has to. Every VMA holds the file, so the client (and the page
- * vm_private_data points at) is alive whenever the fault handler runs.
+ * it is freed; each PTE holds its own, so the page outlives the client if
+ * it has to. Every VMA holds the client's map file, hence the client (and
+ * the page vm_private_data points at) whenever the fault handler runs.
  */
 #include "mrpool.h"
 
@@ -70,13 +70,13 @@ int mrpool_client_stats_mmap(struct mrpool_client *client,
 	mutex_unlock(&client->lock);
 
 	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
-	/* No reference of its own: the VMA holds the file, which holds it. */
+	/* No reference of its own: the VMA holds the map file, the client it. */
 	vma->vm_private_data = page;
 	vma->vm_ops = &mrpool_stats_vm_ops;
 	return 0;
 }
 
-/* The file is released: drop the client's reference; PTEs keep theirs. */
+/* The client is freed: drop its reference; PTEs keep theirs. */
 void mrpool_client_stats_release(struct mrpool_client *client)
 {
 	if (client->stats_page)

@@ -6,6 +6,8 @@
  *
  *   chunks            pfn node state owner blocks (order:count,...)
  *   slices            id pid comm length chunks maps state (live/freed)
+ *   users             uid bytes quarantined_bytes memlock_bytes: what each
+ *                     user holds of the pool (tenant.c)
  *   clients           pid comm slices bytes, one line per open file, then
  *                     the counters its process published in its stats page
  *                     (client_stats.c), "-" where it published none
@@ -91,6 +93,13 @@ static int slices_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(slices);
 
+static int users_show(struct seq_file *m, void *v)
+{
+	mrpool_tenants_show(m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(users);
+
 /* pid comm slices bytes + published counters, one line per open file */
 static int clients_show(struct seq_file *m, void *v)
 {
@@ -125,6 +134,7 @@ void mrpool_debugfs_init(void)
 	debugfs_create_file("chunks", 0400, dir, NULL, &chunks_fops);
 	debugfs_create_file("slices", 0400, dir, NULL, &slices_fops);
 	debugfs_create_file("clients", 0400, dir, NULL, &clients_fops);
+	debugfs_create_file("users", 0400, dir, NULL, &users_fops);
 	debugfs_create_atomic_t("fail_chunk_alloc", 0600, dir,
 				&mrpool_fail_chunk_alloc);
 	debugfs_create_atomic_t("fail_slice_alloc", 0600, dir,

@@ -13,6 +13,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
+#include <linux/capability.h>
 
 static u32 mrpool_device_state(enum mrpool_ib_state state)
 {
@@ -161,9 +162,12 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 	struct mrpool_slice_key e;
 	unsigned int i, j, n, max;
 	struct mrpool_slice *s;
+	bool show_iova;
 	u32 usize;
 	int ret;
 
+	/* A kernel virtual or a physical address: KASLR and pagemap hide those. */
+	show_iova = capable(CAP_SYS_ADMIN);
 	ret = mrpool_copy_in(&a, sizeof(a), MRPOOL_SLICE_KEYS_SIZE_V1, uarg,
 			     &usize);
 	if (ret)
@@ -198,7 +202,7 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 			e.chunk = i;
 			e.lkey = keys[j].lkey;
 			e.rkey = keys[j].rkey;
-			e.iova = keys[j].iova;
+			e.iova = show_iova ? keys[j].iova : 0;
 			ret = mrpool_put_entry(a.entries, a.entry_size, a.total,
 					       &e, sizeof(e));
 		}

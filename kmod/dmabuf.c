@@ -5,12 +5,13 @@
  * Importers get scatter-gather tables of the slice's chunk pages mapped for
  * their device; userspace can mmap the dma-buf itself.
  *
- * Ownership: the dma-buf holds a reference on the slice and on the
- * /dev/mrpool file it came from (the slice's client must outlive the
- * slice), both dropped by its release. A FREE meanwhile drops ownership
- * only, as for a mapped slice. The slice's pages are the pool's for the
- * slice's whole life, so nothing moves under an attachment (a pinned,
- * non-dynamic exporter: no move_notify).
+ * Ownership: the dma-buf holds a reference on the slice (which holds its
+ * client), dropped by its release; never the /dev/mrpool file, whose close
+ * must return the owner's other slices even while a receiver keeps the
+ * dma-buf. A FREE or that close meanwhile drops ownership only, as for a
+ * mapped slice; the slice's chunks stay charged to its owner. The slice's
+ * pages are the pool's for the slice's whole life, so nothing moves under
+ * an attachment (a pinned, non-dynamic exporter: no move_notify).
  */
 #include "mrpool.h"
 
@@ -27,7 +28,6 @@ MRPOOL_IMPORT_NS_DMA_BUF;
 
 struct mrpool_dmabuf {
 	struct mrpool_slice *slice;	/* a reference */
-	struct file *file;		/* the slice's /dev/mrpool file */
 };
 
 static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
@@ -85,7 +85,6 @@ static void mrpool_dmabuf_release(struct dma_buf *dmabuf)
 	struct mrpool_dmabuf *mb = dmabuf->priv;
 
 	mrpool_slice_put(mb->slice);
-	fput(mb->file);
 	kfree(mb);
 }
 
@@ -169,7 +168,6 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 		ret = fd;
 		goto put_slice;
 	}
-	mb->file = get_file(file);
 
 	exp.exp_name = KBUILD_MODNAME;
 	exp.owner = THIS_MODULE;
@@ -196,7 +194,6 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	return 0;
 
 put_fd:
-	fput(mb->file);
 	put_unused_fd(fd);
 put_slice:
 	mrpool_slice_put(mb->slice);

@@ -44,7 +44,7 @@ MODULE_PARM_DESC(pmd_map,
 
 unsigned int mrpool_max_mb = 256;
 unsigned int mrpool_idle_trim_sec = 5;
-unsigned int mrpool_max_file_mb;
+unsigned int mrpool_max_user_mb;
 
 /*
  * Set once the pool exists, cleared before it goes (under the param lock):
@@ -103,7 +103,7 @@ module_param_cb(idle_trim_sec, &mrpool_trim_ops, &mrpool_idle_trim_sec, 0644);
 MODULE_PARM_DESC(idle_trim_sec,
 		 "Seconds a chunk above pool_mb stays free before it is given back, 0 = never (default 5) [writable]");
 
-static int mrpool_set_file_mb(const char *val, const struct kernel_param *kp)
+static int mrpool_set_user_mb(const char *val, const struct kernel_param *kp)
 {
 	unsigned int v;
 	int ret;
@@ -113,18 +113,18 @@ static int mrpool_set_file_mb(const char *val, const struct kernel_param *kp)
 		return ret;
 	if (v > MRPOOL_PARAM_MB_MAX)
 		return -EINVAL;
-	WRITE_ONCE(mrpool_max_file_mb, v);
+	WRITE_ONCE(mrpool_max_user_mb, v);
 	return 0;
 }
 
-static const struct kernel_param_ops mrpool_file_mb_ops = {
-	.set = mrpool_set_file_mb,
+static const struct kernel_param_ops mrpool_user_mb_ops = {
+	.set = mrpool_set_user_mb,
 	.get = param_get_uint,
 };
 
-module_param_cb(max_file_mb, &mrpool_file_mb_ops, &mrpool_max_file_mb, 0644);
-MODULE_PARM_DESC(max_file_mb,
-		 "MiB one open file may hold, 0 = no cap (default 0) [writable]");
+module_param_cb(max_user_mb, &mrpool_user_mb_ops, &mrpool_max_user_mb, 0644);
+MODULE_PARM_DESC(max_user_mb,
+		 "MiB of the pool one user may hold (slices, mappings, dma-bufs, quarantine), 0 = no cap (default 0) [writable]");
 
 static int __init mrpool_check_params(void)
 {
@@ -156,8 +156,8 @@ static int __init mrpool_check_params(void)
 		return -EINVAL;
 	}
 	if (mrpool_idle_trim_sec > MRPOOL_TRIM_SEC_MAX ||
-	    mrpool_max_file_mb > MRPOOL_PARAM_MB_MAX) {
-		pr_err("idle_trim_sec or max_file_mb out of range\n");
+	    mrpool_max_user_mb > MRPOOL_PARAM_MB_MAX) {
+		pr_err("idle_trim_sec or max_user_mb out of range\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -187,6 +187,10 @@ static int __init mrpool_init(void)
 	if (ret)
 		return ret;
 
+	ret = mrpool_mapfile_init();
+	if (ret)
+		goto undo_pool;
+
 	mrpool_debugfs_init();
 
 	/* Devices present now are added (and get the node) before prefill. */
@@ -212,13 +216,16 @@ undo_ib:
 	mrpool_ib_exit();
 undo_debugfs:
 	mrpool_debugfs_exit();
+	mrpool_mapfile_exit();
+undo_pool:
 	mrpool_pool_exit();
 	return ret;
 }
 
 /*
- * No file is open (fops.owner holds the module) and no chunk is
- * quarantined (each holds a module reference), so every chunk is free.
+ * No file is open, device or map file (fops.owner holds the module), and
+ * no chunk is quarantined (each holds a module reference), so every chunk
+ * is free.
  */
 static void __exit mrpool_exit(void)
 {
@@ -232,6 +239,7 @@ static void __exit mrpool_exit(void)
 	/* Deregisters every chunk on every device before the pages go. */
 	mrpool_ib_exit();
 	mrpool_debugfs_exit();
+	mrpool_mapfile_exit();
 	mrpool_pool_exit();
 }
 

@@ -3,7 +3,10 @@
  * Mapping slices into processes. Only the owning file's token, the exact
  * length, shared and writable: a private mapping would make an RDMA pin
  * break copy-on-write and pin a copy. Each VMA holds a slice reference: a
- * freed slice keeps its memory until the last unmap.
+ * freed slice keeps its memory until the last unmap. VMAs hold the
+ * client's map file (mapfile.c), not the device file, and fault only in
+ * the owner's mm: MADV_DOFORK can make a child inherit a VMA, never its
+ * pages.
  *
  * Pages are ordinary refcounted pages handed out by the fault handler
  * (MAP_POPULATE or the first touch, or the pin itself, fault them in).
@@ -46,6 +49,8 @@ static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
 
 	if (vmf->pgoff < base || idx >= s->length >> PAGE_SHIFT)
 		return VM_FAULT_SIGBUS;
+	if (vmf->vma->vm_mm != s->client->mm)
+		return VM_FAULT_SIGBUS;
 	vmf->page = mrpool_slice_page(s, idx);
 	get_page(vmf->page);
 	return 0;
@@ -83,8 +88,10 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (!(vma->vm_flags & VM_WRITE) || !(vma->vm_flags & VM_SHARED))
 		return -EACCES;
-	if (vma->vm_pgoff == MRPOOL_STATS_MMAP_OFFSET >> PAGE_SHIFT)
-		return mrpool_client_stats_mmap(client, vma);
+	if (vma->vm_pgoff == MRPOOL_STATS_MMAP_OFFSET >> PAGE_SHIFT) {
+		ret = mrpool_client_stats_mmap(client, vma);
+		goto set_file;
+	}
 	s = mrpool_slice_get_owned(client, vma->vm_pgoff);
 	if (!s)
 		return -ENOENT;
@@ -98,7 +105,12 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 	vma->vm_private_data = s;
 	vma->vm_ops = &mrpool_vm_ops;
 	atomic_inc(&s->maps);
-	return 0;
+	ret = 0;
+set_file:
+	/* The VMA holds the map file from here; the device file can close. */
+	if (!ret)
+		vma_set_file(vma, client->map_file);
+	return ret;
 
 put:
 	mrpool_slice_put(s);

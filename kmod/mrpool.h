@@ -10,17 +10,25 @@
  *  - slice: one or more chunks owned by one open file (a client), mapped
  *    by that file's mmap() only, or exported as a dma-buf (dmabuf.c) that
  *    holds a slice reference and the file.
- *  - client: the state of one open file of /dev/mrpool.
+ *  - client: the state of one open file of /dev/mrpool; refcounted, it
+ *    outlives the file while slices or mappings of it remain.
+ *  - tenant: a user pool memory is charged to (tenant.c). A chunk taken for
+ *    a slice stays charged to its tenant until it is free again.
  *
  * Locking (outermost first):
  *   mmap_lock (held by the mm around .mmap and vm_ops->close)
- *     client->lock      a client's slice list and byte count
+ *     client->lock      a client's slice list, byte count, closed flag
  *       mrpool_slices   xarray lock: global slice ids
- *       mrpool_pool.lock   free / quarantine lists, pool totals
- *         mrpool_ib_lock   devices and the kernel MR cache (ib.h); taken
- *                          alone as well, never around the pool lock
+ *   mrpool_pool.lock     free / quarantine lists, pool totals; never
+ *                        taken under client->lock: chunks are taken and
+ *                        returned outside it (growth registers chunks
+ *                        with every RDMA device, which may wait)
+ *     mrpool_ib_lock     devices and the kernel MR cache (ib.h); taken
+ *                        alone as well, never around the pool lock
  *   mrpool_clients_lock  the list of clients; debugfs nests
  *                        client->lock inside it, nothing nests it.
+ *   mrpool_tenants_lock  (a spinlock) tenants and their counts; innermost,
+ *                        nothing sleeps or takes another lock under it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
  * atomic locked_vm, so a slice can be released from vm_ops->close.
  * Counters are atomic64_t and read without locks.
@@ -39,6 +47,7 @@
 #include <linux/xarray.h>
 #include <linux/atomic.h>
 #include <linux/sysfs.h>
+#include <linux/seq_file.h>
 #include <uapi/mrpool.h>
 
 #include "compat.h"
@@ -49,7 +58,7 @@ extern unsigned int mrpool_max_mb;
 extern unsigned int mrpool_chunk_kb;
 extern int mrpool_numa_node;
 extern unsigned int mrpool_idle_trim_sec;
-extern unsigned int mrpool_max_file_mb;
+extern unsigned int mrpool_max_user_mb;
 extern bool mrpool_pmd_map;
 
 /* First published sizes of the ioctl structs: smaller ones are refused. */
@@ -78,6 +87,8 @@ enum mrpool_chunk_state {
 	MRPOOL_CHUNK_QUARANTINED,
 };
 
+struct mrpool_tenant;
+
 struct mrpool_chunk {
 	struct list_head link;		/* free, quarantine or slice list */
 	struct list_head all;		/* mrpool_pool.chunks */
@@ -87,15 +98,39 @@ struct mrpool_chunk {
 	int nid;			/* node of its pages (one node) */
 	u32 owner;			/* slice id while USED */
 	u16 blocks[MRPOOL_NR_PAGE_ORDERS];	/* blocks it is built of */
+	/* Charged to (a reference), from ALLOC until free again; or NULL. */
+	struct mrpool_tenant *tenant;
+	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
+	u8 q_level;			/* quarantine: index into quarantine[] */
+	unsigned long q_due;		/* quarantine: jiffies of next check */
+};
+
+/*
+ * Quarantined chunks are rechecked after 1, 2, 4, ... jiffies, at most
+ * MRPOOL_QUARANTINE_MAX_WAIT apart: a pin dropped right after the free
+ * (an exiting process closes /dev/mrpool before its uverbs file) is seen
+ * at the next tick, a long-lived one costs little. One FIFO per wait,
+ * so each list is in due order and a check visits only chunks that are due.
+ */
+#define MRPOOL_QUARANTINE_LEVELS	12
+#define MRPOOL_QUARANTINE_MAX_WAIT	(4 * HZ)
+
+struct mrpool_free_lists {
+	struct list_head whole;
+	struct list_head frag;
 };
 
 /* The single pool; its lock protects every field below it. */
 struct mrpool_pool {
 	struct mutex lock;		/* the fields below */
-	struct list_head *free;		/* per node (nr_node_ids): zeroed,
-					 * most recently freed first
-					 */
-	struct list_head quarantine;	/* returned but still referenced */
+	/*
+	 * Free chunks per node (nr_node_ids), zeroed, most recently freed
+	 * first: whole ones (one block: PMD-mapped when PMD-sized) are
+	 * handed out before fragmented ones and trimmed after them.
+	 */
+	struct mrpool_free_lists *free;
+	/* Returned but still referenced, by recheck interval (see above). */
+	struct list_head quarantine[MRPOOL_QUARANTINE_LEVELS];
 	struct list_head chunks;	/* every chunk, for debugfs */
 	unsigned long nr_total;		/* chunks held, all states */
 	unsigned long nr_free;
@@ -103,8 +138,11 @@ struct mrpool_pool {
 	unsigned long nr_quarantined;
 	unsigned long nr_growing;	/* reserved by allocations in flight */
 	unsigned long blocks[MRPOOL_NR_PAGE_ORDERS];
+	unsigned long nr_fragmented_free; /* free chunks of several blocks */
 	struct delayed_work trim_work;
 	struct delayed_work quarantine_work;
+	struct delayed_work defrag_work;	/* replaces fragmented free chunks */
+	unsigned int defrag_wait;	/* seconds before the next try */
 	unsigned int chunk_order;	/* set once at load */
 	size_t chunk_size;
 	unsigned int chunk_pages;
@@ -114,7 +152,7 @@ struct mrpool_stats {
 	atomic64_t allocs;		/* slices handed out */
 	atomic64_t frees;		/* slices returned */
 	atomic64_t fail_nomem;		/* pool at max_mb or no memory */
-	atomic64_t fail_quota;		/* max_file_mb reached */
+	atomic64_t fail_quota;		/* max_user_mb reached */
 	atomic64_t fail_memlock;	/* RLIMIT_MEMLOCK reached */
 	atomic64_t fail_injected;	/* debugfs fail_slice_alloc */
 	atomic64_t chunk_alloc_failures; /* page allocator or injected */
@@ -123,6 +161,8 @@ struct mrpool_stats {
 	atomic64_t zeroed;		/* chunks zeroed for reuse */
 	atomic64_t quarantines;		/* chunks that had to wait for a pin */
 	atomic64_t node_fallbacks;	/* chunks handed out off the node asked */
+	atomic64_t defrags;		/* fragmented free chunks replaced */
+	atomic64_t quarantine_checks;	/* chunks rechecked in quarantine */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -135,6 +175,7 @@ void mrpool_pool_exit(void);
 int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
 void mrpool_pool_return(struct list_head *chunks);
+bool mrpool_chunk_whole(const struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 
@@ -150,13 +191,33 @@ struct mrpool_snapshot {
 void mrpool_pool_snapshot(struct mrpool_snapshot *snap);
 u64 mrpool_max_bytes(void);
 
+/* ---- tenant.c ---- */
+struct mrpool_tenant *mrpool_tenant_get(void);
+void mrpool_tenant_put(struct mrpool_tenant *t);
+int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
+			 bool *memlock);
+void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
+			    bool memlock);
+void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
+			 bool memlock);
+void mrpool_chunk_quarantined(struct mrpool_chunk *c);
+void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
+u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
+void mrpool_tenants_show(struct seq_file *m);
+
 /* ---- slice.c ---- */
 struct mrpool_client {
-	struct mutex lock;		/* slices, bytes */
+	struct kref ref;		/* the file, the map file, each slice */
+	struct mutex lock;		/* slices, bytes, closed */
 	struct list_head slices;	/* owned slices, freed-but-mapped too */
 	u64 bytes;			/* bytes of those slices */
+	bool closed;			/* the /dev/mrpool file was released */
 	struct list_head node;		/* mrpool_clients */
 	struct mm_struct *mm;		/* opener's; only it may alloc/map */
+	struct file *map_file;		/* VMAs hold this, not the device
+					 * file (mapfile.c); NULL once closed
+					 */
+	struct mrpool_tenant *tenant;	/* the opener's user (a reference) */
 	pid_t pid;			/* tgid of the opener */
 	char comm[TASK_COMM_LEN];
 	struct page *stats_page;	/* client_stats.c, lock; NULL until mapped */
@@ -166,13 +227,12 @@ struct mrpool_slice {
 	struct kref ref;		/* owner's reference + one per VMA */
 	u32 id;				/* key in mrpool_slices, mmap token */
 	bool freed;			/* FREE or close dropped ownership */
-	struct mrpool_client *client;	/* owner; outlives every VMA */
+	struct mrpool_client *client;	/* owner (a reference) */
 	struct list_head node;		/* client->slices */
 	struct list_head chunks;	/* the chunks, for the pool */
 	struct mrpool_chunk **chunkv;	/* the chunks in mapping order */
 	unsigned int nr_chunks;
 	u64 length;
-	struct user_struct *user;	/* charged for RLIMIT_MEMLOCK, or NULL */
 	atomic_t maps;			/* VMAs mapping it */
 };
 
@@ -182,7 +242,8 @@ extern struct xarray mrpool_slices;
 
 struct mrpool_client *mrpool_client_create(void);
 bool mrpool_client_is_owner(const struct mrpool_client *client);
-void mrpool_client_destroy(struct mrpool_client *client);
+void mrpool_client_close(struct mrpool_client *client);
+void mrpool_client_put(struct mrpool_client *client);
 int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg);
 int mrpool_slice_free(struct mrpool_client *client, u64 id);
 struct mrpool_slice *mrpool_slice_get_owned(struct mrpool_client *client,
@@ -198,6 +259,11 @@ static inline struct page *mrpool_slice_page(struct mrpool_slice *s,
 
 	return s->chunkv[idx >> order]->pages[idx & ((1UL << order) - 1)];
 }
+
+/* ---- mapfile.c ---- */
+int mrpool_mapfile_init(void);
+void mrpool_mapfile_exit(void);
+struct file *mrpool_mapfile_create(struct mrpool_client *client);
 
 /* ---- mmap.c ---- */
 int mrpool_mmap(struct file *file, struct vm_area_struct *vma);

@@ -5,13 +5,14 @@
  * quarantine of chunks someone still holds, zeroing before reuse, and the
  * idle trim worker.
  *
- * Invariants: every chunk on a free list (one per NUMA node, the node of
- * all its pages) is zeroed and each of its pages has refcount 1 (the
- * pool's own); the kernel MR cache (ib_*.c) takes no page reference. A
- * chunk leaves a slice only when no VMA maps it; if a page is still
- * referenced then (an MR pinning it), the chunk waits on the quarantine
- * list, holding a module reference, until the quarantine worker sees the
- * references gone.
+ * Invariants: every chunk on a free list (two per NUMA node, the node of
+ * all its pages: whole chunks and fragmented ones) is zeroed, charged to
+ * nobody, and each of its pages has refcount 1 (the pool's own); the
+ * kernel MR cache (ib_*.c) takes no page reference. A chunk leaves a
+ * slice only when no VMA maps it; if a page is still referenced then (an
+ * MR pinning it), the chunk waits in quarantine, still charged to its
+ * tenant and holding a module reference, until the quarantine worker sees
+ * the references gone.
  */
 #include "mrpool.h"
 #include "ib.h"
@@ -23,12 +24,16 @@
 #include <linux/module.h>
 #include <linux/jiffies.h>
 
-/* How often the quarantine worker looks for released pins. */
-#define MRPOOL_QUARANTINE_POLL	HZ
+/*
+ * Seconds between tries to replace fragmented free chunks with whole ones:
+ * the first soon after one becomes free, doubling while high-order memory
+ * stays short.
+ */
+#define MRPOOL_DEFRAG_FIRST	1
+#define MRPOOL_DEFRAG_MAX	64
 
 struct mrpool_pool mrpool_pool = {
 	.lock = __MUTEX_INITIALIZER(mrpool_pool.lock),
-	.quarantine = LIST_HEAD_INIT(mrpool_pool.quarantine),
 	.chunks = LIST_HEAD_INIT(mrpool_pool.chunks),
 };
 
@@ -117,6 +122,7 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode)
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		goto fail;
+	INIT_LIST_HEAD(&c->link);
 	c->pages = kvcalloc(p->chunk_pages, sizeof(*c->pages), GFP_KERNEL);
 	if (!c->pages)
 		goto free_chunk;
@@ -185,19 +191,26 @@ static void mrpool_chunk_account(struct mrpool_chunk *c, bool add)
 /*
  * Someone other than the pool holds a page: a pin (an MR that outlived
  * the slice) or a transient reference. Pins of a compound page count on
- * its head.
+ * its head, so its tails are skipped.
  */
 static bool mrpool_chunk_busy(struct mrpool_chunk *c)
 {
+	unsigned int i, step;
 	struct page *page;
-	unsigned int i;
 
-	for (i = 0; i < mrpool_pool.chunk_pages; i++) {
+	for (i = 0; i < mrpool_pool.chunk_pages; i += step) {
 		page = c->pages[i];
-		if (!PageTail(page) && page_ref_count(page) != 1)
+		step = PageHead(page) ? 1U << compound_order(page) : 1;
+		if (page_ref_count(page) != 1)
 			return true;
 	}
 	return false;
+}
+
+/* One block of the chunk's order: contiguous, PMD-mapped if PMD-sized. */
+bool mrpool_chunk_whole(const struct mrpool_chunk *c)
+{
+	return c->blocks[mrpool_pool.chunk_order] == 1;
 }
 
 static void mrpool_chunk_zero(struct mrpool_chunk *c)
@@ -209,32 +222,56 @@ static void mrpool_chunk_zero(struct mrpool_chunk *c)
 	atomic64_inc(&mrpool_stats.zeroed);
 }
 
-/* Caller holds the pool lock. @c becomes free, most recently used first. */
+static void mrpool_defrag_arm(void);
+
+/*
+ * Caller holds the pool lock. @c becomes free, at the head of its node's
+ * whole or fragmented list (most recently freed first).
+ */
 static void mrpool_put_free(struct mrpool_chunk *c)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 
 	c->state = MRPOOL_CHUNK_FREE;
 	c->owner = 0;
-	list_move(&c->link, &p->free[c->nid]);
 	p->nr_free++;
+	if (mrpool_chunk_whole(c)) {
+		list_move(&c->link, &p->free[c->nid].whole);
+		return;
+	}
+	list_move(&c->link, &p->free[c->nid].frag);
+	p->nr_fragmented_free++;
+	mrpool_defrag_arm();
 }
 
-/* Move up to @nr chunks of node @nid's free list to @out. */
-static unsigned int mrpool_take_node(unsigned int nr, int nid,
+/* Move up to @nr chunks of @list (of node @nid) to @out, from the head. */
+static unsigned int mrpool_take_list(unsigned int nr, struct list_head *list,
 				     struct list_head *out)
 {
-	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 	unsigned int got = 0;
 
-	list_for_each_entry_safe(c, tmp, &p->free[nid], link) {
+	list_for_each_entry_safe(c, tmp, list, link) {
 		if (got == nr)
 			break;
 		c->state = MRPOOL_CHUNK_USED;
 		list_move_tail(&c->link, out);
 		got++;
 	}
+	return got;
+}
+
+/* Move up to @nr free chunks of node @nid to @out, whole ones first. */
+static unsigned int mrpool_take_node(unsigned int nr, int nid,
+				     struct list_head *out)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	unsigned int got, frag;
+
+	got = mrpool_take_list(nr, &p->free[nid].whole, out);
+	frag = mrpool_take_list(nr - got, &p->free[nid].frag, out);
+	got += frag;
+	p->nr_fragmented_free -= frag;
 	p->nr_free -= got;
 	p->nr_used += got;
 	return got;
@@ -299,13 +336,17 @@ static void mrpool_grown_used(struct list_head *fresh, struct list_head *out)
 	list_splice_tail_init(fresh, out);
 }
 
-/* Caller holds the pool lock. Chunks on @list were taken, never exposed. */
+/*
+ * Caller holds the pool lock. Chunks on @list were taken, never exposed.
+ * Taken from the heads of the free lists in order, they go back from the
+ * last, so every list is as it was: most recently freed first.
+ */
 static void mrpool_untake(struct list_head *list)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 
-	list_for_each_entry_safe(c, tmp, list, link) {
+	list_for_each_entry_safe_reverse(c, tmp, list, link) {
 		p->nr_used--;
 		mrpool_put_free(c);
 	}
@@ -391,12 +432,51 @@ fail:
 	return -ENOMEM;
 }
 
+static unsigned long mrpool_quarantine_wait(unsigned int level)
+{
+	return min_t(unsigned long, 1UL << level, MRPOOL_QUARANTINE_MAX_WAIT);
+}
+
+/* Caller holds the pool lock. Queue @c for a check after @level's wait. */
+static void mrpool_quarantine_add(struct mrpool_chunk *c, unsigned int level)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	level = min_t(unsigned int, level, MRPOOL_QUARANTINE_LEVELS - 1);
+	c->q_level = level;
+	c->q_due = jiffies + mrpool_quarantine_wait(level);
+	list_move_tail(&c->link, &p->quarantine[level]);
+}
+
+/* Caller holds the pool lock. Run the worker when the first chunk is due. */
+static void mrpool_quarantine_arm(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	unsigned long due = 0, now = jiffies;
+	struct mrpool_chunk *c;
+	bool any = false;
+	unsigned int i;
+
+	for (i = 0; i < MRPOOL_QUARANTINE_LEVELS; i++) {
+		c = list_first_entry_or_null(&p->quarantine[i],
+					     struct mrpool_chunk, link);
+		if (c && (!any || time_before(c->q_due, due))) {
+			due = c->q_due;
+			any = true;
+		}
+	}
+	if (any)
+		mod_delayed_work(system_wq, &p->quarantine_work,
+				 time_after(due, now) ? due - now : 0);
+}
+
 /**
  * mrpool_pool_return - give chunks of a released slice back
  * @chunks: the slice's chunks; no VMA maps them any more
  *
  * May sleep (zeroing). Chunks whose pages are still referenced go to
- * quarantine instead and pin the module until the references are gone.
+ * quarantine instead, keep their charge and pin the module until the
+ * references are gone; the others are zeroed, uncharged and free.
  */
 void mrpool_pool_return(struct list_head *chunks)
 {
@@ -408,17 +488,18 @@ void mrpool_pool_return(struct list_head *chunks)
 		if (mrpool_chunk_busy(c)) {
 			__module_get(THIS_MODULE);
 			atomic64_inc(&mrpool_stats.quarantines);
+			mrpool_chunk_quarantined(c);
 			mutex_lock(&p->lock);
 			c->state = MRPOOL_CHUNK_QUARANTINED;
-			list_add_tail(&c->link, &p->quarantine);
 			p->nr_used--;
 			p->nr_quarantined++;
+			mrpool_quarantine_add(c, 0);
+			mrpool_quarantine_arm();
 			mutex_unlock(&p->lock);
-			schedule_delayed_work(&p->quarantine_work,
-					      MRPOOL_QUARANTINE_POLL);
 			continue;
 		}
 		mrpool_chunk_zero(c);
+		mrpool_chunk_uncharge(c, false);
 		mutex_lock(&p->lock);
 		c->free_since = jiffies;
 		p->nr_used--;
@@ -429,37 +510,52 @@ void mrpool_pool_return(struct list_head *chunks)
 	mrpool_trim_arm();
 }
 
+/*
+ * Check the quarantined chunks that are due, without the pool lock: each
+ * level's list is in due order, so only those are visited. Free ones are
+ * zeroed, uncharged and freed; busy ones wait twice as long next time.
+ */
 static void mrpool_quarantine_fn(struct work_struct *work)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
-	unsigned int released = 0;
+	unsigned int released = 0, i;
+	LIST_HEAD(due);
 	LIST_HEAD(done);
-	bool more;
 
 	mutex_lock(&p->lock);
-	list_for_each_entry_safe(c, tmp, &p->quarantine, link)
-		if (!mrpool_chunk_busy(c))
-			list_move_tail(&c->link, &done);
+	for (i = 0; i < MRPOOL_QUARANTINE_LEVELS; i++) {
+		list_for_each_entry_safe(c, tmp, &p->quarantine[i], link) {
+			if (time_before(jiffies, c->q_due))
+				break;
+			list_move_tail(&c->link, &due);
+		}
+	}
 	mutex_unlock(&p->lock);
 
-	/* Off the quarantine list: nobody else touches these now. */
-	list_for_each_entry(c, &done, link)
+	/* Off the lists (still counted as quarantined): nobody else looks. */
+	list_for_each_entry_safe(c, tmp, &due, link) {
+		atomic64_inc(&mrpool_stats.quarantine_checks);
+		if (mrpool_chunk_busy(c))
+			continue;
+		list_move_tail(&c->link, &done);
 		mrpool_chunk_zero(c);
+		mrpool_chunk_uncharge(c, true);
+		cond_resched();
+	}
 
 	mutex_lock(&p->lock);
+	list_for_each_entry_safe(c, tmp, &due, link)
+		mrpool_quarantine_add(c, c->q_level + 1);
 	list_for_each_entry_safe(c, tmp, &done, link) {
 		c->free_since = jiffies;
 		p->nr_quarantined--;
 		mrpool_put_free(c);
 		released++;
 	}
-	more = !list_empty(&p->quarantine);
+	mrpool_quarantine_arm();
 	mutex_unlock(&p->lock);
 
-	if (more)
-		schedule_delayed_work(&p->quarantine_work,
-				      MRPOOL_QUARANTINE_POLL);
 	if (released)
 		mrpool_trim_arm();
 	/* module_exit cancels this work synchronously, so this is safe. */
@@ -467,15 +563,47 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 		module_put(THIS_MODULE);
 }
 
-/* Give back chunks free for idle_trim_sec, oldest first, above the floor. */
+/*
+ * Caller holds the pool lock. Move chunks of @list free for idle_trim_sec
+ * to @victims, oldest (the tail) first, while the pool is above its floor.
+ * Return: how many; *@next is lowered to the next expiry left.
+ */
+static unsigned int mrpool_trim_list(struct list_head *list, unsigned int sec,
+				     struct list_head *victims,
+				     unsigned long *next)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	unsigned long floor = mrpool_floor_chunks(), expiry;
+	struct mrpool_chunk *c, *tmp;
+	unsigned int trimmed = 0;
+
+	list_for_each_entry_safe_reverse(c, tmp, list, link) {
+		if (p->nr_total <= floor)
+			break;
+		expiry = c->free_since + sec * HZ;
+		if (time_before(jiffies, expiry)) {
+			if (!*next || time_before(expiry, *next))
+				*next = expiry;
+			break;
+		}
+		if (!mrpool_chunk_whole(c))
+			p->nr_fragmented_free--;
+		list_move(&c->link, victims);
+		mrpool_chunk_account(c, false);
+		p->nr_free--;
+		trimmed++;
+	}
+	return trimmed;
+}
+
+/* Give back chunks free for idle_trim_sec above the floor, fragmented first. */
 static void mrpool_trim_fn(struct work_struct *work)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	unsigned int sec = READ_ONCE(mrpool_idle_trim_sec);
-	unsigned long floor = mrpool_floor_chunks();
-	unsigned long expiry, next = 0;
 	struct mrpool_chunk *c, *tmp;
 	unsigned int trimmed = 0;
+	unsigned long next = 0;
 	LIST_HEAD(victims);
 	int nid;
 
@@ -483,22 +611,12 @@ static void mrpool_trim_fn(struct work_struct *work)
 		return;
 
 	mutex_lock(&p->lock);
-	for (nid = 0; nid < nr_node_ids; nid++) {
-		list_for_each_entry_safe_reverse(c, tmp, &p->free[nid], link) {
-			if (p->nr_total <= floor)
-				break;
-			expiry = c->free_since + sec * HZ;
-			if (time_before(jiffies, expiry)) {
-				if (!next || time_before(expiry, next))
-					next = expiry;
-				break;
-			}
-			list_move(&c->link, &victims);
-			mrpool_chunk_account(c, false);
-			p->nr_free--;
-			trimmed++;
-		}
-	}
+	for (nid = 0; nid < nr_node_ids; nid++)
+		trimmed += mrpool_trim_list(&p->free[nid].frag, sec, &victims,
+					    &next);
+	for (nid = 0; nid < nr_node_ids; nid++)
+		trimmed += mrpool_trim_list(&p->free[nid].whole, sec,
+					    &victims, &next);
 	/* Counted as they leave the totals: deregistration below is slow. */
 	atomic64_add(trimmed, &mrpool_stats.trims);
 	mutex_unlock(&p->lock);
@@ -554,24 +672,106 @@ void mrpool_pool_snapshot(struct mrpool_snapshot *snap)
 	mutex_unlock(&p->lock);
 }
 
-static void mrpool_pool_free_all(void)
+/*
+ * Replace fragmented free chunks by whole ones while the page allocator
+ * has PMD-order blocks again (fragmentation passed, or fail_high_order
+ * ran out): a slice made of them maps with huge entries and registers at
+ * the cost a pool exists for. The oldest fragmented chunk of a node goes
+ * first; the pool's size does not change.
+ */
+static void mrpool_defrag_fn(struct work_struct *work)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	struct mrpool_chunk *c, *old;
+	int nid;
+
+	for (;;) {
+		mutex_lock(&p->lock);
+		for (nid = 0; nid < nr_node_ids; nid++)
+			if (!list_empty(&p->free[nid].frag))
+				break;
+		mutex_unlock(&p->lock);
+		if (nid == nr_node_ids) {
+			p->defrag_wait = MRPOOL_DEFRAG_FIRST;
+			return;
+		}
+
+		c = mrpool_chunk_alloc(nid, true);
+		if (c && !mrpool_chunk_whole(c)) {
+			mrpool_chunk_destroy(c, p->chunk_pages);
+			c = NULL;
+		}
+		if (!c)
+			break;
+		mrpool_ib_chunk_added(c);
+
+		mutex_lock(&p->lock);
+		old = NULL;
+		if (!list_empty(&p->free[nid].frag))
+			old = list_last_entry(&p->free[nid].frag,
+					      struct mrpool_chunk, link);
+		if (old) {
+			list_del_init(&old->link);
+			mrpool_chunk_account(old, false);
+			p->nr_free--;
+			p->nr_fragmented_free--;
+			mrpool_chunk_account(c, true);
+			c->free_since = jiffies;
+			mrpool_put_free(c);
+			c = NULL;
+		}
+		mutex_unlock(&p->lock);
+
+		/* Taken meanwhile: whichever chunk is left over goes. */
+		if (!old)
+			old = c;
+		else
+			atomic64_inc(&mrpool_stats.defrags);
+		mrpool_ib_chunk_removing(old);
+		mrpool_chunk_destroy(old, p->chunk_pages);
+		cond_resched();
+	}
+	/* Still no whole chunk: try again later, less often. */
+	p->defrag_wait = min_t(unsigned int, p->defrag_wait * 2,
+			       MRPOOL_DEFRAG_MAX);
+	schedule_delayed_work(&p->defrag_work, p->defrag_wait * HZ);
+}
+
+/* Caller holds the pool lock: a fragmented chunk is free. */
+static void mrpool_defrag_arm(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	schedule_delayed_work(&p->defrag_work, p->defrag_wait * HZ);
+}
+
+static void mrpool_free_list_destroy(struct list_head *list)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 
+	list_for_each_entry_safe(c, tmp, list, link) {
+		list_del(&c->link);
+		if (!mrpool_chunk_whole(c))
+			p->nr_fragmented_free--;
+		mrpool_chunk_account(c, false);
+		p->nr_free--;
+		mrpool_ib_chunk_removing(c);
+		mrpool_chunk_destroy(c, p->chunk_pages);
+	}
+}
+
+static void mrpool_pool_free_all(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
 	int nid;
 
 	mutex_lock(&p->lock);
 	for (nid = 0; nid < nr_node_ids; nid++) {
-		list_for_each_entry_safe(c, tmp, &p->free[nid], link) {
-			list_del(&c->link);
-			mrpool_chunk_account(c, false);
-			p->nr_free--;
-			mrpool_ib_chunk_removing(c);
-			mrpool_chunk_destroy(c, p->chunk_pages);
-		}
+		mrpool_free_list_destroy(&p->free[nid].whole);
+		mrpool_free_list_destroy(&p->free[nid].frag);
 	}
-	/* Quarantined chunks hold the module, used ones an open file. */
+	/* Quarantined chunks hold the module, used ones a client. */
 	WARN_ON(p->nr_total);
 	mutex_unlock(&p->lock);
 }
@@ -580,18 +780,25 @@ static void mrpool_pool_free_all(void)
 int mrpool_pool_init(void)
 {
 	struct mrpool_pool *p = &mrpool_pool;
+	unsigned int i;
 	int nid;
 
 	p->free = kcalloc(nr_node_ids, sizeof(*p->free), GFP_KERNEL);
 	if (!p->free)
 		return -ENOMEM;
-	for (nid = 0; nid < nr_node_ids; nid++)
-		INIT_LIST_HEAD(&p->free[nid]);
+	for (nid = 0; nid < nr_node_ids; nid++) {
+		INIT_LIST_HEAD(&p->free[nid].whole);
+		INIT_LIST_HEAD(&p->free[nid].frag);
+	}
+	for (i = 0; i < MRPOOL_QUARANTINE_LEVELS; i++)
+		INIT_LIST_HEAD(&p->quarantine[i]);
 	p->chunk_size = (size_t)mrpool_chunk_kb * SZ_1K;
 	p->chunk_order = get_order(p->chunk_size);
 	p->chunk_pages = 1U << p->chunk_order;
+	p->defrag_wait = MRPOOL_DEFRAG_FIRST;
 	INIT_DELAYED_WORK(&p->trim_work, mrpool_trim_fn);
 	INIT_DELAYED_WORK(&p->quarantine_work, mrpool_quarantine_fn);
+	INIT_DELAYED_WORK(&p->defrag_work, mrpool_defrag_fn);
 	return 0;
 }
 
@@ -622,8 +829,7 @@ int mrpool_pool_prefill(void)
 		mrpool_ib_chunk_added(c);
 		mutex_lock(&p->lock);
 		mrpool_chunk_account(c, true);
-		list_add_tail(&c->link, &p->free[c->nid]);
-		p->nr_free++;
+		mrpool_put_free(c);
 		mutex_unlock(&p->lock);
 		cond_resched();
 	}
@@ -637,6 +843,7 @@ void mrpool_pool_exit(void)
 
 	cancel_delayed_work_sync(&p->trim_work);
 	cancel_delayed_work_sync(&p->quarantine_work);
+	cancel_delayed_work_sync(&p->defrag_work);
 	mrpool_pool_free_all();
 	kfree(p->free);
 	p->free = NULL;

@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Clients (open files) and the slices they own: allocation with its limits
- * (max_file_mb, RLIMIT_MEMLOCK), ids and mmap tokens, free, and release of
- * a slice's chunks once neither its owner nor any VMA refers to it.
+ * (max_user_mb and RLIMIT_MEMLOCK, charged per chunk by tenant.c), ids and
+ * mmap tokens, free, close, and release of a slice's chunks once neither
+ * its owner nor any VMA or dma-buf refers to it.
+ *
+ * A client outlives its file while anything of it remains: each slice and
+ * the map file (which every VMA holds instead of the device file) hold a
+ * client reference. Closing the device file therefore runs even while
+ * slices are mapped or exported, and returns every other slice at once.
  */
 #include "mrpool.h"
 
 #include <linux/slab.h>
 #include <linux/mm.h>
-#include <linux/cred.h>
-#include <linux/capability.h>
-#include <linux/sched/user.h>
-#include <linux/sched/signal.h>
+#include <linux/file.h>
 #include <linux/nodemask.h>
 #include <linux/string.h>
 
-/* Every open file, for debugfs; see mrpool.h for the lock order. */
+/* Every client, for debugfs; see mrpool.h for the lock order. */
 LIST_HEAD(mrpool_clients);
 /* Protects mrpool_clients. */
 DEFINE_MUTEX(mrpool_clients_lock);
@@ -29,10 +32,15 @@ static u32 mrpool_next_id;
 struct mrpool_client *mrpool_client_create(void)
 {
 	struct mrpool_client *client;
+	struct file *map_file;
 
 	client = kzalloc(sizeof(*client), GFP_KERNEL);
 	if (!client)
 		return NULL;
+	client->tenant = mrpool_tenant_get();
+	if (!client->tenant)
+		goto free_client;
+	kref_init(&client->ref);
 	/* Held so that no later process can reuse the address. */
 	mmgrab(current->mm);
 	client->mm = current->mm;
@@ -41,45 +49,44 @@ struct mrpool_client *mrpool_client_create(void)
 	client->pid = current->tgid;
 	get_task_comm(client->comm, current);
 
+	/* It takes a client reference, dropped by its own release. */
+	map_file = mrpool_mapfile_create(client);
+	if (IS_ERR(map_file))
+		goto drop_mm;
+	client->map_file = map_file;
+
 	mutex_lock(&mrpool_clients_lock);
 	list_add_tail(&client->node, &mrpool_clients);
 	mutex_unlock(&mrpool_clients_lock);
 	return client;
+
+drop_mm:
+	mmdrop(client->mm);
+	mrpool_tenant_put(client->tenant);
+free_client:
+	kfree(client);
+	return NULL;
 }
 
-/*
- * Charge @s to the caller's user like other pinned memory (io_uring, perf,
- * RDMA): the per-user locked_vm against RLIMIT_MEMLOCK, unless
- * CAP_IPC_LOCK. The atomic counter needs no mmap_lock, so the uncharge can
- * run from vm_ops->close.
- */
-static int mrpool_charge(struct mrpool_slice *s)
+static void mrpool_client_free(struct kref *ref)
 {
-	unsigned long pages = s->length >> PAGE_SHIFT;
-	unsigned long limit, cur, new;
-	struct user_struct *user;
+	struct mrpool_client *client = container_of(ref, struct mrpool_client,
+						    ref);
 
-	if (capable(CAP_IPC_LOCK))
-		return 0;
-	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	user = current_user();
-	cur = atomic_long_read(&user->locked_vm);
-	do {
-		new = cur + pages;
-		if (new > limit || new < cur)
-			return -ENOMEM;
-	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
-	s->user = get_uid(user);
-	return 0;
+	mutex_lock(&mrpool_clients_lock);
+	list_del(&client->node);
+	mutex_unlock(&mrpool_clients_lock);
+	WARN_ON(!list_empty(&client->slices) || client->bytes);
+	/* Unlisted and unmapped: nothing reads the stats page any more. */
+	mrpool_client_stats_release(client);
+	mrpool_tenant_put(client->tenant);
+	mmdrop(client->mm);
+	kfree(client);
 }
 
-static void mrpool_uncharge(struct mrpool_slice *s)
+void mrpool_client_put(struct mrpool_client *client)
 {
-	if (!s->user)
-		return;
-	atomic_long_sub(s->length >> PAGE_SHIFT, &s->user->locked_vm);
-	free_uid(s->user);
-	s->user = NULL;
+	kref_put(&client->ref, mrpool_client_free);
 }
 
 /* Chunk list to array, in list order, and tag the chunks with the owner. */
@@ -119,14 +126,21 @@ static int mrpool_alloc_check(const struct mrpool_alloc *arg)
  * @client: the calling file
  * @arg: the request; out fields filled on success
  *
- * Return: 0; -EINVAL for a bad request; -EDQUOT past max_file_mb;
- * -ENOMEM past RLIMIT_MEMLOCK, max_mb or available memory.
+ * The charge comes first, so a user over its limits never makes the pool
+ * grow; the chunks are taken without client->lock (growth registers them
+ * on every RDMA device), and published under it.
+ *
+ * Return: 0; -EINVAL for a bad request; -EDQUOT past max_user_mb;
+ * -ENOMEM past RLIMIT_MEMLOCK, max_mb or available memory; -ENOSPC when
+ * every slice id is in use.
  */
 int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 {
 	struct mrpool_pool *p = &mrpool_pool;
-	u64 cap = (u64)READ_ONCE(mrpool_max_file_mb) * SZ_1M;
+	struct mrpool_tenant *t = client->tenant;
 	struct mrpool_slice *s;
+	struct mrpool_chunk *c;
+	bool memlock;
 	int nid, ret;
 	u64 len;
 
@@ -142,7 +156,6 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 		return -ENOMEM;
 	}
 	len = round_up(arg->bytes, (u64)p->chunk_size);
-	/* Resolved before client->lock: it asks the ib_core client. */
 	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_pool_node() : arg->node;
 
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
@@ -150,37 +163,43 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 		return -ENOMEM;
 	kref_init(&s->ref);
 	INIT_LIST_HEAD(&s->chunks);
-	s->client = client;
 	s->length = len;
 	s->nr_chunks = div64_u64(len, p->chunk_size);
 
-	mutex_lock(&client->lock);
-	if (cap && client->bytes + len > cap) {
-		atomic64_inc(&mrpool_stats.fail_quota);
-		ret = -EDQUOT;
-		goto unlock;
-	}
-	ret = mrpool_charge(s);
+	ret = mrpool_tenant_charge(t, s->nr_chunks, &memlock);
 	if (ret) {
-		atomic64_inc(&mrpool_stats.fail_memlock);
-		goto unlock;
+		atomic64_inc(ret == -EDQUOT ? &mrpool_stats.fail_quota :
+			     &mrpool_stats.fail_memlock);
+		goto free_slice;
 	}
 	ret = mrpool_pool_take(s->nr_chunks, nid,
 			       arg->flags & MRPOOL_ALLOC_NODE_STRICT,
 			       &s->chunks);
 	if (ret) {
 		atomic64_inc(&mrpool_stats.fail_nomem);
-		goto uncharge;
+		mrpool_tenant_uncharge(t, s->nr_chunks, memlock);
+		goto free_slice;
 	}
+	/* From here each chunk carries its share of the charge. */
+	list_for_each_entry(c, &s->chunks, link)
+		mrpool_chunk_charge(c, t, memlock);
+
+	mutex_lock(&client->lock);
 	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
 			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
 			      &mrpool_next_id, GFP_KERNEL);
-	if (ret < 0)
-		goto return_chunks;
+	if (ret < 0) {
+		/* -EBUSY from the xarray: every id is taken. */
+		if (ret == -EBUSY)
+			ret = -ENOSPC;
+		goto unlock;
+	}
 	ret = mrpool_slice_index(s);
 	if (ret)
 		goto erase_id;
 	/* Published: the client's list and the xarray now own @s. */
+	kref_get(&client->ref);
+	s->client = client;
 	list_add_tail(&s->node, &client->slices);
 	client->bytes += len;
 	mutex_unlock(&client->lock);
@@ -193,16 +212,18 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 
 erase_id:
 	xa_erase(&mrpool_slices, s->id);
-return_chunks:
-	mrpool_pool_return(&s->chunks);
-uncharge:
-	mrpool_uncharge(s);
 unlock:
 	mutex_unlock(&client->lock);
+	mrpool_pool_return(&s->chunks);
+free_slice:
 	kfree(s);
 	return ret;
 }
 
+/*
+ * The last reference is gone: no owner, VMA or dma-buf. The chunks go back
+ * to the pool, each keeping its charge until it is free (quarantine).
+ */
 static void mrpool_slice_release(struct kref *ref)
 {
 	struct mrpool_slice *s = container_of(ref, struct mrpool_slice, ref);
@@ -213,11 +234,11 @@ static void mrpool_slice_release(struct kref *ref)
 	client->bytes -= s->length;
 	mutex_unlock(&client->lock);
 
-	mrpool_uncharge(s);
 	mrpool_pool_return(&s->chunks);
 	kvfree(s->chunkv);
 	kfree(s);
 	atomic64_inc(&mrpool_stats.frees);
+	mrpool_client_put(client);
 }
 
 /* Must not be called with client->lock held (release takes it). */
@@ -307,36 +328,44 @@ int mrpool_slice_free(struct mrpool_client *client, u64 id)
 	return 0;
 }
 
-/*
- * The file is closed. Every VMA holds the file, so none is left and the
- * owner's reference is the last one of each slice.
+/**
+ * mrpool_client_close - the /dev/mrpool file is released
+ * @client: its client
+ *
+ * Drops ownership of every slice: those neither mapped nor exported return
+ * to the pool now, the others when their last VMA or dma-buf goes, still
+ * charged to their owner meanwhile. Then drops the file's reference.
  */
-void mrpool_client_destroy(struct mrpool_client *client)
+void mrpool_client_close(struct mrpool_client *client)
 {
 	struct mrpool_slice *s, *tmp;
+	struct file *map_file;
 	LIST_HEAD(owned);
 
 	mutex_lock(&client->lock);
+	client->closed = true;
+	map_file = client->map_file;
+	client->map_file = NULL;
 	list_for_each_entry_safe(s, tmp, &client->slices, node) {
 		if (s->freed)
 			continue;
 		xa_erase(&mrpool_slices, s->id);
 		s->freed = true;
+		/* The owner's reference moves to @owned until it is put. */
 		list_move_tail(&s->node, &owned);
 	}
 	mutex_unlock(&client->lock);
 
-	list_for_each_entry_safe(s, tmp, &owned, node)
+	/* Back on the client's list before each put: release unlinks it. */
+	list_for_each_entry_safe(s, tmp, &owned, node) {
+		mutex_lock(&client->lock);
+		list_move_tail(&s->node, &client->slices);
+		mutex_unlock(&client->lock);
 		mrpool_slice_put(s);
-	WARN_ON(!list_empty(&client->slices) || client->bytes);
-
-	mutex_lock(&mrpool_clients_lock);
-	list_del(&client->node);
-	mutex_unlock(&mrpool_clients_lock);
-	/* Unlisted: debugfs can no longer read the stats page. */
-	mrpool_client_stats_release(client);
-	mmdrop(client->mm);
-	kfree(client);
+	}
+	/* VMAs of the file's slices hold their own reference to it. */
+	fput(map_file);
+	mrpool_client_put(client);
 }
 
 /*

@@ -164,6 +164,10 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, quarantines) },
 	{ __ATTR(node_fallbacks, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, node_fallbacks) },
+	{ __ATTR(defrags, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, defrags) },
+	{ __ATTR(quarantine_checks, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, quarantine_checks) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */

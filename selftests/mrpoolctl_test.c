@@ -415,9 +415,9 @@ TEST_F(ctl, devices_lists_rxe0)
 /* set changes a writable parameter, and params shows the new value. */
 TEST_F(ctl, set_writes_a_parameter)
 {
-	long long old = pool_param("max_file_mb");
+	long long old = pool_param("max_user_mb");
 	char *out = self->out, args[64];
-	const char *words[3] = { "max_file_mb", "", "rw" };
+	const char *words[3] = { "max_user_mb", "", "rw" };
 	char want[32];
 
 	if (self->fd < 0)
@@ -425,10 +425,10 @@ TEST_F(ctl, set_writes_a_parameter)
 	ASSERT_LE(0, old);
 	snprintf(want, sizeof(want), "%lld", old + 64);
 	words[1] = want;
-	snprintf(args, sizeof(args), "set max_file_mb %s", want);
+	snprintf(args, sizeof(args), "set max_user_mb %s", want);
 	EXPECT_EQ(0, ctl_run(args, true, out, CTL_OUT_MAX));
 	TH_LOG("%s", out);
-	EXPECT_EQ(old + 64, pool_param("max_file_mb"));
+	EXPECT_EQ(old + 64, pool_param("max_user_mb"));
 
 	EXPECT_EQ(0, ctl_run("params", false, out, CTL_OUT_MAX));
 	TH_LOG("params:\n%s", out);
@@ -437,7 +437,7 @@ TEST_F(ctl, set_writes_a_parameter)
 	words[1] = "ro";
 	EXPECT_TRUE(ctl_line_has(out, words, 2));
 
-	ASSERT_EQ(0, pool_set_param("max_file_mb", old));
+	ASSERT_EQ(0, pool_set_param("max_user_mb", old));
 }
 
 /* set refuses unknown, read-only and out-of-range values with exit 1. */

@@ -25,14 +25,13 @@
 FIXTURE(pool) {
 	int fd;
 	struct mrpool_query q0;
-	long long max_mb, max_file_mb;	/* restored by the teardown */
+	long long max_mb;		/* restored by the teardown */
 };
 
 FIXTURE_SETUP(pool)
 {
 	POOL_SETUP_OPEN();
 	self->max_mb = pool_param("max_mb");
-	self->max_file_mb = pool_param("max_file_mb");
 }
 
 FIXTURE_TEARDOWN(pool)
@@ -41,7 +40,6 @@ FIXTURE_TEARDOWN(pool)
 		return;
 	close(self->fd);
 	pool_set_param("max_mb", self->max_mb);
-	pool_set_param("max_file_mb", self->max_file_mb);
 }
 
 /* QUERY reports the ABI, the geometry and consistent totals. */
@@ -93,7 +91,7 @@ TEST_F(pool, query_size_rules)
 
 	memset(&q, 0, sizeof(q));
 	q.size = sizeof(q);
-	q.reserved[3] = 1;
+	q.reserved[1] = 1;
 	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
 	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, NULL));
 }
@@ -105,15 +103,19 @@ TEST_F(pool, unknown_commands)
 
 	memset(&q, 0, sizeof(q));
 	q.size = sizeof(q);
-	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd, _IO(MRPOOL_IOC_MAGIC, 0xdf),
+	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd, _IO(MRPOOL_IOC_MAGIC, 0x0f),
 				      &q));
 	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd,
-				      _IOWR('X', 0xd0, struct mrpool_query),
+				      _IOWR('X', 0x00, struct mrpool_query),
+				      &q));
+	/* The old soundcard.h-range code of the first version is gone. */
+	EXPECT_EQ(-ENOTTY, pool_ioctl(self->fd,
+				      _IOWR('M', 0xd0, struct mrpool_query),
 				      &q));
 	/* Other size bits in the command do not matter: the struct says. */
 	EXPECT_EQ(0, pool_ioctl(self->fd,
 				_IOC(_IOC_READ | _IOC_WRITE, MRPOOL_IOC_MAGIC,
-				     0xd0, 16), &q));
+				     0x00, 16), &q));
 	EXPECT_EQ((__u32)MRPOOL_ABI_VERSION, q.abi_version);
 }
 
@@ -320,30 +322,6 @@ TEST_F(pool, close_frees_all)
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
 	EXPECT_EQ(self->q0.frees + 3, q.frees);
-}
-
-/* max_file_mb caps one file with -EDQUOT; other files are not affected. */
-TEST_F(pool, file_quota)
-{
-	uint64_t chunk = self->q0.chunk_size;
-	long long quota = pool_attr("stats/fail_quota");
-	struct mrpool_alloc a, b;
-	int fd2;
-
-	ASSERT_EQ(0, pool_set_param("max_file_mb", chunk / MIB ? chunk / MIB : 1));
-	EXPECT_EQ(-EDQUOT, pool_alloc(self->fd, 2 * chunk, &a));
-	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &a));
-	EXPECT_EQ(-EDQUOT, pool_alloc(self->fd, 1, &b));
-	EXPECT_EQ(quota + 2, pool_attr("stats/fail_quota"));
-	fd2 = pool_open();
-	ASSERT_LE(0, fd2);
-	EXPECT_EQ(0, pool_alloc(fd2, chunk, &b));
-	close(fd2);
-	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
-	EXPECT_EQ(0, pool_alloc(self->fd, chunk, &a));
-	EXPECT_EQ(0, pool_set_param("max_file_mb", 0));
-	EXPECT_EQ(0, pool_alloc(self->fd, 2 * chunk, &b));
-	EXPECT_EQ(0, pool_set_param("max_file_mb", self->max_file_mb));
 }
 
 /* fail_slice_alloc makes the next N ALLOCs fail with -ENOMEM. */

@@ -148,16 +148,16 @@ TEST_F_TIMEOUT(limits, idle_trim, 120)
 /* Writable parameters validate what is written. */
 TEST_F(limits, param_validation)
 {
-	long long file_mb = pool_param("max_file_mb");
+	long long user_mb = pool_param("max_user_mb");
 
 	EXPECT_EQ(-EINVAL, pool_set_param("idle_trim_sec", 86401));
 	EXPECT_EQ(-EINVAL, pool_write_str(POOL_PARAMS "/idle_trim_sec", "x"));
-	EXPECT_EQ(-EINVAL, pool_set_param("max_file_mb", 1LL << 21));
+	EXPECT_EQ(-EINVAL, pool_set_param("max_user_mb", 1LL << 21));
 	EXPECT_EQ(-EINVAL, pool_set_param("max_mb", 0));
 	EXPECT_EQ(-EINVAL, pool_set_param("max_mb", 1LL << 21));
 	EXPECT_EQ(-EINVAL, pool_write_str(POOL_PARAMS "/max_mb", "-1"));
 	EXPECT_EQ(self->trim_sec, pool_param("idle_trim_sec"));
-	EXPECT_EQ(file_mb, pool_param("max_file_mb"));
+	EXPECT_EQ(user_mb, pool_param("max_user_mb"));
 	EXPECT_EQ((long long)(self->q0.max_bytes / MIB), pool_param("max_mb"));
 	/* Read-only ones cannot be written at all. */
 	EXPECT_NE(0, pool_set_param("chunk_kb", 4));

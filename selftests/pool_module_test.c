@@ -31,7 +31,7 @@
 
 static const char *const param_names[] = {
 	"pool_mb", "max_mb", "chunk_kb", "numa_node", "idle_trim_sec",
-	"max_file_mb", "pmd_map",
+	"max_user_mb", "pmd_map",
 };
 
 FIXTURE(mod) {
@@ -145,7 +145,7 @@ TEST_F(mod, invalid_params_refused)
 	static const char *const bad[] = {
 		"chunk_kb=3000", "chunk_kb=8192", "chunk_kb=0",
 		"pool_mb=64 max_mb=32", "max_mb=0", "numa_node=999",
-		"numa_node=-5", "idle_trim_sec=100000", "max_file_mb=4000000",
+		"numa_node=-5", "idle_trim_sec=100000", "max_user_mb=4000000",
 		"pmd_map=maybe",
 	};
 	struct mrpool_query q;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -190,6 +191,70 @@ TEST_F_TIMEOUT(rdma, quarantine_with_live_mr, 120)
 	EXPECT_EQ(0, p[XFER - 1]);
 	EXPECT_EQ(0, p[b.length - 1]);
 	EXPECT_EQ(0, munmap(p, b.length));
+}
+
+/*
+ * In a child: a slice with an MR over it, unmapped and freed (the chunk is
+ * quarantined), then exit without deregistering.
+ */
+static int exit_with_mr(uint64_t chunk)
+{
+	struct mrpool_alloc a;
+	struct rdt_dev dev;
+	struct ibv_mr *mr;
+	uint8_t *p;
+	int fd;
+
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, chunk, &a))
+		return 1;
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED || rdt_dev_open(&dev, NULL, NULL))
+		return 2;
+	mr = ibv_reg_mr(dev.pd, p, a.length, RDT_ACCESS_ALL);
+	if (!mr)
+		return 3;
+	memset(p, 0x5c, a.length);
+	if (munmap(p, a.length) || pool_free(fd, a.slice_id))
+		return 4;
+	return 0;
+}
+
+/*
+ * A process that exits with an MR over a freed slice leaves the chunk in
+ * quarantine only until the verbs file's release unpins it: the
+ * quarantine worker rechecks 1, 2, 4, ... jiffies after the free, so the
+ * module can be unloaded right after, once nothing else holds it.
+ */
+TEST_F_TIMEOUT(rdma, exit_with_mr_leaves_quarantine, 120)
+{
+	long long quar = pool_attr("stats/quarantines");
+	long long checks = pool_attr("stats/quarantine_checks");
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(exit_with_mr(self->q0.chunk_size));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	/* The FREE quarantined the chunk; the exit dropped the pin. */
+	EXPECT_EQ(quar + 1, pool_attr("stats/quarantines"));
+	EXPECT_TRUE(POOL_WAIT(pool_attr("quarantined_bytes") == 0, 10000));
+	TH_LOG("left quarantine after %lld checks",
+	       pool_attr("stats/quarantine_checks") - checks);
+	EXPECT_LE(1, pool_attr("stats/quarantine_checks") - checks);
+
+	/* Nothing left holding the module: it unloads, and comes back. */
+	close(self->fd);
+	self->fd = -1;
+	ibv_dereg_mr(self->bmr);
+	self->bmr = NULL;
+	EXPECT_EQ(0, syscall(SYS_delete_module, "mrpool", O_NONBLOCK));
+	if (access("/sys/module/mrpool", F_OK))
+		ASSERT_EQ(0, system("insmod kmod/mrpool.ko")) TH_LOG("reloaded");
 }
 
 TEST_HARNESS_MAIN

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Registration cost of a slice against the same amount of prefaulted
- * anonymous memory (THP where the kernel gives it), side by side in one
- * run: ibv_reg_mr and ibv_dereg_mr of 64 MiB, several rounds, medians.
- * Only ratios measured in the same guest mean anything under TCG.
+ * What makes a slice cheap to register: every whole chunk of it (one
+ * PMD-order block) is mapped with one PMD, whatever the pool held before
+ * (fragmented chunks are handed out last). The registration cost against
+ * the same amount of prefaulted anonymous memory is measured side by side
+ * and logged, never asserted: a ratio under TCG on a busy machine is a
+ * benchmark's figure (mrpool-bench), not a test's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,8 +31,6 @@
 
 #define REG_LEN		(64UL * MIB)
 #define ROUNDS		5
-/* Slack on the target: TCG timing noise between two 2-5 ms figures. */
-#define SLACK_PCT	150
 
 FIXTURE(cost) {
 	int fd;
@@ -92,22 +92,64 @@ static int time_reg(struct ibv_pd *pd, void *p, size_t len, uint64_t *reg,
 	return 0;
 }
 
-/* A 64 MiB slice registers no slower than prefaulted anonymous memory. */
+/*
+ * Chunks of slice @id in debugfs chunks, and in *@whole those of one
+ * block of @order (blocks column "ORDER:1").
+ */
+static int slice_chunks(uint64_t id, int order, int *whole)
+{
+	char line[256], state[32], blocks[64], want[16];
+	unsigned long pfn, owner;
+	int node, n = 0;
+	FILE *f;
+
+	snprintf(want, sizeof(want), "%d:1", order);
+	*whole = 0;
+	f = fopen(POOL_DEBUGFS "/chunks", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %d %31s %lu %63s", &pfn, &node, state,
+			   &owner, blocks) != 5 || owner != id ||
+		    strcmp(state, "used"))
+			continue;
+		n++;
+		*whole += !strcmp(blocks, want);
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * A 64 MiB slice: each whole chunk PMD-mapped (FilePmdMapped in smaps),
+ * registration works; the cost against anonymous memory is logged.
+ */
 TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 {
 	uint64_t sreg[ROUNDS], sdereg[ROUNDS], areg[ROUNDS], adereg[ROUNDS];
 	uint64_t ms, md, am, ad;
+	struct mrpool_query q;
 	struct mrpool_alloc a;
 	char pmd[8];
 	void *slice, *anon;
-	int i;
+	int i, order = 0, whole;
 
-	if (pool_param("max_mb") * MIB < REG_LEN + pool_attr("used_bytes"))
-		SKIP(return, "max_mb too small for a 64 MiB slice");
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	ASSERT_LE(REG_LEN + q.used_bytes, q.max_bytes);
 	ASSERT_EQ(0, pool_alloc(self->fd, REG_LEN, &a));
 	slice = mmap(NULL, a.length, PROT_READ | PROT_WRITE,
 		     MAP_SHARED | MAP_POPULATE, self->fd, (off_t)a.mmap_offset);
 	ASSERT_NE(MAP_FAILED, slice);
+	while ((4096UL << order) < q.chunk_size)
+		order++;
+	ASSERT_EQ((int)(a.length / q.chunk_size),
+		  slice_chunks(a.slice_id, order, &whole));
+	pool_param_str("pmd_map", pmd, sizeof(pmd));
+	TH_LOG("%d of %llu chunks whole, pmd_map=%c", whole,
+	       (unsigned long long)(a.length / q.chunk_size), pmd[0]);
+	if (pmd[0] == 'Y' && q.chunk_size == 2 * MIB)
+		EXPECT_EQ((long long)whole * 2048,
+			  pool_smaps_kb(slice, "FilePmdMapped:"));
 
 	/* Anonymous memory 2 MiB aligned, THP if allowed, prefaulted. */
 	anon = mmap(NULL, REG_LEN + 2 * MIB, PROT_READ | PROT_WRITE,
@@ -128,15 +170,10 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 	md = median(sdereg, ROUNDS);
 	am = median(areg, ROUNDS);
 	ad = median(adereg, ROUNDS);
+	/* Information for the reader; the benchmark owns the ratios. */
 	TH_LOG("64 MiB ibv_reg_mr: slice %lu us, anon %lu us; ibv_dereg_mr: slice %lu us, anon %lu us (medians of %d)",
 	       (unsigned long)(ms / 1000), (unsigned long)(am / 1000),
 	       (unsigned long)(md / 1000), (unsigned long)(ad / 1000), ROUNDS);
-	EXPECT_LE(ms, am * SLACK_PCT / 100);
-	pool_param_str("pmd_map", pmd, sizeof(pmd));
-	if (pmd[0] != 'Y')
-		SKIP(return, "pmd_map=N: slices use 4 KiB entries, no target");
-	EXPECT_LE(ms, am * SLACK_PCT / 100);
-	EXPECT_LE(md, ad * SLACK_PCT / 100 + 200000);
 }
 
 TEST_HARNESS_MAIN

@@ -20,8 +20,12 @@
 
 #define MRPOOL_DEV_NAME		"mrpool"
 
-/* 'M' 0xd0-0xdf: unused in ioctl-number.rst. */
-#define MRPOOL_IOC_MAGIC	'M'
+/*
+ * Code 0xBC, numbers 0x00-0x0f: free in the kernel's ioctl-number.rst
+ * (0xB8 and 0xBA/0xBF are the neighbours taken). Until November 2026 the
+ * module used 'M' 0xd0-0xd5, which the list gives to soundcard.h.
+ */
+#define MRPOOL_IOC_MAGIC	0xBC
 
 /**
  * struct mrpool_query - pool geometry and counters (MRPOOL_IOC_QUERY)
@@ -40,6 +44,11 @@
  * @allocs:	(out) successful slice allocations since load
  * @frees:	(out) slice frees since load
  * @alloc_failures: (out) failed slice allocations since load
+ * @user_bytes:	(out) pool bytes charged to the caller's user, over all its
+ *		files: live slices, freed ones still mapped or exported, and
+ *		chunks in quarantine; what max_user_mb and RLIMIT_MEMLOCK see
+ * @user_quarantined_bytes: (out) of @user_bytes, bytes in quarantine
+ *		(freed but still pinned, e.g. by an MR)
  * @reserved:	must be zero
  */
 struct mrpool_query {
@@ -57,7 +66,9 @@ struct mrpool_query {
 	__u64 allocs;
 	__u64 frees;
 	__u64 alloc_failures;
-	__u64 reserved[4];
+	__u64 user_bytes;
+	__u64 user_quarantined_bytes;
+	__u64 reserved[2];
 };
 
 /* Flags of struct mrpool_alloc. */
@@ -75,13 +86,24 @@ struct mrpool_query {
  * @bytes:	(in) bytes wanted; rounded up to whole chunks
  * @node:	(in) preferred NUMA node or MRPOOL_NODE_ANY
  * @pad:	must be zero
- * @slice_id:	(out) id for MRPOOL_IOC_FREE; unique per open file
+ * @slice_id:	(out) id for MRPOOL_IOC_FREE; unique among the live slices
+ *		of the host (one id space for every file), not reused soon
+ *		after a free
  * @mmap_offset: (out) opaque offset to pass to mmap()
  * @length:	(out) bytes in the slice (a multiple of the chunk size)
  * @reserved:	must be zero
  *
  * The slice belongs to the file that allocated it: only that file can map
- * it, and closing the file frees it.
+ * it, and only in the process that opened the file. Closing the file frees
+ * it; if it is still mapped or exported as a dma-buf, its memory returns
+ * when the last of those goes. Its chunks are charged to the caller's user
+ * (RLIMIT_MEMLOCK unless CAP_IPC_LOCK, and max_user_mb) until they are
+ * free again, quarantine included.
+ *
+ * Errors: -EINVAL for a bad @size, flag, @node or nonzero reserved field;
+ * -EDQUOT past max_user_mb; -ENOMEM past RLIMIT_MEMLOCK, max_mb or the
+ * memory available; -ENOSPC when every slice id is in use; -EPERM from a
+ * process other than the file's opener.
  */
 struct mrpool_alloc {
 	__u32 size;
@@ -189,7 +211,9 @@ struct mrpool_devices {
  * @lkey:	(out) the kernel MR's local key
  * @rkey:	(out) its remote key; 0, as cached MRs grant local access only
  * @pad:	(out) zero
- * @iova:	(out) the address the MR starts at on the device
+ * @iova:	(out) the address the MR starts at on the device; 0 unless
+ *		the caller has CAP_SYS_ADMIN (on software devices and
+ *		without an IOMMU it is a kernel or physical address)
  * @reserved:	(out) zero
  *
  * Informational: these keys belong to the module's kernel protection
@@ -253,9 +277,10 @@ struct mrpool_slice_keys {
  *
  * For drivers that register dma-bufs (ibv_reg_dmabuf_mr()) and skip
  * pinning. The dma-buf can be mmap()ed (shared mappings only) and keeps
- * the slice, and the /dev/mrpool file it came from, alive until it is
- * released: a FREE of the slice meanwhile drops ownership, the memory
- * returns once the dma-buf is gone.
+ * the slice alive until it is released, never the /dev/mrpool file: a FREE
+ * of the slice, or closing the file, meanwhile drops ownership; the memory
+ * returns once the dma-buf is gone and stays charged to the exporter's
+ * user until then.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
  * -ENOENT if @slice_id is not a live slice of this file; -EPERM from a
@@ -324,12 +349,12 @@ struct mrpool_client_stats {
 	__u64 reserved[5];
 };
 
-#define MRPOOL_IOC_QUERY	_IOWR(MRPOOL_IOC_MAGIC, 0xd0, struct mrpool_query)
-#define MRPOOL_IOC_ALLOC	_IOWR(MRPOOL_IOC_MAGIC, 0xd1, struct mrpool_alloc)
-#define MRPOOL_IOC_FREE		_IOW(MRPOOL_IOC_MAGIC, 0xd2, struct mrpool_free)
-#define MRPOOL_IOC_DEVICES	_IOWR(MRPOOL_IOC_MAGIC, 0xd3, struct mrpool_devices)
+#define MRPOOL_IOC_QUERY	_IOWR(MRPOOL_IOC_MAGIC, 0x00, struct mrpool_query)
+#define MRPOOL_IOC_ALLOC	_IOWR(MRPOOL_IOC_MAGIC, 0x01, struct mrpool_alloc)
+#define MRPOOL_IOC_FREE		_IOW(MRPOOL_IOC_MAGIC, 0x02, struct mrpool_free)
+#define MRPOOL_IOC_DEVICES	_IOWR(MRPOOL_IOC_MAGIC, 0x03, struct mrpool_devices)
 #define MRPOOL_IOC_EXPORT_DMABUF \
-	_IOWR(MRPOOL_IOC_MAGIC, 0xd4, struct mrpool_export_dmabuf)
-#define MRPOOL_IOC_SLICE_KEYS	_IOWR(MRPOOL_IOC_MAGIC, 0xd5, struct mrpool_slice_keys)
+	_IOWR(MRPOOL_IOC_MAGIC, 0x04, struct mrpool_export_dmabuf)
+#define MRPOOL_IOC_SLICE_KEYS	_IOWR(MRPOOL_IOC_MAGIC, 0x05, struct mrpool_slice_keys)
 
 #endif /* _UAPI_MRPOOL_H */

@@ -17,7 +17,7 @@ static const struct {
 	const char *help;
 } ctl_metric_help[] = {
 	{ "fail_nomem", "Slice allocations refused: pool full or no memory (ENOMEM)" },
-	{ "fail_quota", "Slice allocations refused by the per-file cap max_file_mb (EDQUOT)" },
+	{ "fail_quota", "Slice allocations refused by the per-user cap max_user_mb (EDQUOT)" },
 	{ "fail_memlock", "Slice allocations refused by RLIMIT_MEMLOCK (ENOMEM)" },
 	{ "fail_injected", "Slice allocations failed by the debugfs knob fail_slice_alloc" },
 	{ "chunk_alloc_failures", "Chunk allocations that failed" },
@@ -26,6 +26,8 @@ static const struct {
 	{ "zeroed", "Chunks zeroed for reuse" },
 	{ "quarantines", "Chunks quarantined because their pages were still referenced" },
 	{ "node_fallbacks", "Chunks handed out from another NUMA node than the one asked" },
+	{ "defrags", "Fragmented free chunks replaced by whole ones" },
+	{ "quarantine_checks", "Checks of quarantined chunks for released pins" },
 	{ "node", "NUMA node of the device's DMA device, -1 if none" },
 	{ "chunks", "Chunks registered on the device" },
 	{ "kbufs", "In-kernel API buffers lent on the device" },

@@ -19,7 +19,7 @@ static const struct {
 	{ "chunk_kb", "KiB per chunk" },
 	{ "numa_node", "NUMA node of the chunks, -1 automatic" },
 	{ "idle_trim_sec", "seconds a free chunk above pool_mb stays, 0 never trims" },
-	{ "max_file_mb", "MiB one open file may hold, 0 no cap" },
+	{ "max_user_mb", "MiB of the pool one user may hold, 0 no cap" },
 	{ "pmd_map", "map PMD-sized chunks with huge entries" },
 };
 

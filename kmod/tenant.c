@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tenants: the users pool memory is charged to. A chunk taken for a slice
+ * is charged to the user that allocated it -- against max_user_mb and,
+ * unless the caller has CAP_IPC_LOCK, RLIMIT_MEMLOCK through the user's
+ * locked_vm like other pinned memory (io_uring, perf, RDMA) -- and stays
+ * charged until the chunk is free again: through the slice's life, its
+ * mappings, its dma-bufs and quarantine. A pin that outlives a free (an
+ * MR, a vmsplice()d page, O_DIRECT) therefore never takes memory out of
+ * its owner's account, and no mix of opens, forks, mappings and frees
+ * multiplies a user's share.
+ *
+ * Both counters are per user: RLIMIT_MEMLOCK is compared with the user's
+ * locked_vm, as io_uring does. Charges are in chunks, bytes for display.
+ */
+#include "mrpool.h"
+
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/refcount.h>
+#include <linux/cred.h>
+#include <linux/capability.h>
+#include <linux/sched/user.h>
+#include <linux/sched/signal.h>
+#include <linux/uidgid.h>
+#include <linux/user_namespace.h>
+
+struct mrpool_tenant {
+	struct list_head node;		/* mrpool_tenants */
+	refcount_t ref;			/* charged chunks, clients, lookups */
+	struct user_struct *user;	/* a reference; locked_vm is charged */
+	unsigned long chunks;		/* charged: live to quarantined */
+	unsigned long quarantined;	/* of those, in quarantine */
+	unsigned long memlock;		/* of those, in RLIMIT_MEMLOCK */
+};
+
+/* Few users hold pool memory at once: a list does. */
+static LIST_HEAD(mrpool_tenants);
+/* The list, and the counts of every tenant; see mrpool.h. */
+static DEFINE_SPINLOCK(mrpool_tenants_lock);
+
+/**
+ * mrpool_tenant_get - the calling task's user, with a reference
+ *
+ * Return: the tenant, or NULL without memory.
+ */
+struct mrpool_tenant *mrpool_tenant_get(void)
+{
+	struct user_struct *user = current_user();
+	struct mrpool_tenant *t, *new;
+
+	new = kzalloc(sizeof(*new), GFP_KERNEL);
+	spin_lock(&mrpool_tenants_lock);
+	list_for_each_entry(t, &mrpool_tenants, node) {
+		/* A tenant whose last reference is going is skipped. */
+		if (t->user == user && refcount_inc_not_zero(&t->ref))
+			goto found;
+	}
+	t = new;
+	new = NULL;
+	if (t) {
+		refcount_set(&t->ref, 1);
+		t->user = get_uid(user);
+		list_add_tail(&t->node, &mrpool_tenants);
+	}
+found:
+	spin_unlock(&mrpool_tenants_lock);
+	kfree(new);
+	return t;
+}
+
+void mrpool_tenant_put(struct mrpool_tenant *t)
+{
+	if (!t || !refcount_dec_and_test(&t->ref))
+		return;
+	spin_lock(&mrpool_tenants_lock);
+	list_del(&t->node);
+	spin_unlock(&mrpool_tenants_lock);
+	WARN_ON(t->chunks || t->quarantined || t->memlock);
+	free_uid(t->user);
+	kfree(t);
+}
+
+/**
+ * mrpool_tenant_charge - charge @nr chunks to @t before taking them
+ * @t: the caller's tenant
+ * @nr: chunks
+ * @memlock: set when RLIMIT_MEMLOCK was charged (the caller lacks
+ *	CAP_IPC_LOCK); pass it back to mrpool_tenant_uncharge() or
+ *	mrpool_chunk_charge()
+ *
+ * Return: 0; -EDQUOT past max_user_mb; -ENOMEM past RLIMIT_MEMLOCK.
+ */
+int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
+			 bool *memlock)
+{
+	u64 cap = (u64)READ_ONCE(mrpool_max_user_mb) * SZ_1M;
+	unsigned long pages = nr << mrpool_pool.chunk_order;
+	unsigned long limit, cur, new;
+	int ret = 0;
+
+	*memlock = !capable(CAP_IPC_LOCK);
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+
+	spin_lock(&mrpool_tenants_lock);
+	if (cap && mrpool_pool_bytes(t->chunks + nr) > cap) {
+		ret = -EDQUOT;
+		goto unlock;
+	}
+	if (*memlock) {
+		cur = atomic_long_read(&t->user->locked_vm);
+		do {
+			new = cur + pages;
+			if (new > limit || new < cur) {
+				ret = -ENOMEM;
+				goto unlock;
+			}
+		} while (!atomic_long_try_cmpxchg(&t->user->locked_vm, &cur,
+						  new));
+		t->memlock += nr;
+	}
+	t->chunks += nr;
+unlock:
+	spin_unlock(&mrpool_tenants_lock);
+	return ret;
+}
+
+/* Undo a charge of @nr chunks that were never taken (or are free again). */
+void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
+			    bool memlock)
+{
+	spin_lock(&mrpool_tenants_lock);
+	if (memlock) {
+		atomic_long_sub(nr << mrpool_pool.chunk_order,
+				&t->user->locked_vm);
+		t->memlock -= nr;
+	}
+	t->chunks -= nr;
+	spin_unlock(&mrpool_tenants_lock);
+}
+
+/* Hand one chunk of a charge to @c, which takes a tenant reference. */
+void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
+			 bool memlock)
+{
+	refcount_inc(&t->ref);
+	c->tenant = t;
+	c->memlock = memlock;
+}
+
+/* @c entered quarantine: still charged, now shown as quarantined. */
+void mrpool_chunk_quarantined(struct mrpool_chunk *c)
+{
+	if (!c->tenant)
+		return;
+	spin_lock(&mrpool_tenants_lock);
+	c->tenant->quarantined++;
+	spin_unlock(&mrpool_tenants_lock);
+}
+
+/* @c is free again (@quarantined: it was in quarantine): drop its charge. */
+void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
+{
+	struct mrpool_tenant *t = c->tenant;
+
+	if (!t)
+		return;
+	if (quarantined) {
+		spin_lock(&mrpool_tenants_lock);
+		t->quarantined--;
+		spin_unlock(&mrpool_tenants_lock);
+	}
+	mrpool_tenant_uncharge(t, 1, c->memlock);
+	c->tenant = NULL;
+	c->memlock = false;
+	mrpool_tenant_put(t);
+}
+
+/* Bytes charged to @t, and of those in quarantine. */
+u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined)
+{
+	unsigned long chunks, q;
+
+	spin_lock(&mrpool_tenants_lock);
+	chunks = t->chunks;
+	q = t->quarantined;
+	spin_unlock(&mrpool_tenants_lock);
+	if (quarantined)
+		*quarantined = mrpool_pool_bytes(q);
+	return mrpool_pool_bytes(chunks);
+}
+
+/* debugfs users: uid bytes quarantined_bytes memlock_bytes */
+void mrpool_tenants_show(struct seq_file *m)
+{
+	struct mrpool_tenant *t;
+
+	seq_puts(m, "uid bytes quarantined_bytes memlock_bytes\n");
+	spin_lock(&mrpool_tenants_lock);
+	list_for_each_entry(t, &mrpool_tenants, node)
+		seq_printf(m, "%u %llu %llu %llu\n",
+			   from_kuid_munged(&init_user_ns, t->user->uid),
+			   mrpool_pool_bytes(t->chunks),
+			   mrpool_pool_bytes(t->quarantined),
+			   mrpool_pool_bytes(t->memlock));
+	spin_unlock(&mrpool_tenants_lock);
+}

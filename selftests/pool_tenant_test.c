@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * What a user holds of the pool, and for how long: charges that stay with
+ * quarantined chunks (a page reference that outlives a FREE), the per-user
+ * cap that more opens and forks cannot multiply, slices returned when the
+ * file closes although another slice stays mapped or exported, a forked
+ * child that cannot fault in its parent's slice (MADV_DOFORK), and kernel
+ * addresses hidden from the unprivileged.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+/*
+ * The harness wraps each test in setjmp(); after a longjmp it only runs
+ * the teardown, so no local of a test body is read again.
+ */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+
+#define NOBODY		65534
+#define SPLICED		6	/* slices the abuse loop tries */
+
+FIXTURE(tenant) {
+	int fd;
+	struct mrpool_query q0;
+	long long user_mb;	/* restored by the teardown */
+};
+
+FIXTURE_SETUP(tenant)
+{
+	POOL_SETUP_OPEN();
+	self->user_mb = pool_param("max_user_mb");
+}
+
+FIXTURE_TEARDOWN(tenant)
+{
+	if (self->fd < 0)
+		return;
+	pool_set_param("max_user_mb", self->user_mb);
+	close(self->fd);
+}
+
+/* What the unprivileged child saw, sent to the parent over a pipe. */
+struct abuse_report {
+	int step;		/* 0, or the step that went wrong */
+	int allocated;		/* slices the loop got */
+	int err;		/* errno of the ALLOC that ended the loop */
+	struct mrpool_query q;	/* QUERY after the loop */
+	int realloc_ret;	/* ALLOC once the pins are gone */
+	struct mrpool_query q_after;
+};
+
+/* bytes quarantined_bytes of @uid in debugfs users; -1 if not listed. */
+static long long user_quarantined(unsigned int uid)
+{
+	unsigned long long bytes, q, ml;
+	char line[256];
+	long long ret = -1;
+	unsigned int u;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/users", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
+		    && u == uid)
+			ret = (long long)q;
+	fclose(f);
+	return ret;
+}
+
+/*
+ * As nobody with RLIMIT_MEMLOCK = 2 chunks: ALLOC, map, vmsplice one page
+ * into a pipe (a page reference the FREE cannot drop), unmap, FREE, again.
+ * Then wait for @go, close the pipes and allocate once more.
+ */
+static void abuse_child(uint64_t chunk, int out, int go)
+{
+	struct rlimit rl = { .rlim_cur = 2 * chunk, .rlim_max = 2 * chunk };
+	struct abuse_report r = { 0 };
+	int pipes[SPLICED][2], n = 0, fd, i;
+	struct mrpool_alloc a;
+	struct iovec iov;
+	char c;
+	void *p;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgid(NOBODY) ||
+	    setuid(NOBODY)) {
+		r.step = 1;
+		goto report;
+	}
+	fd = pool_open();
+	if (fd < 0) {
+		r.step = 2;
+		goto report;
+	}
+	for (n = 0; n < SPLICED; n++) {
+		r.err = -pool_alloc(fd, chunk, &a);
+		if (r.err)
+			break;
+		r.allocated++;
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED || pipe(pipes[n])) {
+			r.step = 3;
+			goto report;
+		}
+		memset(p, 0x5a, 4096);
+		iov.iov_base = p;
+		iov.iov_len = 4096;
+		if (vmsplice(pipes[n][1], &iov, 1, 0) != 4096) {
+			r.step = 4;
+			goto report;
+		}
+		munmap(p, a.length);
+		if (pool_free(fd, a.slice_id)) {
+			r.step = 5;
+			goto report;
+		}
+	}
+	if (pool_query(fd, &r.q))
+		r.step = 6;
+	if (write(out, &r, sizeof(r)) != sizeof(r) || read(go, &c, 1) != 1)
+		_exit(7);
+	/* The pipes drop the last page references: quarantine lets go. */
+	for (i = 0; i < n; i++) {
+		close(pipes[i][0]);
+		close(pipes[i][1]);
+	}
+	POOL_WAIT(!pool_query(fd, &r.q_after) && !r.q_after.user_bytes,
+		  20000);
+	r.realloc_ret = pool_alloc(fd, 2 * chunk, &a);
+report:
+	if (write(out, &r, sizeof(r)) != sizeof(r))
+		_exit(8);
+	_exit(0);
+}
+
+/*
+ * A chunk freed while a pipe still references one of its pages stays in
+ * quarantine charged to its owner: an unprivileged user cannot hold more
+ * than its RLIMIT_MEMLOCK by freeing slices it keeps pinned, and other
+ * users keep allocating.
+ */
+TEST_F(tenant, quarantine_keeps_charge)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	int to_parent[2], to_child[2], status;
+	struct abuse_report r;
+	struct mrpool_alloc a;
+	pid_t pid;
+
+	ASSERT_EQ(0, getuid());
+	ASSERT_EQ(0, pipe(to_parent));
+	ASSERT_EQ(0, pipe(to_child));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		abuse_child(chunk, to_parent[1], to_child[0]);
+
+	ASSERT_EQ(sizeof(r), read(to_parent[0], &r, sizeof(r)));
+	ASSERT_EQ(0, r.step);
+	/* Two chunks, then RLIMIT_MEMLOCK: the quarantined ones count. */
+	EXPECT_EQ(2, r.allocated);
+	EXPECT_EQ(ENOMEM, r.err);
+	EXPECT_EQ(0ULL, r.q.file_bytes);
+	EXPECT_EQ(2 * chunk, r.q.user_bytes);
+	EXPECT_EQ(2 * chunk, r.q.user_quarantined_bytes);
+	EXPECT_EQ((long long)(2 * chunk), user_quarantined(NOBODY));
+	/* Root is another user: its allocations work. */
+	EXPECT_EQ(0, pool_alloc(self->fd, 2 * chunk, &a));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+
+	ASSERT_EQ(1, write(to_child[1], "g", 1));
+	ASSERT_EQ(sizeof(r), read(to_parent[0], &r, sizeof(r)));
+	EXPECT_EQ(0, r.step);
+	/* Pins gone: out of quarantine, charge dropped, room again. */
+	EXPECT_EQ(0ULL, r.q_after.user_bytes);
+	EXPECT_EQ(0ULL, r.q_after.user_quarantined_bytes);
+	EXPECT_EQ(0, r.realloc_ret);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(to_parent[0]);
+	close(to_parent[1]);
+	close(to_child[0]);
+	close(to_child[1]);
+	EXPECT_TRUE(POOL_WAIT(user_quarantined(NOBODY) <= 0, 20000));
+}
+
+/* In a forked child: ALLOC one chunk on a new file; 0 or -errno. */
+static int child_alloc(uint64_t chunk)
+{
+	struct mrpool_alloc a;
+	int fd = pool_open(), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = pool_alloc(fd, chunk, &a);
+	close(fd);
+	return ret;
+}
+
+/* The exit code of @fn(@chunk) run in a child, as a negative errno. */
+static int in_child(int (*fn)(uint64_t), uint64_t chunk)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(-fn(chunk));
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -ECHILD;
+	return -WEXITSTATUS(status);
+}
+
+/* max_user_mb caps a user over all its files and processes. */
+TEST_F(tenant, user_cap_across_opens_and_forks)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	long long quota = pool_attr("stats/fail_quota");
+	struct mrpool_alloc a, b, c;
+	struct mrpool_query q;
+	int fd2, fd3;
+
+	ASSERT_GE(chunk, MIB);
+	/* Whatever root holds already, plus two chunks. */
+	ASSERT_EQ(0, pool_set_param("max_user_mb",
+				    (self->q0.user_bytes + 2 * chunk) / MIB));
+	fd2 = pool_open();
+	fd3 = pool_open();
+	ASSERT_LE(0, fd2);
+	ASSERT_LE(0, fd3);
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &a));
+	ASSERT_EQ(0, pool_alloc(fd2, chunk, &b));
+	/* A third file of the same user gets nothing more... */
+	EXPECT_EQ(-EDQUOT, pool_alloc(fd3, chunk, &c));
+	/* ...nor does a child with a file of its own. */
+	EXPECT_EQ(-EDQUOT, in_child(child_alloc, chunk));
+	EXPECT_EQ(quota + 2, pool_attr("stats/fail_quota"));
+	ASSERT_EQ(0, pool_query(fd3, &q));
+	EXPECT_EQ(0ULL, q.file_bytes);
+	EXPECT_EQ(self->q0.user_bytes + 2 * chunk, q.user_bytes);
+	/* Room comes back with a FREE on any of them. */
+	EXPECT_EQ(0, pool_free(fd2, b.slice_id));
+	EXPECT_EQ(0, in_child(child_alloc, chunk));
+	EXPECT_EQ(0, pool_alloc(fd3, chunk, &c));
+	EXPECT_EQ(0, pool_set_param("max_user_mb", 0));
+	EXPECT_EQ(0, pool_alloc(fd2, 2 * chunk, &b));
+	close(fd2);
+	close(fd3);
+}
+
+/* Slices of this test's file as debugfs lists them, "live" or "freed". */
+static int slices_of_pid(pid_t pid)
+{
+	char line[256], comm[64], state[16];
+	unsigned long id, len, chunks;
+	int p, maps, n = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/slices", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lu %d %63s %lu %lu %d %15s", &id, &p, comm,
+			   &len, &chunks, &maps, state) == 7 && p == pid)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Closing the file returns every slice that is neither mapped nor
+ * exported, at once; the mapped and the exported ones stay, charged to
+ * the owner, until their mapping or dma-buf goes.
+ */
+TEST_F(tenant, close_returns_all_but_mapped_and_exported)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a, b, c;
+	struct mrpool_query q;
+	int probe;
+	void *p;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &a));
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &b));
+	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &c));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	memset(p, 0x33, chunk);
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = b.slice_id;
+	e.flags = MRPOOL_EXPORT_CLOEXEC;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_EXPORT_DMABUF, &e));
+	ASSERT_EQ(3, slices_of_pid(getpid()));
+
+	probe = pool_open();
+	ASSERT_LE(0, probe);
+	close(self->fd);
+	self->fd = probe;	/* for the teardown */
+	/* c went back at close; a (mapped) and b (exported) stay charged. */
+	EXPECT_EQ(2, slices_of_pid(getpid()));
+	ASSERT_EQ(0, pool_query(probe, &q));
+	EXPECT_EQ(self->q0.user_bytes + 2 * chunk, q.user_bytes);
+	EXPECT_EQ(0x33, ((volatile uint8_t *)p)[chunk - 1]);
+
+	EXPECT_EQ(0, munmap(p, chunk));
+	EXPECT_EQ(1, slices_of_pid(getpid()));
+	close(e.fd);
+	EXPECT_EQ(0, slices_of_pid(getpid()));
+	ASSERT_EQ(0, pool_query(probe, &q));
+	EXPECT_EQ(self->q0.user_bytes, q.user_bytes);
+}
+
+/* In the child: the first byte of the inherited mapping, or the signal. */
+static void read_inherited(volatile uint8_t *p)
+{
+	_exit(p[0] == 0x42 ? 42 : 1);
+}
+
+/*
+ * MADV_DOFORK clears the VM_DONTCOPY the module sets, so a child inherits
+ * the VMA: it must not fault in the parent's pages (SIGBUS instead).
+ */
+TEST_F(tenant, dofork_child_gets_sigbus)
+{
+	struct mrpool_alloc a;
+	int status;
+	uint8_t *p;
+	pid_t pid;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	p[0] = 0x42;
+	ASSERT_EQ(0, madvise(p, a.length, MADV_DOFORK));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		read_inherited(p);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFSIGNALED(status));
+	EXPECT_EQ(SIGBUS, WTERMSIG(status));
+	/* The owner still reads its own bytes. */
+	EXPECT_EQ(0x42, p[0]);
+	EXPECT_EQ(0, munmap(p, a.length));
+}
+
+/* As nobody: SLICE_KEYS of its own slice; 0 if every iova read 0. */
+static int keys_child(uint64_t chunk)
+{
+	struct rlimit rl = { .rlim_cur = chunk, .rlim_max = chunk };
+	struct mrpool_slice_key k[8];
+	struct mrpool_slice_keys sk;
+	struct mrpool_alloc a;
+	unsigned int i;
+	int fd;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgid(NOBODY) ||
+	    setuid(NOBODY))
+		return -1;
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, chunk, &a))
+		return -2;
+	memset(&sk, 0, sizeof(sk));
+	memset(k, 0, sizeof(k));
+	sk.size = sizeof(sk);
+	sk.slice_id = a.slice_id;
+	sk.count = 8;
+	sk.entry_size = sizeof(k[0]);
+	sk.entries = (uintptr_t)k;
+	if (pool_ioctl(fd, MRPOOL_IOC_SLICE_KEYS, &sk) || !sk.total)
+		return -3;
+	for (i = 0; i < sk.total && i < 8; i++)
+		if (k[i].iova || !k[i].lkey)
+			return -4;
+	return 0;
+}
+
+/*
+ * SLICE_KEYS reports the kernel MR's iova -- a kernel virtual address on
+ * rxe, a physical one without an IOMMU -- to CAP_SYS_ADMIN only.
+ */
+TEST_F(tenant, slice_keys_hide_addresses)
+{
+	struct mrpool_slice_key k[8];
+	struct mrpool_slice_keys sk;
+	struct mrpool_alloc a;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	memset(&sk, 0, sizeof(sk));
+	sk.size = sizeof(sk);
+	sk.slice_id = a.slice_id;
+	sk.count = 8;
+	sk.entry_size = sizeof(k[0]);
+	sk.entries = (uintptr_t)k;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_SLICE_KEYS, &sk));
+	/* rxe0 is up in the VM: the chunk is registered there. */
+	ASSERT_LE(1U, sk.total);
+	EXPECT_NE(0ULL, k[0].iova);
+	EXPECT_EQ(0, in_child(keys_child, self->q0.chunk_size));
+}
+
+TEST_HARNESS_MAIN
