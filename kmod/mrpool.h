@@ -142,7 +142,9 @@ struct mrpool_pool {
 	struct delayed_work trim_work;
 	struct delayed_work quarantine_work;
 	struct delayed_work defrag_work;	/* replaces fragmented free chunks */
-	unsigned int defrag_wait;	/* seconds before the next try */
+	unsigned int defrag_wait;	/* seconds before the next try; the
+					 * defrag worker writes it
+					 */
 	unsigned int chunk_order;	/* set once at load */
 	size_t chunk_size;
 	unsigned int chunk_pages;

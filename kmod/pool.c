@@ -102,9 +102,12 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
  * blocks are split, each page refcounted on its own. Under fragmentation
  * the chunk is assembled from smaller blocks, all on the node of the first
  * one, so a chunk has one node. Only @thisnode keeps the first on @nid.
- * Never retries hard: callers turn failure into -ENOMEM.
+ * @whole_only (the defrag worker) wants one block or nothing, and is no
+ * allocation the debugfs failure knobs aim at. Never retries hard:
+ * callers turn failure into -ENOMEM.
  */
-static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode)
+static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
+					       bool whole_only)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	gfp_t gfp = GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN | __GFP_NORETRY;
@@ -114,7 +117,7 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode)
 	struct page *page;
 	bool pmd;
 
-	if (mrpool_should_fail(&mrpool_fail_chunk_alloc))
+	if (!whole_only && mrpool_should_fail(&mrpool_fail_chunk_alloc))
 		goto fail;
 	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
@@ -129,13 +132,14 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode)
 
 	while (filled < p->chunk_pages) {
 		pmd = mrpool_pmd_map && order == MRPOOL_PMD_ORDER;
-		if (order && mrpool_should_fail(&mrpool_fail_high_order))
+		if (order && !whole_only &&
+		    mrpool_should_fail(&mrpool_fail_high_order))
 			page = NULL;
 		else
 			page = alloc_pages_node(nid, pmd ? gfp | __GFP_COMP : gfp,
 						order);
 		if (!page) {
-			if (!order)
+			if (!order || whole_only)
 				goto free_pages;
 			order--;
 			continue;
@@ -312,7 +316,7 @@ static unsigned int mrpool_grow(unsigned int nr, int nid, bool thisnode,
 	unsigned int i;
 
 	for (i = 0; i < nr; i++) {
-		c = mrpool_chunk_alloc(nid, thisnode);
+		c = mrpool_chunk_alloc(nid, thisnode, false);
 		if (!c)
 			break;
 		mrpool_ib_chunk_added(c);
@@ -692,15 +696,11 @@ static void mrpool_defrag_fn(struct work_struct *work)
 				break;
 		mutex_unlock(&p->lock);
 		if (nid == nr_node_ids) {
-			p->defrag_wait = MRPOOL_DEFRAG_FIRST;
+			WRITE_ONCE(p->defrag_wait, MRPOOL_DEFRAG_FIRST);
 			return;
 		}
 
-		c = mrpool_chunk_alloc(nid, true);
-		if (c && !mrpool_chunk_whole(c)) {
-			mrpool_chunk_destroy(c, p->chunk_pages);
-			c = NULL;
-		}
+		c = mrpool_chunk_alloc(nid, true, true);
 		if (!c)
 			break;
 		mrpool_ib_chunk_added(c);
@@ -732,9 +732,9 @@ static void mrpool_defrag_fn(struct work_struct *work)
 		cond_resched();
 	}
 	/* Still no whole chunk: try again later, less often. */
-	p->defrag_wait = min_t(unsigned int, p->defrag_wait * 2,
-			       MRPOOL_DEFRAG_MAX);
-	schedule_delayed_work(&p->defrag_work, p->defrag_wait * HZ);
+	WRITE_ONCE(p->defrag_wait, min_t(unsigned int, p->defrag_wait * 2,
+					 MRPOOL_DEFRAG_MAX));
+	schedule_delayed_work(&p->defrag_work, READ_ONCE(p->defrag_wait) * HZ);
 }
 
 /* Caller holds the pool lock: a fragmented chunk is free. */
@@ -742,7 +742,7 @@ static void mrpool_defrag_arm(void)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 
-	schedule_delayed_work(&p->defrag_work, p->defrag_wait * HZ);
+	schedule_delayed_work(&p->defrag_work, READ_ONCE(p->defrag_wait) * HZ);
 }
 
 static void mrpool_free_list_destroy(struct list_head *list)
@@ -819,7 +819,7 @@ int mrpool_pool_prefill(void)
 
 	floor = mrpool_floor_chunks();
 	for (i = 0; i < floor; i++) {
-		c = mrpool_chunk_alloc(nid, false);
+		c = mrpool_chunk_alloc(nid, false, false);
 		if (!c) {
 			pr_err("pool_mb=%u: could not allocate chunk %lu of %lu\n",
 			       mrpool_pool_mb, i + 1, floor);
