@@ -5,9 +5,11 @@
 # Debian 12 machine. Idempotent: a second run downloads nothing.
 #
 #   Debian packages  qemu, busybox, rdma-core, perftest, kernel headers, ...
-#   .cache/guest/    the guest kernel (linux-image-<abi>), unpacked, depmod'ed
+#   .cache/guest/    the guest kernels (linux-image-<abi>: Debian 12's 6.1 and
+#                    its 6.12 from the security suite), unpacked, depmod'ed
 #   .cache/ksrc/     kselftest headers and checkpatch.pl from linux-source-6.1
-#   .cache/env.mk    KABI, KDIR, GUEST_ROOT, KSFT_DIR, CHECKPATCH for make
+#   .cache/env.mk    KABI, KDIR, GUEST_ROOT (and *_612 for 6.12), KSFT_DIR,
+#                    CHECKPATCH for make
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +21,8 @@ say() { printf '[deps] %s\n' "$*"; }
 pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils
       perftest rdmacm-utils libnl-3-dev libnl-route-3-dev iproute2
-      linux-headers-amd64 sparse dkms build-essential libc6-dev perl
+      linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
+      build-essential libc6-dev perl
       pkg-config valgrind)
 
 missing=()
@@ -36,28 +39,40 @@ else
 	say "Debian packages: all present"
 fi
 
-# The guest runs the kernel that linux-headers-amd64 was built for, so the
+# A guest runs the kernel that a headers metapackage was built for, so the
 # module built against those headers loads there. Resolve the ABI, never
 # hard-code it: it moves with every security update.
-hdr=$(dpkg-query -W -f='${Depends}' linux-headers-amd64 | grep -o 'linux-headers-[^ ,]*-amd64' | head -n1)
-kabi=${hdr#linux-headers-}
-[ -n "$kabi" ] || { echo "cannot resolve the kernel ABI" >&2; exit 1; }
-kdir=/lib/modules/$kabi/build
-[ -d "$kdir" ] || kdir=/usr/src/linux-headers-$kabi
-
-guest=$cache/guest/$kabi
-if [ ! -f "$guest/.done" ]; then
-	say "fetching guest kernel linux-image-$kabi"
+kabi_of() {	# headers metapackage
+	local hdr
+	hdr=$(dpkg-query -W -f='${Depends}' "$1" | grep -o 'linux-headers-[^ ,]*-amd64' | head -n1)
+	[ -n "$hdr" ] || { echo "cannot resolve the kernel ABI of $1" >&2; exit 1; }
+	echo "${hdr#linux-headers-}"
+}
+kdir_of() {	# abi
+	if [ -d "/lib/modules/$1/build" ]; then echo "/lib/modules/$1/build"
+	else echo "/usr/src/linux-headers-$1"; fi
+}
+# The image unpacked into the cache (no postinst, no initramfs).
+fetch_guest() {	# abi
+	local guest=$cache/guest/$1
+	if [ -f "$guest/.done" ]; then
+		say "guest kernel $1: cached"
+		return
+	fi
+	say "fetching guest kernel linux-image-$1"
 	rm -rf "$guest" && mkdir -p "$guest"
-	(cd "$cache/guest" && apt-get download -q "linux-image-$kabi" >/dev/null 2>&1 ||
-		apt-get download "linux-image-$kabi")
-	dpkg -x "$cache/guest/linux-image-${kabi}_"*.deb "$guest"
-	rm -f "$cache/guest/linux-image-${kabi}_"*.deb
-	depmod -b "$guest" "$kabi"
+	(cd "$cache/guest" && apt-get download -q "linux-image-$1" >/dev/null 2>&1 ||
+		apt-get download "linux-image-$1")
+	dpkg -x "$cache/guest/linux-image-${1}_"*.deb "$guest"
+	rm -f "$cache/guest/linux-image-${1}_"*.deb
+	depmod -b "$guest" "$1"
 	touch "$guest/.done"
-else
-	say "guest kernel $kabi: cached"
-fi
+}
+
+kabi=$(kabi_of linux-headers-amd64)
+kabi612=$(kabi_of linux-headers-6.12-amd64)
+fetch_guest "$kabi"
+fetch_guest "$kabi612"
 
 ksrc=$cache/ksrc
 if [ ! -f "$ksrc/.done" ]; then
@@ -81,10 +96,13 @@ fi
 cat >"$cache/env.mk.tmp" <<EOT
 # written by tools/deps.sh
 KABI := $kabi
-GUEST_KDIR := $kdir
-GUEST_ROOT := $guest
+GUEST_KDIR := $(kdir_of "$kabi")
+GUEST_ROOT := $cache/guest/$kabi
+KABI_612 := $kabi612
+GUEST_KDIR_612 := $(kdir_of "$kabi612")
+GUEST_ROOT_612 := $cache/guest/$kabi612
 KSFT_DIR := $ksrc/tools/testing/selftests
 CHECKPATCH := $ksrc/scripts/checkpatch.pl
 EOT
 mv "$cache/env.mk.tmp" "$cache/env.mk"
-say "ready: guest kernel $kabi, headers in $kdir"
+say "ready: guest kernels $kabi and $kabi612"
