@@ -119,7 +119,8 @@ static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
 		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
 			return -EINVAL;
 		p = bin->slots[--bin->count];
-		a = mrp_map[(uintptr_t)p >> MRP_MAP_SHIFT];
+		/* a cached buffer is in an arena: in the map, no bound test */
+		a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
 		k = a->keys[slot];
 		buf->lkey = k.lkey;
 		buf->rkey = k.rkey;
@@ -239,9 +240,9 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
 
-	if (unlikely(!pool || i >= MRP_MAP_ENTRIES))
+	if (unlikely(!pool || i >= mrp_map.entries))
 		goto slow;
-	a = mrp_map[i];
+	a = mrp_map.slot[i];
 	if (unlikely(!a || a->pool != pool ||
 		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
 		goto slow;

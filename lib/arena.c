@@ -2,12 +2,15 @@
 /*
  * Arenas and the address map.
  *
- * The map has one pointer per 2 MiB of the 47-bit user address space: 512
- * MiB of address space, mapped read-only (reads of untouched parts see the
+ * The map has one pointer per 2 MiB of the user address space the platform
+ * hands out (48 bits, more if the stack shows it): 1 GiB of address space,
+ * mapped read-only (reads of untouched parts see the
  * zero page, and a read-only private mapping is not charged to the commit
  * limit); the pages that hold entries of arenas are made writable as
  * arenas appear. Every arena starts on a 2 MiB boundary, so the arena of
- * any address is mrp_map[addr >> 21]: one load.
+ * any address is one bounds test and one load. The writers check the
+ * bound too: an arena the map cannot hold is refused (-ERANGE) before
+ * anything is written, never written past the map's end.
  *
  * An arena is mapped, made reachable from the map and registered in every
  * attached PD before any of its buffers is handed out; it is unpublished
@@ -16,39 +19,105 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "internal.h"
 
-struct mrp_arena **mrp_map;
+struct mrp_map mrp_map;
 
-int mrp_map_init(void)
+static unsigned int mrp_bit_len(uintptr_t v)
 {
-	void *m = mmap(NULL, MRP_MAP_ENTRIES * sizeof(*mrp_map), PROT_READ,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return v ? 64 - (unsigned int)__builtin_clzl(v) : 0;
+}
 
-	if (m == MAP_FAILED)
+/* Address bits the process map must cover on this machine. */
+unsigned int mrp_map_va_bits(void)
+{
+	unsigned int bits = MRP_VA_BITS_MIN;
+	unsigned int top;
+
+	/* the initial stack sits at the top of the default mmap window */
+	top = mrp_bit_len((uintptr_t)getauxval(AT_RANDOM));
+	if (top > bits)
+		bits = top;
+	top = mrp_bit_len((uintptr_t)__builtin_frame_address(0));
+	if (top > bits)
+		bits = top;
+	return bits < MRP_VA_BITS_MAX ? bits : MRP_VA_BITS_MAX;
+}
+
+/* A map covering [0, 2^va_bits), read-only until reserved. */
+int mrp_map_create(struct mrp_map *m, unsigned int va_bits)
+{
+	size_t entries, len;
+	void *p;
+
+	if (va_bits <= MRP_MAP_SHIFT || va_bits > MRP_VA_BITS_MAX)
+		return -EINVAL;
+	entries = (size_t)1 << (va_bits - MRP_MAP_SHIFT);
+	len = entries * sizeof(*m->slot);
+	m->page = mrp_os_page_size();
+	len = (len + m->page - 1) & ~(m->page - 1);
+	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
 		return -errno;
-	mrp_map = m;
+	m->slot = p;
+	m->entries = entries;
+	return 0;
+}
+
+void mrp_map_destroy(struct mrp_map *m)
+{
+	size_t len = m->entries * sizeof(*m->slot);
+
+	if (m->slot)
+		munmap(m->slot, (len + m->page - 1) & ~(m->page - 1));
+	m->slot = NULL;
+	m->entries = 0;
+}
+
+/* Entries [*first, *end) of [base, base + size), or -ERANGE if outside m. */
+static int mrp_map_range(const struct mrp_map *m, uintptr_t base, size_t size,
+			 size_t *first, size_t *end)
+{
+	uintptr_t limit = (uintptr_t)m->entries << MRP_MAP_SHIFT;
+
+	if (!size || (base | size) & (MRP_MAP_GRANULE - 1) || size > limit ||
+	    base > limit - size)
+		return -ERANGE;
+	*first = base >> MRP_MAP_SHIFT;
+	*end = (base + size) >> MRP_MAP_SHIFT;
 	return 0;
 }
 
 /* Make the map pages covering [base, base + size) writable. */
-static int mrp_map_prepare(uintptr_t base, size_t size)
+int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size)
 {
-	uintptr_t first = (uintptr_t)&mrp_map[base >> MRP_MAP_SHIFT];
-	uintptr_t last = (uintptr_t)&mrp_map[((base + size) >> MRP_MAP_SHIFT) - 1];
-	uintptr_t page = 4096;
+	uintptr_t first, last;
+	size_t i, end;
+	int ret;
 
-	first &= ~(page - 1);
-	last = (last | (page - 1)) + 1;
+	ret = mrp_map_range(m, base, size, &i, &end);
+	if (ret)
+		return ret;
+	first = (uintptr_t)&m->slot[i] & ~(m->page - 1);
+	last = ((uintptr_t)&m->slot[end - 1] | (m->page - 1)) + 1;
 	return mprotect((void *)first, last - first, PROT_READ | PROT_WRITE) ? -errno : 0;
 }
 
-static void mrp_map_set(uintptr_t base, size_t size, struct mrp_arena *a)
+/* Point the entries of [base, base + size) at a (reserved before). */
+int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a)
 {
-	for (size_t i = base >> MRP_MAP_SHIFT; i < (base + size) >> MRP_MAP_SHIFT; i++)
-		mrp_map[i] = a;
+	size_t i, end;
+	int ret;
+
+	ret = mrp_map_range(m, base, size, &i, &end);
+	if (ret)
+		return ret;
+	for (; i < end; i++)
+		m->slot[i] = a;
+	return 0;
 }
 
 /* Map, register and publish an arena. pool->lock held. */
@@ -93,14 +162,23 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	a->dmabuf_fd = r.dmabuf_fd;
 	a->locked = r.locked;
 
-	ret = mrp_map_prepare(a->base, a->size);
+	/*
+	 * An address beyond the map (a platform with more address bits than
+	 * it was sized for) is the backend's memory the pool cannot use: as
+	 * if the backend were exhausted, so that the fallback, if allowed,
+	 * still serves.
+	 */
+	ret = mrp_map_reserve(&mrp_map, a->base, a->size);
+	if (ret == -ERANGE)
+		ret = -ENOMEM;
 	if (ret)
 		goto unmap;
 	ret = mrp_reg_arena(pool, a);
 	if (ret)
 		goto unmap;
 
-	mrp_map_set(a->base, a->size, a);
+	/* reserved above: in range, cannot fail */
+	mrp_map_set(&mrp_map, a->base, a->size, a);
 	a->next = pool->arenas;
 	if (a->next)
 		a->next->prev = a;
@@ -130,7 +208,7 @@ void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 	};
 
 	mrp_dereg_arena(pool, a);
-	mrp_map_set(a->base, a->size, NULL);
+	mrp_map_set(&mrp_map, a->base, a->size, NULL);
 	if (a->prev)
 		a->prev->next = a->next;
 	else

@@ -44,8 +44,16 @@
 
 #define MRP_MAP_SHIFT	21			/* map granule: 2 MiB */
 #define MRP_MAP_GRANULE	((size_t)1 << MRP_MAP_SHIFT)
-#define MRP_VA_BITS	47			/* default user address space */
-#define MRP_MAP_ENTRIES	((size_t)1 << (MRP_VA_BITS - MRP_MAP_SHIFT))
+/*
+ * Bits of user address space the map covers at least: 48, the default mmap
+ * window of arm64 (4 KiB and 64 KiB pages) and more than x86-64's 47, so
+ * one size serves both. mrp_map_va_bits() raises it to what the process's
+ * own stack shows, up to MRP_VA_BITS_MAX (57-bit x86 and 52-bit arm64 hand
+ * out higher addresses only to mmap calls that ask for them with a hint,
+ * which the library never does).
+ */
+#define MRP_VA_BITS_MIN	48
+#define MRP_VA_BITS_MAX	56
 
 #define MRP_MAX_POOLS	32			/* open pools per process */
 #define MRP_MAX_BIN	256			/* cap on buffers per thread per class */
@@ -294,14 +302,33 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);
 void mrp_tcache_flush(struct mrp_tcache *tc);
 void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
 
+/*
+ * The address map: an arena pointer for every 2 MiB of the address space
+ * it covers. Written under the owning pool's lock, read without one.
+ */
+struct mrp_map {
+	struct mrp_arena **slot;	/* entries pointers, read-only until reserved */
+	size_t entries;			/* covers [0, entries << MRP_MAP_SHIFT) */
+	size_t page;			/* the system page size */
+};
+
 /* arena.c */
-extern struct mrp_arena **mrp_map;
-int mrp_map_init(void);
-static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
+extern struct mrp_map mrp_map;		/* the process's, set up once */
+unsigned int mrp_map_va_bits(void);
+int mrp_map_create(struct mrp_map *m, unsigned int va_bits);
+void mrp_map_destroy(struct mrp_map *m);
+int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size);
+int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a);
+static inline struct mrp_arena *mrp_map_get(const struct mrp_map *m, uintptr_t a)
 {
 	size_t i = a >> MRP_MAP_SHIFT;
 
-	return i < MRP_MAP_ENTRIES ? mrp_map[i] : NULL;
+	return i < m->entries ? m->slot[i] : NULL;
+}
+
+static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
+{
+	return mrp_map_get(&mrp_map, a);
 }
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out);
@@ -356,6 +383,7 @@ extern const struct mrp_backend_ops mrp_backend_anon;
 extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
+size_t mrp_os_page_size(void);
 
 #pragma GCC visibility pop
 

@@ -106,7 +106,7 @@ static void mrp_fork_child(void)
 
 static void mrp_global_once(void)
 {
-	mrp_init_err = mrp_map_init();
+	mrp_init_err = mrp_map_create(&mrp_map, mrp_map_va_bits());
 	if (mrp_init_err)
 		return;
 	mrp_init_err = -pthread_key_create(&mrp_exit_key, mrp_thread_exit);
