@@ -143,7 +143,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		a->nblocks = (uint32_t)(size >> a->shift);
 		a->nfree = a->nblocks;
 		a->free_idx = malloc(a->nblocks * sizeof(uint32_t));
-		if (!a->free_idx) {
+		a->state = calloc(a->nblocks, sizeof(*a->state));
+		if (!a->free_idx || !a->state) {
 			ret = -ENOMEM;
 			goto free_arena;
 		}
@@ -152,7 +153,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 			a->free_idx[i] = a->nblocks - 1 - i;
 	}
 
-	atomic_init(&a->block_mask, mrp_buf_mask(a));
+	atomic_init(&a->nmw, 0);
+	atomic_init(&a->block_mask, mrp_fast_mask(a));
 	ret = pool->ops->map(pool, size, align, &r);
 	if (ret)
 		goto free_arena;
@@ -195,6 +197,7 @@ unmap:
 	pool->ops->unmap(pool, &r);
 free_arena:
 	free(a->free_idx);
+	free((void *)a->state);
 	free(a);
 	return ret;
 }
@@ -221,6 +224,7 @@ void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 	pool->narenas--;
 	pool->ops->unmap(pool, &r);
 	free(a->free_idx);
+	free((void *)a->state);
 	free(a);
 }
 
@@ -255,16 +259,40 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	return ret;
 }
 
-/* Park a large arena for reuse; trim releases it after the delay. */
-void mrp_large_free(struct mrp_pool *pool, struct mrp_arena *a)
+/*
+ * Park the large buffer starting at p for reuse; trim releases it after the
+ * delay. Checked and claimed under pool->lock, the map read there too: of
+ * two frees of one buffer, however close, exactly one succeeds, and a
+ * pointer whose arena is gone is refused. -EINVAL if p is not a live large
+ * buffer of pool.
+ */
+int mrp_large_free(struct mrp_pool *pool, uintptr_t p)
 {
+	struct mrp_arena *a;
+	bool nmw;
+
 	pthread_mutex_lock(&pool->lock);
+	a = mrp_arena_of(p);
+	if (!a || a->pool != pool || a->cls != MRP_LARGE || p != a->base ||
+	    a->large_free) {
+		if (a && a->pool == pool && a->cls == MRP_LARGE && p == a->base)
+			mrp_add(&pool->double_frees, 1);
+		pthread_mutex_unlock(&pool->lock);
+		return -EINVAL;
+	}
+	/* claimed: neither live nor parked until the windows are gone */
 	a->large_free = true;
+	nmw = atomic_load(&a->nmw) != 0;
+	pthread_mutex_unlock(&pool->lock);
+	if (nmw)
+		mrp_mw_release_buf(pool, a, a->base);
+
+	pthread_mutex_lock(&pool->lock);
 	a->idle_since = mrp_now_ns();
 	a->av_next = pool->large_free;
 	pool->large_free = a;
 	mrp_add(&pool->large_frees, 1);
 	atomic_fetch_sub(&pool->large_bytes, a->size);
 	pthread_mutex_unlock(&pool->lock);
+	return 0;
 }
-

@@ -88,6 +88,11 @@ struct mrp_arena {
 	uint32_t nblocks;		/* buffers in the arena */
 	uint32_t nfree;			/* of which in the depot */
 	uint32_t *free_idx;		/* stack of free buffer indexes */
+	/*
+	 * Per buffer, MRP_BUF_*: changed under class->lock between FREE and
+	 * OUT; OUT <-> LIVE by compare-and-swap (debug mode) without it.
+	 */
+	_Atomic uint8_t *state;
 	uint64_t idle_since;		/* ns when nfree reached nblocks */
 	struct mrp_arena *av_next, *av_prev;	/* class->avail list */
 
@@ -103,6 +108,23 @@ struct mrp_arena {
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
+
+/*
+ * Where a class buffer is. The depot knows FREE from the rest; only debug
+ * mode, which marks every allocation, tells LIVE (the application's) from
+ * OUT (in a thread cache). A free of a FREE buffer, or in debug mode of
+ * anything not LIVE, is a double free or a stale pointer.
+ */
+enum {
+	MRP_BUF_FREE = 0,		/* in the depot (calloc'd arenas start so) */
+	MRP_BUF_OUT = 1,		/* handed out of the depot */
+	MRP_BUF_LIVE = 2,		/* debug mode: held by the application */
+};
+
+static inline _Atomic uint8_t *mrp_buf_state(const struct mrp_arena *a, uintptr_t p)
+{
+	return &a->state[(p - a->base) >> a->shift];
+}
 
 /* One size class's depot, shared by all threads. */
 struct mrp_class {
@@ -151,6 +173,7 @@ struct mrp_cfg {
 	bool hugetlb;
 	uint32_t sample_every;
 	uint32_t low_water;
+	bool debug;			/* MRPOOL_DEBUG: check every free */
 };
 
 /* A region a backend hands out. */
@@ -191,7 +214,9 @@ struct mrp_fallback {
 struct mrp_pool {
 	/* read by the fast paths */
 	uint32_t idx;			/* slot in mrp_tls and mrp_pools */
-	bool sampling;			/* sample_every != 0 */
+	bool hooked;			/* sampling or debug: allocations take
+					 * mrp_alloc_hooked() */
+	bool debug;			/* cfg.debug */
 	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
 
 	struct mrp_cfg cfg;
@@ -234,6 +259,7 @@ struct mrp_pool {
 	_Atomic uint64_t fb_allocs, fb_frees, fb_bytes;
 	_Atomic uint64_t sync_growths, bg_growths, trimmed;
 	_Atomic uint64_t regs, reg_ns, reg_ns_max;
+	_Atomic uint64_t double_frees;	/* frees of buffers not live */
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -241,6 +267,17 @@ struct mrp_pool {
 static inline uintptr_t mrp_buf_mask(const struct mrp_arena *a)
 {
 	return ((uintptr_t)1 << a->shift) - 1;
+}
+
+/*
+ * The free fast path's start-of-buffer mask: all ones sends every free of
+ * the arena to the slow path (memory windows bound, or debug mode).
+ */
+static inline uintptr_t mrp_fast_mask(const struct mrp_arena *a)
+{
+	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed))
+		return ~(uintptr_t)0;
+	return mrp_buf_mask(a);
 }
 
 /* Owner-thread counter bump: a plain add, readable from other threads. */
@@ -335,7 +372,7 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out);
-void mrp_large_free(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
 
 /* depot.c */
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin);

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	0
+#define MRP_VERSION_MINOR	1
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -152,6 +152,10 @@ struct mrp_stats {
 	uint64_t lat_samples;		/* sampled allocations */
 	uint64_t lat_p50_ns;		/* their median (histogram bucket bound) */
 	uint64_t lat_p99_ns;		/* their 99th percentile */
+	/* since 1.1 */
+	uint64_t double_frees;		/* frees of buffers not live: refused with
+					 * -EINVAL, or dropped when a thread cache
+					 * handed a second copy to the depot */
 };
 
 /* Library version, MRP_VERSION layout. */
@@ -168,10 +172,23 @@ const char *mrp_strerror(int err);
 struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr);
 
 /*
- * Close a pool: deregister and release every arena (buffers still held are
- * gone too) and stop its thread. Returns 0 or -EINVAL for NULL.
+ * Close a pool: deregister and release every arena and stop its thread,
+ * once the application holds none of its buffers (every thread's cache is
+ * returned first). Returns 0; -EBUSY, with the pool untouched and usable,
+ * while buffers are still allocated (a QP may still use them, as
+ * ibv_dealloc_pd refuses a PD with objects); -EINVAL for NULL.
  */
 int mrp_pool_close(struct mrp_pool *pool);
+
+/* mrp_pool_close_flags(): release the pool even with buffers allocated. */
+#define MRP_CLOSE_FORCE	(1U << 0)
+
+/*
+ * As mrp_pool_close(); with MRP_CLOSE_FORCE, buffers still allocated are
+ * deregistered and unmapped with the pool. -EINVAL for unknown flags.
+ * Since 1.1.
+ */
+int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags);
 
 /*
  * Register every current and future arena of the pool in pd with access

@@ -193,7 +193,8 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_cfg_load(&pool->cfg, attr);
 	if (ret)
 		goto free_pool;
-	pool->sampling = pool->cfg.sample_every != 0;
+	pool->debug = pool->cfg.debug;
+	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
 	pthread_mutex_init(&pool->lock, NULL);
 
@@ -239,14 +240,54 @@ out:
 	return NULL;
 }
 
+/*
+ * Does the application still hold a buffer of pool? Every thread's cache
+ * goes back to the depot first (close does not race with other calls, so
+ * no cache is in use), then every arena must be wholly in the depot or
+ * parked, and no fallback buffer left.
+ */
+static bool mrp_pool_busy(struct mrp_pool *pool)
+{
+	struct mrp_tcache *tc;
+	struct mrp_arena *a;
+	bool busy;
+
+	pthread_mutex_lock(&mrp_global_lock);
+	for (tc = pool->tcaches; tc; tc = tc->next)
+		mrp_tcache_flush(tc);
+	pthread_mutex_unlock(&mrp_global_lock);
+
+	pthread_mutex_lock(&pool->lock);
+	busy = pool->fallbacks != NULL;
+	for (a = pool->arenas; a && !busy; a = a->next) {
+		if (a->cls == MRP_LARGE) {
+			busy = !a->large_free;
+			continue;
+		}
+		pthread_mutex_lock(&pool->cls[a->cls].lock);
+		busy = a->nfree != a->nblocks;
+		pthread_mutex_unlock(&pool->cls[a->cls].lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return busy;
+}
+
 MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
+{
+	return mrp_pool_close_flags(pool, 0);
+}
+
+MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 {
 	bool forked;
 	struct mrp_arena *a, *next;
 
-	if (!pool)
+	if (!pool || (flags & ~MRP_CLOSE_FORCE))
 		return -EINVAL;
 	forked = mrp_forked(pool);
+	/* a child holds none of the parent's buffers: nothing to wait for */
+	if (!forked && !(flags & MRP_CLOSE_FORCE) && mrp_pool_busy(pool))
+		return -EBUSY;
 	/* a forked child has no pool thread: the parent's is not copied */
 	if (!forked) {
 		mrp_bg_stop(pool);

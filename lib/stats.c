@@ -82,6 +82,7 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	st.reg_ns_total = mrp_get(&pool->reg_ns);
 	st.reg_ns_max = mrp_get(&pool->reg_ns_max);
 	st.arenas_trimmed = mrp_get(&pool->trimmed);
+	st.double_frees = mrp_get(&pool->double_frees);
 	st.backend = pool->ops->kind;
 	st.hugepages = atomic_load(&pool->hugepages);
 

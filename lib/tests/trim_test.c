@@ -303,6 +303,94 @@ TEST(fork_child)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+struct holder {
+	struct mrp_pool *pool;
+	pthread_barrier_t *step;
+	int ret;
+};
+
+/* Alloc and free (the buffer stays in this thread's cache), then wait. */
+static void *cache_and_wait(void *arg)
+{
+	struct holder *h = arg;
+	struct mrp_buf b;
+
+	h->ret = mrp_alloc(h->pool, 8192, NULL, &b) || mrp_free(h->pool, b.addr);
+	pthread_barrier_wait(h->step);	/* cached */
+	pthread_barrier_wait(h->step);	/* the pool is closed */
+	return NULL;
+}
+
+/*
+ * Close refuses while the application holds a buffer (class, large or
+ * fallback), leaving the pool whole; buffers only in some thread's cache
+ * do not count.
+ */
+TEST(close_busy)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_MAX_BYTES | MRP_POOL_ATTR_FALLBACK,
+		.max_bytes = 8 << 20, .fallback = 1,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf c, l, f, x;
+	pthread_barrier_t step;
+	struct holder h;
+	struct mrp_stats st;
+	pthread_t t;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &c));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, FAKE_PD(1), &l));
+	ASSERT_EQ(0, mrp_alloc(pool, 4 << 20, FAKE_PD(1), &f));	/* over max: fallback */
+	st = test_stats(pool);
+	ASSERT_EQ(1, st.fallbacks);
+	memset(c.addr, 1, c.size);
+
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(-EBUSY, mrp_pool_close(pool));
+		EXPECT_EQ(3, fake_live);	/* nothing deregistered */
+		EXPECT_EQ(1, ((unsigned char *)c.addr)[c.size - 1]);
+		ASSERT_EQ(0, mrp_lookup(pool, c.addr, FAKE_PD(1), &x));
+		EXPECT_EQ(c.lkey, x.lkey);
+		ASSERT_EQ(0, mrp_free(pool, i == 0 ? c.addr : i == 1 ? l.addr : f.addr));
+	}
+
+	/* a live thread's cache is handed back, not counted as in use */
+	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, 2));
+	h = (struct holder){ pool, &step, 1 };
+	ASSERT_EQ(0, pthread_create(&t, NULL, cache_and_wait, &h));
+	pthread_barrier_wait(&step);
+	EXPECT_EQ(0, h.ret);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(0, fake_live);
+	pthread_barrier_wait(&step);
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	pthread_barrier_destroy(&step);
+}
+
+/* MRP_CLOSE_FORCE releases the pool with buffers still allocated. */
+TEST(close_force)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf c, l;
+	struct mrp_stats st;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, FAKE_PD(1), &c));
+	ASSERT_EQ(0, mrp_alloc(pool, 5 << 20, FAKE_PD(1), &l));
+	EXPECT_EQ(-EINVAL, mrp_pool_close_flags(pool, 1U << 7));
+	EXPECT_EQ(-EBUSY, mrp_pool_close_flags(pool, 0));
+	st = test_stats(pool);
+	EXPECT_EQ(2, st.arenas);
+	EXPECT_EQ(2, fake_live);
+	EXPECT_EQ(-EINVAL, mrp_pool_close_flags(NULL, MRP_CLOSE_FORCE));
+	EXPECT_EQ(0, mrp_pool_close_flags(pool, MRP_CLOSE_FORCE));
+	EXPECT_EQ(0, fake_live);
+}
+
 /* With sampling on, timed allocations fill the histogram. */
 TEST(latency_sampling)
 {
@@ -331,6 +419,7 @@ TEST(latency_sampling)
 	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
 	st = test_stats(pool);
 	EXPECT_EQ(0, st.lat_samples);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
