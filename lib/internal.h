@@ -201,11 +201,16 @@ struct mrp_backend_ops {
 	void (*unmap)(struct mrp_pool *pool, struct mrp_region *r);
 };
 
-/* A buffer served by malloc + ibv_reg_mr when arenas ran out. */
+/*
+ * A buffer served by its own mapping + ibv_reg_mr when arenas ran out:
+ * mapped, not malloc'ed, so that it can be kept out of children
+ * (MADV_DONTFORK) without touching the heap around it.
+ */
 struct mrp_fallback {
 	struct mrp_fallback *next;
 	void *addr;
-	size_t size;
+	size_t size;			/* the buffer's size, as the caller sees it */
+	size_t len;			/* of the mapping: size in whole pages */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
 
@@ -402,6 +407,7 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
 void mrp_bg_kick(struct mrp_pool *pool);
+void mrp_pools_fork_child(void);
 uint64_t mrp_now_ns(void);
 
 /* publish.c */

@@ -22,8 +22,11 @@
  * dlopen()s the library late, after many other such libraries, may see
  * "cannot allocate memory in static TLS block"; linking it avoids that.
  *
- * Fork: arenas are not inherited by a child (the module maps them
- * VM_DONTCOPY; the standalone backend uses MADV_DONTFORK). In a child every
+ * Fork: arenas and fallback buffers are not inherited by a child (the
+ * module maps slices VM_DONTCOPY; the library's own memory is
+ * MADV_DONTFORK), and the library closes the child's copy of the pool's
+ * /dev/mrpool descriptor at fork, so the parent's slices go back to the
+ * module when the parent exits even while the child lives. In a child every
  * call on a pool opened by the parent fails with -ECHILD (or NULL with
  * errno ECHILD); only mrp_pool_close() works there, releasing the child's
  * bookkeeping without touching the parent's memory.

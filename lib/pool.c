@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -48,6 +49,25 @@ MRP_EXPORT const char *mrp_strerror(int err)
 		return "too many pools open in this process";
 	default:
 		return strerror(err);
+	}
+}
+
+/*
+ * In a child at fork (from the fork handler, mrp_global_lock held across
+ * the fork): close every pool's file. The module releases a file's slices
+ * when its last descriptor closes, so a child's copy would keep the
+ * parent's pinned memory alive after the parent dies, for as long as the
+ * child lives. O_CLOEXEC covers exec, not a child that does not exec.
+ */
+void mrp_pools_fork_child(void)
+{
+	for (int i = 0; i < MRP_MAX_POOLS; i++) {
+		struct mrp_pool *pool = mrp_pools[i];
+
+		if (pool && pool->fd >= 0) {
+			close(pool->fd);
+			pool->fd = -1;
+		}
 	}
 }
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
@@ -178,11 +179,21 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	return 0;
 }
 
-/* Arenas ran out and the caller allows it: malloc + registration, counted. */
+static void mrp_fb_unmap(struct mrp_fallback *fb)
+{
+	munmap(fb->addr, fb->len);
+	free(fb);
+}
+
+/*
+ * Arenas ran out and the caller allows it: a mapping of its own +
+ * registration, counted. Like arenas, not inherited by a child.
+ */
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf)
 {
-	size_t al = align > 4096 ? align : 4096;
+	size_t page = mrp_os_page_size();
+	size_t al = align > page ? align : page;
 	struct mrp_fallback *fb;
 	int ret = 0;
 
@@ -191,14 +202,24 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		size = mrp_class_size(mrp_size_class(size > align ? size : align));
 		al = size > al ? size : al;
 	}
+	if (size > SIZE_MAX - page)
+		return -ENOMEM;
 	fb = calloc(1, sizeof(*fb));
 	if (!fb)
 		return -ENOMEM;
-	if (posix_memalign(&fb->addr, al, size)) {
+	fb->size = size;
+	fb->len = (size + page - 1) & ~(page - 1);
+	fb->addr = mrp_os_map_aligned(fb->len, al, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!fb->addr) {
 		free(fb);
 		return -ENOMEM;
 	}
-	fb->size = size;
+	if (madvise(fb->addr, fb->len, MADV_DONTFORK)) {
+		ret = -errno;
+		mrp_fb_unmap(fb);
+		return ret;
+	}
 	pthread_mutex_lock(&pool->lock);
 	for (int s = 0; s < MRP_MAX_PDS && !ret; s++) {
 		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
@@ -209,8 +230,7 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	if (ret) {
 		pthread_mutex_unlock(&pool->lock);
 		mrp_fb_dereg(fb);
-		free(fb->addr);
-		free(fb);
+		mrp_fb_unmap(fb);
 		return ret;
 	}
 	fb->next = pool->fallbacks;
@@ -241,8 +261,7 @@ int mrp_fallback_free(struct mrp_pool *pool, void *addr)
 	mrp_fb_dereg(fb);
 	atomic_fetch_sub(&pool->fb_bytes, fb->size);
 	mrp_add(&pool->fb_frees, 1);
-	free(fb->addr);
-	free(fb);
+	mrp_fb_unmap(fb);
 	return 0;
 }
 
@@ -269,17 +288,23 @@ int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
 	return ret;
 }
 
-/* Pool close. In a forked child the MRs belong to the parent: just forget. */
+/*
+ * Pool close. In a forked child the MRs belong to the parent and the
+ * buffers were not inherited (their range may hold something else now):
+ * just forget.
+ */
 void mrp_fallback_release_all(struct mrp_pool *pool, bool forked)
 {
 	struct mrp_fallback *fb, *next;
 
 	for (fb = pool->fallbacks; fb; fb = next) {
 		next = fb->next;
-		if (!forked)
-			mrp_fb_dereg(fb);
-		free(fb->addr);
-		free(fb);
+		if (forked) {
+			free(fb);
+			continue;
+		}
+		mrp_fb_dereg(fb);
+		mrp_fb_unmap(fb);
 	}
 	pool->fallbacks = NULL;
 }

@@ -100,6 +100,7 @@ static void mrp_fork_child(void)
 {
 	pthread_mutex_init(&mrp_global_lock, NULL);
 	atomic_fetch_add(&mrp_fork_gen, 1);
+	mrp_pools_fork_child();
 	for (unsigned int i = 0; i < MRP_MAX_POOLS; i++)
 		mrp_tls[i] = &mrp_tcache_empty;
 }
