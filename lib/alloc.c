@@ -261,6 +261,12 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	}
 	if (atomic_load(&a->nmw))
 		mrp_mw_release_buf(pool, a, p);
+	if (atomic_load(&a->retired)) {
+		/* out of service: straight to the depot, never to a cache */
+		mrp_depot_put(pool, a->cls, &addr, 1);
+		mrp_add(&pool->dead_frees[a->cls], 1);	/* counted as frees */
+		return 0;
+	}
 	tc = mrp_tcache_get(pool);
 	if (!tc) {
 		mrp_depot_put(pool, a->cls, &addr, 1);

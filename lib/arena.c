@@ -176,6 +176,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	if (ret)
 		goto unmap;
 	ret = mrp_reg_arena(pool, a);
+	if (ret && a->retired)
+		goto free_arena;	/* an MR may outlive its failed dereg: leak */
 	if (ret)
 		goto unmap;
 
@@ -196,21 +198,24 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 unmap:
 	pool->ops->unmap(pool, &r);
 free_arena:
-	free(a->free_idx);
-	free((void *)a->state);
-	free(a);
+	mrp_arena_free(a);
 	return ret;
 }
 
-/* Unpublish, deregister and unmap an arena nobody can reach. pool->lock held. */
-void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
+void mrp_arena_free(struct mrp_arena *a)
 {
-	struct mrp_region r = {
-		.base = a->base, .size = a->size, .handle = a->handle,
-		.dmabuf_fd = a->dmabuf_fd, .locked = a->locked,
-	};
+	free(a->free_idx);
+	free((void *)a->state);
+	free(a);
+}
 
-	mrp_dereg_arena(pool, a);
+/*
+ * Unpublish and unlink an arena and free its bookkeeping, leaving its
+ * memory as it is (mapped, and for the kernel backend owned by the file
+ * until it closes). pool->lock held.
+ */
+void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a)
+{
 	mrp_map_set(&mrp_map, a->base, a->size, NULL);
 	if (a->prev)
 		a->prev->next = a->next;
@@ -222,10 +227,28 @@ void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 	if (a->locked)
 		pool->locked_bytes -= a->size;
 	pool->narenas--;
+	mrp_arena_free(a);
+}
+
+/*
+ * Deregister, unpublish and unmap an arena nobody can reach. pool->lock
+ * held. If a deregistration fails (now or before), the arena is retired
+ * instead and stays, mapped and listed: -EBUSY.
+ */
+int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_region r = {
+		.base = a->base, .size = a->size, .handle = a->handle,
+		.dmabuf_fd = a->dmabuf_fd, .locked = a->locked,
+	};
+
+	if (mrp_dereg_arena(pool, a) || a->retired) {
+		a->retired = true;
+		return -EBUSY;
+	}
+	mrp_arena_forget(pool, a);
 	pool->ops->unmap(pool, &r);
-	free(a->free_idx);
-	free((void *)a->state);
-	free(a);
+	return 0;
 }
 
 /* A large buffer: a parked arena that fits (at most 2x), else a new one. */
@@ -289,8 +312,10 @@ int mrp_large_free(struct mrp_pool *pool, uintptr_t p)
 
 	pthread_mutex_lock(&pool->lock);
 	a->idle_since = mrp_now_ns();
-	a->av_next = pool->large_free;
-	pool->large_free = a;
+	if (!a->retired) {
+		a->av_next = pool->large_free;
+		pool->large_free = a;
+	}
 	mrp_add(&pool->large_frees, 1);
 	atomic_fetch_sub(&pool->large_bytes, a->size);
 	pthread_mutex_unlock(&pool->lock);

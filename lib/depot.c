@@ -124,6 +124,8 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 		}
 		atomic_store_explicit(&a->state[i], MRP_BUF_FREE, memory_order_relaxed);
 		a->free_idx[a->nfree++] = i;
+		if (a->retired)
+			continue;	/* back, but never handed out again */
 		if (a->nfree == 1)
 			mrp_avail_add(c, a);
 		if (a->nfree == a->nblocks)
@@ -145,6 +147,36 @@ static bool mrp_arena_idle(const struct mrp_arena *a)
 		if (atomic_load_explicit(&a->state[i], memory_order_relaxed) != MRP_BUF_FREE)
 			return false;
 	return true;
+}
+
+/*
+ * Take an arena whose deregistration failed out of service: no buffer of
+ * it is handed out again. pool->lock held.
+ */
+void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_arena **pp;
+
+	if (a->retired)
+		return;
+	atomic_store(&a->block_mask, ~(uintptr_t)0);
+	if (a->cls == MRP_LARGE) {
+		for (pp = &pool->large_free; *pp; pp = &(*pp)->av_next)
+			if (*pp == a) {
+				*pp = a->av_next;
+				a->av_next = NULL;
+				break;
+			}
+		a->retired = true;
+		return;
+	}
+	pthread_mutex_lock(&pool->cls[a->cls].lock);
+	if (a->nfree) {
+		mrp_avail_del(&pool->cls[a->cls], a);
+		atomic_fetch_sub(&pool->cls[a->cls].free_blocks, a->nfree);
+	}
+	a->retired = true;
+	pthread_mutex_unlock(&pool->cls[a->cls].lock);
 }
 
 /*
@@ -180,8 +212,10 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		pthread_mutex_unlock(&c->lock);
 		for (a = victims; a; a = next) {
 			next = a->av_next;
-			mrp_arena_destroy(pool, a);
-			n++;
+			a->av_next = NULL;
+			/* a failed deregistration retires it: kept, never reused */
+			if (!mrp_arena_destroy(pool, a))
+				n++;
 		}
 	}
 	for (pp = &pool->large_free; (a = *pp);) {
@@ -190,8 +224,9 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			continue;
 		}
 		*pp = a->av_next;
-		mrp_arena_destroy(pool, a);
-		n++;
+		a->av_next = NULL;
+		if (!mrp_arena_destroy(pool, a))
+			n++;
 	}
 	pthread_mutex_unlock(&pool->lock);
 	mrp_add(&pool->trimmed, (uint64_t)n);

@@ -103,7 +103,17 @@ struct mrp_arena {
 	uint64_t handle;		/* backend's id (kernel slice id) */
 	int dmabuf_fd;			/* >= 0 when the backend exports one */
 	bool locked;			/* memory is pinned (mlock or module) */
-	bool large_free;		/* large arena parked in pool->large_free */
+	bool large_free;		/* large arena parked or being parked */
+	/*
+	 * A deregistration failed: the device may still reach the memory
+	 * through that MR, so no buffer of it is handed out again (off the
+	 * avail and large_free lists), and its memory is never unmapped nor
+	 * given back to the backend, only forgotten at close. Its frees take
+	 * the slow path (block_mask), which returns them to the depot, not to
+	 * a cache; buffers already cached are handed out once more at most.
+	 * Set under pool->lock and, for class arenas, class->lock.
+	 */
+	_Atomic bool retired;
 	_Atomic uint32_t nmw;		/* memory windows bound in the arena */
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
@@ -211,6 +221,7 @@ struct mrp_fallback {
 	void *addr;
 	size_t size;			/* the buffer's size, as the caller sees it */
 	size_t len;			/* of the mapping: size in whole pages */
+	bool leak;			/* a deregistration failed: never unmap */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
 
@@ -265,6 +276,7 @@ struct mrp_pool {
 	_Atomic uint64_t sync_growths, bg_growths, trimmed;
 	_Atomic uint64_t regs, reg_ns, reg_ns_max;
 	_Atomic uint64_t double_frees;	/* frees of buffers not live */
+	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -276,11 +288,12 @@ static inline uintptr_t mrp_buf_mask(const struct mrp_arena *a)
 
 /*
  * The free fast path's start-of-buffer mask: all ones sends every free of
- * the arena to the slow path (memory windows bound, or debug mode).
+ * the arena to the slow path (memory windows bound, debug mode, retired).
  */
 static inline uintptr_t mrp_fast_mask(const struct mrp_arena *a)
 {
-	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed))
+	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
+	    atomic_load_explicit(&a->retired, memory_order_relaxed))
 		return ~(uintptr_t)0;
 	return mrp_buf_mask(a);
 }
@@ -374,7 +387,9 @@ static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
 }
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out);
-void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_free(struct mrp_arena *a);
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out);
 int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
@@ -385,10 +400,11 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background);
 int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		  bool keep_reserve);
+void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
 int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
-void mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf);
 int mrp_fallback_free(struct mrp_pool *pool, void *addr);

@@ -159,6 +159,9 @@ struct mrp_stats {
 	uint64_t double_frees;		/* frees of buffers not live: refused with
 					 * -EINVAL, or dropped when a thread cache
 					 * handed a second copy to the depot */
+	uint64_t dereg_errors;		/* ibv_dereg_mr failures: the arena (or
+					 * fallback buffer) is retired, never
+					 * handed out, unmapped or given back */
 };
 
 /* Library version, MRP_VERSION layout. */

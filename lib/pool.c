@@ -328,12 +328,10 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_mw_release_all(pool, forked);
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
-		if (forked) {
-			free(a->free_idx);
-			free(a);
-		} else {
-			mrp_arena_destroy(pool, a);
-		}
+		if (forked)
+			mrp_arena_free(a);
+		else if (mrp_arena_destroy(pool, a))
+			mrp_arena_forget(pool, a);	/* retired: memory left as is */
 	}
 	mrp_fallback_release_all(pool, forked);
 	mrp_publish_fini(pool, forked);

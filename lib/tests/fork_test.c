@@ -26,13 +26,14 @@
 TEST(fork_closes_pool_file)
 {
 	struct mrp_pool *pool = test_pool(NULL);
-	int file[2], hold[2], status;
+	int file[2], hold[2], ready[2], status;
 	char c;
 	pid_t pid;
 
 	ASSERT_NE(NULL, pool);
 	ASSERT_EQ(0, pipe(file));
 	ASSERT_EQ(0, pipe(hold));
+	ASSERT_EQ(0, pipe(ready));
 	ASSERT_EQ(0, fcntl(file[0], F_SETFL, O_NONBLOCK));
 	/* the anon backend has no file: the pipe's write end plays it */
 	pool->fd = file[1];
@@ -42,11 +43,16 @@ TEST(fork_closes_pool_file)
 		int bad = fcntl(file[1], F_GETFD) != -1 || errno != EBADF;
 
 		close(hold[1]);
+		/* fork has returned here: the fork handlers have run */
+		bad |= (write(ready[1], "r", 1) != 1) << 2;
 		/* stay alive until the parent has looked */
 		bad |= (read(hold[0], &c, 1) != 0) << 1;
 		_exit(bad);
 	}
 	close(hold[0]);
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	close(ready[0]);
 	EXPECT_EQ(file[1], pool->fd);	/* the parent's pool keeps its file */
 	EXPECT_EQ(0, fcntl(file[1], F_GETFD) < 0);
 	close(file[1]);

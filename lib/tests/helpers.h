@@ -9,7 +9,7 @@
 #include "mrpool.h"
 
 /* tests/fake_verbs.c */
-extern int fake_live, fake_regs, fake_fail_next;
+extern int fake_live, fake_regs, fake_fail_next, fake_dereg_fail_next;
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
 

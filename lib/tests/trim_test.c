@@ -391,6 +391,81 @@ TEST(close_force)
 	EXPECT_EQ(0, fake_live);
 }
 
+static int in_range(const void *p, uintptr_t base, size_t len)
+{
+	return (uintptr_t)p >= base && (uintptr_t)p - base < len;
+}
+
+/*
+ * A failed ibv_dereg_mr is counted and retires the arena: trim keeps it
+ * (mapped), no buffer of it is handed out again, and close leaves its
+ * memory mapped (the device may still reach it through that MR).
+ */
+TEST(dereg_failure)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_ARENA_SIZE, .arena_size = 2 << 20,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf x, y, z, l, w;
+	uintptr_t old1, old2, old3;
+	struct mrp_stats st;
+	unsigned char vec;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+
+	/* in trim: the arena stays, retired */
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &x));
+	old1 = (uintptr_t)x.addr & ~(uintptr_t)((2 << 20) - 1);
+	ASSERT_EQ(0, mrp_free(pool, x.addr));
+	fake_dereg_fail_next = 1;
+	EXPECT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH));
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.dereg_errors);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, st.arenas_trimmed);
+	EXPECT_EQ(1, fake_live);		/* the MR that would not go */
+	for (int i = 0; i < 600; i++) {	/* more than one arena's worth */
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &y));
+		ASSERT_FALSE(in_range(y.addr, old1, 2 << 20));
+		ASSERT_EQ(0, mrp_free(pool, y.addr));
+	}
+
+	/* in detach: the arena in use is retired, the detach completes */
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, FAKE_PD(1), &z));
+	old2 = (uintptr_t)z.addr & ~(uintptr_t)((2 << 20) - 1);
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, FAKE_PD(1), &l));
+	old3 = (uintptr_t)l.addr;
+	ASSERT_EQ(0, mrp_free(pool, l.addr));	/* parked for reuse */
+	fake_dereg_fail_next = 2;	/* the newest arenas: the large, the 64K */
+	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(1)));
+	st = test_stats(pool);
+	EXPECT_EQ(3, st.dereg_errors);
+	EXPECT_EQ(0, st.pds);
+	memset(z.addr, 9, z.size);		/* still the caller's, still mapped */
+	ASSERT_EQ(0, mrp_free(pool, z.addr));
+	/* buffers of it already in a cache may come out once more: flush */
+	ASSERT_LE(0, mrp_trim(pool, MRP_TRIM_FLUSH));
+	for (int i = 0; i < 40; i++) {
+		ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &w));
+		ASSERT_FALSE(in_range(w.addr, old2, 2 << 20));
+		ASSERT_EQ(0, mrp_free(pool, w.addr));
+	}
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &w));
+	EXPECT_NE(old3, (uintptr_t)w.addr);	/* the parked one is out of reuse */
+	ASSERT_EQ(0, mrp_free(pool, w.addr));
+
+	/* close forgets retired arenas without unmapping them */
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(0, mincore((void *)old1, 4096, &vec));
+	EXPECT_EQ(0, mincore((void *)old2, 4096, &vec));
+	EXPECT_EQ(0, mincore((void *)old3, 4096, &vec));
+	munmap((void *)old1, 2 << 20);
+	munmap((void *)old2, 2 << 20);
+	munmap((void *)old3, 4 << 20);
+}
+
 /* With sampling on, timed allocations fill the histogram. */
 TEST(latency_sampling)
 {
