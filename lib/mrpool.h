@@ -16,7 +16,14 @@
  *
  * Thread safety: every call may be made from any thread, except that
  * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
- * the same pool (or, for detach, with calls naming that PD).
+ * the same pool (or, for detach, with calls naming that PD). No call is
+ * async-signal-safe: none may be made from a signal handler (they take
+ * locks, allocate memory and may map it).
+ *
+ * A pool with the background attribute runs one thread, "mrpool-bg", with
+ * every signal blocked. The shared library is never unloaded (-z nodelete):
+ * dlclose() leaves it mapped, since threads that used it run its code at
+ * exit.
  *
  * The per-thread caches use initial-exec TLS (256 bytes): a program that
  * dlopen()s the library late, after many other such libraries, may see

@@ -6,6 +6,7 @@
  * close (also from a forked child).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -128,8 +129,15 @@ static void *mrp_bg_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The pool thread is named (it shows as "mrpool-bg" in ps, top and gdb)
+ * and blocks every signal: it is created with all of them blocked, which
+ * it inherits, so a process-directed signal is never delivered to it and
+ * no handler of the application runs on it.
+ */
 static int mrp_bg_start(struct mrp_pool *pool)
 {
+	sigset_t all, old;
 	pthread_condattr_t ca;
 	int ret;
 
@@ -140,9 +148,13 @@ static int mrp_bg_start(struct mrp_pool *pool)
 	pthread_mutex_init(&pool->bg_lock, NULL);
 	if (!pool->cfg.background)
 		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	ret = pthread_create(&pool->bg, NULL, mrp_bg_main, pool);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret)
 		return -ret;
+	pthread_setname_np(pool->bg, "mrpool-bg");
 	pool->bg_running = true;
 	return 0;
 }
