@@ -228,7 +228,8 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		if (!mrp_arena_destroy(pool, a))
 			n++;
 	}
-	pthread_mutex_unlock(&pool->lock);
+	/* with the arena count, under the lock: stats see both or neither */
 	mrp_add(&pool->trimmed, (uint64_t)n);
+	pthread_mutex_unlock(&pool->lock);
 	return n;
 }
