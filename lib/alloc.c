@@ -119,7 +119,8 @@ static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
 		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
 			return -EINVAL;
 		p = bin->slots[--bin->count];
-		a = mrp_map[(uintptr_t)p >> MRP_MAP_SHIFT];
+		/* a cached buffer is in an arena: in the map, no bound test */
+		a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
 		k = a->keys[slot];
 		buf->lkey = k.lkey;
 		buf->rkey = k.rkey;
@@ -134,9 +135,26 @@ static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
 	return 0;
 }
 
+/*
+ * Debug mode: the class buffer just handed out becomes LIVE, which its
+ * free checks. It must have been OUT (in this thread's cache); anything
+ * else means a cache held a buffer twice, which debug mode prevents.
+ */
+static void mrp_debug_mark(struct mrp_pool *pool, const struct mrp_buf *buf)
+{
+	struct mrp_arena *a = mrp_arena_of((uintptr_t)buf->addr);
+	uint8_t out = MRP_BUF_OUT;
+
+	if (!a || a->pool != pool || a->cls == MRP_LARGE)
+		return;		/* fallback or large: tracked by their lists */
+	if (!atomic_compare_exchange_strong(mrp_buf_state(a, (uintptr_t)buf->addr),
+					    &out, MRP_BUF_LIVE))
+		mrp_add(&pool->double_frees, 1);
+}
+
 /* One allocation in sample_every per thread is timed, slow path included. */
-static MRP_NOINLINE int mrp_alloc_sampled(struct mrp_pool *pool, size_t size,
-					  struct ibv_pd *pd, struct mrp_buf *buf)
+static int mrp_alloc_sampled(struct mrp_pool *pool, size_t size,
+			     struct ibv_pd *pd, struct mrp_buf *buf)
 {
 	struct mrp_tcache *tc = mrp_tls[pool->idx];
 	uint64_t t0;
@@ -158,19 +176,37 @@ static MRP_NOINLINE int mrp_alloc_sampled(struct mrp_pool *pool, size_t size,
 	return ret;
 }
 
+/* Class-size allocations of a pool that samples latency or debugs. */
+static MRP_NOINLINE int mrp_alloc_hooked(struct mrp_pool *pool, size_t size,
+					 struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	int ret;
+
+	if (pool->cfg.sample_every) {
+		ret = mrp_alloc_sampled(pool, size, pd, buf);
+	} else {
+		ret = mrp_alloc_fast(pool, size, pd, buf);
+		if (ret > 0)
+			ret = mrp_alloc_slow(pool, size, 0, pd, buf);
+	}
+	if (!ret && pool->debug)
+		mrp_debug_mark(pool, buf);
+	return ret;
+}
+
 MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 			 struct mrp_buf *buf)
 {
 	int ret;
 
-	if (unlikely(!pool || !buf || size - 1 >= MRP_MAX_CLASS || pool->sampling))
+	if (unlikely(!pool || !buf || size - 1 >= MRP_MAX_CLASS || pool->hooked))
 		goto slow;
 	ret = mrp_alloc_fast(pool, size, pd, buf);
 	if (likely(ret <= 0))
 		return ret;
 slow:
-	if (pool && buf && pool->sampling && size - 1 < MRP_MAX_CLASS)
-		return mrp_alloc_sampled(pool, size, pd, buf);
+	if (pool && buf && pool->hooked && size - 1 < MRP_MAX_CLASS)
+		return mrp_alloc_hooked(pool, size, pd, buf);
 	return mrp_alloc_slow(pool, size, 0, pd, buf);
 }
 
@@ -190,6 +226,7 @@ MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t alig
 static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 {
 	uintptr_t p = (uintptr_t)addr;
+	_Atomic uint8_t *state;
 	struct mrp_tcache *tc;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
@@ -204,12 +241,30 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	a = mrp_arena_of(p);
 	if (!a || a->pool != pool)
 		return mrp_fallback_free(pool, addr);
-	if (a->cls == MRP_LARGE ? p != a->base || a->large_free : (p & mrp_buf_mask(a)))
+	if (a->cls == MRP_LARGE)
+		return mrp_large_free(pool, p);
+	if (p & mrp_buf_mask(a))
 		return -EINVAL;
-	if (a->nmw)
+	/*
+	 * A buffer in the depot is not the caller's: a double free whose first
+	 * free reached the depot, or a stale pointer into an arena trimmed and
+	 * created again. Debug mode knows exactly which buffers are live.
+	 */
+	state = mrp_buf_state(a, p);
+	if (pool->debug) {
+		uint8_t live = MRP_BUF_LIVE;
+
+		if (!atomic_compare_exchange_strong(state, &live, MRP_BUF_OUT))
+			goto bad;
+	} else if (atomic_load_explicit(state, memory_order_relaxed) == MRP_BUF_FREE) {
+		goto bad;
+	}
+	if (atomic_load(&a->nmw))
 		mrp_mw_release_buf(pool, a, p);
-	if (a->cls == MRP_LARGE) {
-		mrp_large_free(pool, a);
+	if (atomic_load(&a->retired)) {
+		/* out of service: straight to the depot, never to a cache */
+		mrp_depot_put(pool, a->cls, &addr, 1);
+		mrp_add(&pool->dead_frees[a->cls], 1);	/* counted as frees */
 		return 0;
 	}
 	tc = mrp_tcache_get(pool);
@@ -230,6 +285,10 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	bin->slots[bin->count++] = addr;
 	mrp_inc(&bin->frees);
 	return 0;
+
+bad:
+	mrp_add(&pool->double_frees, 1);
+	return -EINVAL;
 }
 
 MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
@@ -239,9 +298,9 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
 
-	if (unlikely(!pool || i >= MRP_MAP_ENTRIES))
+	if (unlikely(!pool || i >= mrp_map.entries))
 		goto slow;
-	a = mrp_map[i];
+	a = mrp_map.slot[i];
 	if (unlikely(!a || a->pool != pool ||
 		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
 		goto slow;

@@ -2,12 +2,15 @@
 /*
  * Arenas and the address map.
  *
- * The map has one pointer per 2 MiB of the 47-bit user address space: 512
- * MiB of address space, mapped read-only (reads of untouched parts see the
+ * The map has one pointer per 2 MiB of the user address space the platform
+ * hands out (48 bits, more if the stack shows it): 1 GiB of address space,
+ * mapped read-only (reads of untouched parts see the
  * zero page, and a read-only private mapping is not charged to the commit
  * limit); the pages that hold entries of arenas are made writable as
  * arenas appear. Every arena starts on a 2 MiB boundary, so the arena of
- * any address is mrp_map[addr >> 21]: one load.
+ * any address is one bounds test and one load. The writers check the
+ * bound too: an arena the map cannot hold is refused (-ERANGE) before
+ * anything is written, never written past the map's end.
  *
  * An arena is mapped, made reachable from the map and registered in every
  * attached PD before any of its buffers is handed out; it is unpublished
@@ -16,39 +19,105 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "internal.h"
 
-struct mrp_arena **mrp_map;
+struct mrp_map mrp_map;
 
-int mrp_map_init(void)
+static unsigned int mrp_bit_len(uintptr_t v)
 {
-	void *m = mmap(NULL, MRP_MAP_ENTRIES * sizeof(*mrp_map), PROT_READ,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return v ? 64 - (unsigned int)__builtin_clzl(v) : 0;
+}
 
-	if (m == MAP_FAILED)
+/* Address bits the process map must cover on this machine. */
+unsigned int mrp_map_va_bits(void)
+{
+	unsigned int bits = MRP_VA_BITS_MIN;
+	unsigned int top;
+
+	/* the initial stack sits at the top of the default mmap window */
+	top = mrp_bit_len((uintptr_t)getauxval(AT_RANDOM));
+	if (top > bits)
+		bits = top;
+	top = mrp_bit_len((uintptr_t)__builtin_frame_address(0));
+	if (top > bits)
+		bits = top;
+	return bits < MRP_VA_BITS_MAX ? bits : MRP_VA_BITS_MAX;
+}
+
+/* A map covering [0, 2^va_bits), read-only until reserved. */
+int mrp_map_create(struct mrp_map *m, unsigned int va_bits)
+{
+	size_t entries, len;
+	void *p;
+
+	if (va_bits <= MRP_MAP_SHIFT || va_bits > MRP_VA_BITS_MAX)
+		return -EINVAL;
+	entries = (size_t)1 << (va_bits - MRP_MAP_SHIFT);
+	len = entries * sizeof(*m->slot);
+	m->page = mrp_os_page_size();
+	len = (len + m->page - 1) & ~(m->page - 1);
+	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
 		return -errno;
-	mrp_map = m;
+	m->slot = p;
+	m->entries = entries;
+	return 0;
+}
+
+void mrp_map_destroy(struct mrp_map *m)
+{
+	size_t len = m->entries * sizeof(*m->slot);
+
+	if (m->slot)
+		munmap(m->slot, (len + m->page - 1) & ~(m->page - 1));
+	m->slot = NULL;
+	m->entries = 0;
+}
+
+/* Entries [*first, *end) of [base, base + size), or -ERANGE if outside m. */
+static int mrp_map_range(const struct mrp_map *m, uintptr_t base, size_t size,
+			 size_t *first, size_t *end)
+{
+	uintptr_t limit = (uintptr_t)m->entries << MRP_MAP_SHIFT;
+
+	if (!size || (base | size) & (MRP_MAP_GRANULE - 1) || size > limit ||
+	    base > limit - size)
+		return -ERANGE;
+	*first = base >> MRP_MAP_SHIFT;
+	*end = (base + size) >> MRP_MAP_SHIFT;
 	return 0;
 }
 
 /* Make the map pages covering [base, base + size) writable. */
-static int mrp_map_prepare(uintptr_t base, size_t size)
+int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size)
 {
-	uintptr_t first = (uintptr_t)&mrp_map[base >> MRP_MAP_SHIFT];
-	uintptr_t last = (uintptr_t)&mrp_map[((base + size) >> MRP_MAP_SHIFT) - 1];
-	uintptr_t page = 4096;
+	uintptr_t first, last;
+	size_t i, end;
+	int ret;
 
-	first &= ~(page - 1);
-	last = (last | (page - 1)) + 1;
+	ret = mrp_map_range(m, base, size, &i, &end);
+	if (ret)
+		return ret;
+	first = (uintptr_t)&m->slot[i] & ~(m->page - 1);
+	last = ((uintptr_t)&m->slot[end - 1] | (m->page - 1)) + 1;
 	return mprotect((void *)first, last - first, PROT_READ | PROT_WRITE) ? -errno : 0;
 }
 
-static void mrp_map_set(uintptr_t base, size_t size, struct mrp_arena *a)
+/* Point the entries of [base, base + size) at a (reserved before). */
+int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a)
 {
-	for (size_t i = base >> MRP_MAP_SHIFT; i < (base + size) >> MRP_MAP_SHIFT; i++)
-		mrp_map[i] = a;
+	size_t i, end;
+	int ret;
+
+	ret = mrp_map_range(m, base, size, &i, &end);
+	if (ret)
+		return ret;
+	for (; i < end; i++)
+		m->slot[i] = a;
+	return 0;
 }
 
 /* Map, register and publish an arena. pool->lock held. */
@@ -74,7 +143,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		a->nblocks = (uint32_t)(size >> a->shift);
 		a->nfree = a->nblocks;
 		a->free_idx = malloc(a->nblocks * sizeof(uint32_t));
-		if (!a->free_idx) {
+		a->state = calloc(a->nblocks, sizeof(*a->state));
+		if (!a->free_idx || !a->state) {
 			ret = -ENOMEM;
 			goto free_arena;
 		}
@@ -83,7 +153,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 			a->free_idx[i] = a->nblocks - 1 - i;
 	}
 
-	atomic_init(&a->block_mask, mrp_buf_mask(a));
+	atomic_init(&a->nmw, 0);
+	atomic_init(&a->block_mask, mrp_fast_mask(a));
 	ret = pool->ops->map(pool, size, align, &r);
 	if (ret)
 		goto free_arena;
@@ -93,14 +164,25 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	a->dmabuf_fd = r.dmabuf_fd;
 	a->locked = r.locked;
 
-	ret = mrp_map_prepare(a->base, a->size);
+	/*
+	 * An address beyond the map (a platform with more address bits than
+	 * it was sized for) is the backend's memory the pool cannot use: as
+	 * if the backend were exhausted, so that the fallback, if allowed,
+	 * still serves.
+	 */
+	ret = mrp_map_reserve(&mrp_map, a->base, a->size);
+	if (ret == -ERANGE)
+		ret = -ENOMEM;
 	if (ret)
 		goto unmap;
 	ret = mrp_reg_arena(pool, a);
+	if (ret && a->retired)
+		goto free_arena;	/* an MR may outlive its failed dereg: leak */
 	if (ret)
 		goto unmap;
 
-	mrp_map_set(a->base, a->size, a);
+	/* reserved above: in range, cannot fail */
+	mrp_map_set(&mrp_map, a->base, a->size, a);
 	a->next = pool->arenas;
 	if (a->next)
 		a->next->prev = a;
@@ -116,21 +198,25 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 unmap:
 	pool->ops->unmap(pool, &r);
 free_arena:
-	free(a->free_idx);
-	free(a);
+	mrp_arena_free(a);
 	return ret;
 }
 
-/* Unpublish, deregister and unmap an arena nobody can reach. pool->lock held. */
-void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
+void mrp_arena_free(struct mrp_arena *a)
 {
-	struct mrp_region r = {
-		.base = a->base, .size = a->size, .handle = a->handle,
-		.dmabuf_fd = a->dmabuf_fd, .locked = a->locked,
-	};
+	free(a->free_idx);
+	free((void *)a->state);
+	free(a);
+}
 
-	mrp_dereg_arena(pool, a);
-	mrp_map_set(a->base, a->size, NULL);
+/*
+ * Unpublish and unlink an arena and free its bookkeeping, leaving its
+ * memory as it is (mapped, and for the kernel backend owned by the file
+ * until it closes). pool->lock held.
+ */
+void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	mrp_map_set(&mrp_map, a->base, a->size, NULL);
 	if (a->prev)
 		a->prev->next = a->next;
 	else
@@ -141,9 +227,28 @@ void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 	if (a->locked)
 		pool->locked_bytes -= a->size;
 	pool->narenas--;
+	mrp_arena_free(a);
+}
+
+/*
+ * Deregister, unpublish and unmap an arena nobody can reach. pool->lock
+ * held. If a deregistration fails (now or before), the arena is retired
+ * instead and stays, mapped and listed: -EBUSY.
+ */
+int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_region r = {
+		.base = a->base, .size = a->size, .handle = a->handle,
+		.dmabuf_fd = a->dmabuf_fd, .locked = a->locked,
+	};
+
+	if (mrp_dereg_arena(pool, a) || a->retired) {
+		a->retired = true;
+		return -EBUSY;
+	}
+	mrp_arena_forget(pool, a);
 	pool->ops->unmap(pool, &r);
-	free(a->free_idx);
-	free(a);
+	return 0;
 }
 
 /* A large buffer: a parked arena that fits (at most 2x), else a new one. */
@@ -177,16 +282,42 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	return ret;
 }
 
-/* Park a large arena for reuse; trim releases it after the delay. */
-void mrp_large_free(struct mrp_pool *pool, struct mrp_arena *a)
+/*
+ * Park the large buffer starting at p for reuse; trim releases it after the
+ * delay. Checked and claimed under pool->lock, the map read there too: of
+ * two frees of one buffer, however close, exactly one succeeds, and a
+ * pointer whose arena is gone is refused. -EINVAL if p is not a live large
+ * buffer of pool.
+ */
+int mrp_large_free(struct mrp_pool *pool, uintptr_t p)
 {
+	struct mrp_arena *a;
+	bool nmw;
+
 	pthread_mutex_lock(&pool->lock);
+	a = mrp_arena_of(p);
+	if (!a || a->pool != pool || a->cls != MRP_LARGE || p != a->base ||
+	    a->large_free) {
+		if (a && a->pool == pool && a->cls == MRP_LARGE && p == a->base)
+			mrp_add(&pool->double_frees, 1);
+		pthread_mutex_unlock(&pool->lock);
+		return -EINVAL;
+	}
+	/* claimed: neither live nor parked until the windows are gone */
 	a->large_free = true;
+	nmw = atomic_load(&a->nmw) != 0;
+	pthread_mutex_unlock(&pool->lock);
+	if (nmw)
+		mrp_mw_release_buf(pool, a, a->base);
+
+	pthread_mutex_lock(&pool->lock);
 	a->idle_since = mrp_now_ns();
-	a->av_next = pool->large_free;
-	pool->large_free = a;
+	if (!a->retired) {
+		a->av_next = pool->large_free;
+		pool->large_free = a;
+	}
 	mrp_add(&pool->large_frees, 1);
 	atomic_fetch_sub(&pool->large_bytes, a->size);
 	pthread_mutex_unlock(&pool->lock);
+	return 0;
 }
-

@@ -50,7 +50,7 @@ static int mrp_kmod_init(struct mrp_pool *pool)
 
 static void mrp_kmod_fini(struct mrp_pool *pool, bool forked)
 {
-	/* a child's copy of the fd: closing it frees nothing of the parent's */
+	/* in a child the fork handler closed the fd already (pool.c) */
 	(void)forked;
 	if (pool->fd >= 0)
 		close(pool->fd);

@@ -76,6 +76,8 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 			while (got < want && a->nfree) {
 				uintptr_t i = a->free_idx[--a->nfree];
 
+				atomic_store_explicit(&a->state[i], MRP_BUF_OUT,
+						      memory_order_relaxed);
 				bin->slots[got++] = (void *)(a->base + (i << a->shift));
 			}
 			if (!a->nfree)
@@ -97,22 +99,33 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 	return 0;
 }
 
-/* Return n buffers of class cls to their arenas. */
+/*
+ * Return n buffers of class cls to their arenas. A buffer already in the
+ * depot (freed twice, the copies both cached) is dropped and counted: were
+ * it stacked twice, two callers would get it and trim would count its
+ * arena idle while a buffer in it is live.
+ */
 void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n)
 {
 	struct mrp_class *c = &pool->cls[cls];
 	uint64_t now = mrp_now_ns();
-	uint32_t put = 0;
+	uint32_t put = 0, dup = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t k = 0; k < n; k++) {
 		uintptr_t p = (uintptr_t)ptrs[k];
 		struct mrp_arena *a = mrp_arena_of(p);
+		uint32_t i = (uint32_t)((p - a->base) >> a->shift);
 
-		/* a double free would overflow the stack: drop it instead */
-		if (a->nfree >= a->nblocks)
+		if (atomic_load_explicit(&a->state[i], memory_order_relaxed) == MRP_BUF_FREE ||
+		    a->nfree >= a->nblocks) {
+			dup++;
 			continue;
-		a->free_idx[a->nfree++] = (uint32_t)((p - a->base) >> a->shift);
+		}
+		atomic_store_explicit(&a->state[i], MRP_BUF_FREE, memory_order_relaxed);
+		a->free_idx[a->nfree++] = i;
+		if (a->retired)
+			continue;	/* back, but never handed out again */
 		if (a->nfree == 1)
 			mrp_avail_add(c, a);
 		if (a->nfree == a->nblocks)
@@ -121,6 +134,49 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 	}
 	atomic_fetch_add(&c->free_blocks, put);
 	pthread_mutex_unlock(&c->lock);
+	if (dup)
+		mrp_add(&pool->double_frees, dup);
+}
+
+/* Trim's last check: every buffer of a is in the depot. class->lock held. */
+static bool mrp_arena_idle(const struct mrp_arena *a)
+{
+	if (a->nfree != a->nblocks)
+		return false;
+	for (uint32_t i = 0; i < a->nblocks; i++)
+		if (atomic_load_explicit(&a->state[i], memory_order_relaxed) != MRP_BUF_FREE)
+			return false;
+	return true;
+}
+
+/*
+ * Take an arena whose deregistration failed out of service: no buffer of
+ * it is handed out again. pool->lock held.
+ */
+void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_arena **pp;
+
+	if (a->retired)
+		return;
+	atomic_store(&a->block_mask, ~(uintptr_t)0);
+	if (a->cls == MRP_LARGE) {
+		for (pp = &pool->large_free; *pp; pp = &(*pp)->av_next)
+			if (*pp == a) {
+				*pp = a->av_next;
+				a->av_next = NULL;
+				break;
+			}
+		a->retired = true;
+		return;
+	}
+	pthread_mutex_lock(&pool->cls[a->cls].lock);
+	if (a->nfree) {
+		mrp_avail_del(&pool->cls[a->cls], a);
+		atomic_fetch_sub(&pool->cls[a->cls].free_blocks, a->nfree);
+	}
+	a->retired = true;
+	pthread_mutex_unlock(&pool->cls[a->cls].lock);
 }
 
 /*
@@ -143,7 +199,7 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		pthread_mutex_lock(&c->lock);
 		for (a = c->avail; a; a = next) {
 			next = a->av_next;
-			if (a->nfree != a->nblocks || now - a->idle_since < delay_ns)
+			if (!mrp_arena_idle(a) || now - a->idle_since < delay_ns)
 				continue;
 			if (keep_reserve && busy &&
 			    atomic_load(&c->free_blocks) - a->nblocks < c->low_water)
@@ -156,8 +212,10 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		pthread_mutex_unlock(&c->lock);
 		for (a = victims; a; a = next) {
 			next = a->av_next;
-			mrp_arena_destroy(pool, a);
-			n++;
+			a->av_next = NULL;
+			/* a failed deregistration retires it: kept, never reused */
+			if (!mrp_arena_destroy(pool, a))
+				n++;
 		}
 	}
 	for (pp = &pool->large_free; (a = *pp);) {
@@ -166,10 +224,12 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			continue;
 		}
 		*pp = a->av_next;
-		mrp_arena_destroy(pool, a);
-		n++;
+		a->av_next = NULL;
+		if (!mrp_arena_destroy(pool, a))
+			n++;
 	}
-	pthread_mutex_unlock(&pool->lock);
+	/* with the arena count, under the lock: stats see both or neither */
 	mrp_add(&pool->trimmed, (uint64_t)n);
+	pthread_mutex_unlock(&pool->lock);
 	return n;
 }

@@ -44,8 +44,16 @@
 
 #define MRP_MAP_SHIFT	21			/* map granule: 2 MiB */
 #define MRP_MAP_GRANULE	((size_t)1 << MRP_MAP_SHIFT)
-#define MRP_VA_BITS	47			/* default user address space */
-#define MRP_MAP_ENTRIES	((size_t)1 << (MRP_VA_BITS - MRP_MAP_SHIFT))
+/*
+ * Bits of user address space the map covers at least: 48, the default mmap
+ * window of arm64 (4 KiB and 64 KiB pages) and more than x86-64's 47, so
+ * one size serves both. mrp_map_va_bits() raises it to what the process's
+ * own stack shows, up to MRP_VA_BITS_MAX (57-bit x86 and 52-bit arm64 hand
+ * out higher addresses only to mmap calls that ask for them with a hint,
+ * which the library never does).
+ */
+#define MRP_VA_BITS_MIN	48
+#define MRP_VA_BITS_MAX	56
 
 #define MRP_MAX_POOLS	32			/* open pools per process */
 #define MRP_MAX_BIN	256			/* cap on buffers per thread per class */
@@ -80,6 +88,11 @@ struct mrp_arena {
 	uint32_t nblocks;		/* buffers in the arena */
 	uint32_t nfree;			/* of which in the depot */
 	uint32_t *free_idx;		/* stack of free buffer indexes */
+	/*
+	 * Per buffer, MRP_BUF_*: changed under class->lock between FREE and
+	 * OUT; OUT <-> LIVE by compare-and-swap (debug mode) without it.
+	 */
+	_Atomic uint8_t *state;
 	uint64_t idle_since;		/* ns when nfree reached nblocks */
 	struct mrp_arena *av_next, *av_prev;	/* class->avail list */
 
@@ -90,11 +103,38 @@ struct mrp_arena {
 	uint64_t handle;		/* backend's id (kernel slice id) */
 	int dmabuf_fd;			/* >= 0 when the backend exports one */
 	bool locked;			/* memory is pinned (mlock or module) */
-	bool large_free;		/* large arena parked in pool->large_free */
+	bool large_free;		/* large arena parked or being parked */
+	/*
+	 * A deregistration failed: the device may still reach the memory
+	 * through that MR, so no buffer of it is handed out again (off the
+	 * avail and large_free lists), and its memory is never unmapped nor
+	 * given back to the backend, only forgotten at close. Its frees take
+	 * the slow path (block_mask), which returns them to the depot, not to
+	 * a cache; buffers already cached are handed out once more at most.
+	 * Set under pool->lock and, for class arenas, class->lock.
+	 */
+	_Atomic bool retired;
 	_Atomic uint32_t nmw;		/* memory windows bound in the arena */
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
+
+/*
+ * Where a class buffer is. The depot knows FREE from the rest; only debug
+ * mode, which marks every allocation, tells LIVE (the application's) from
+ * OUT (in a thread cache). A free of a FREE buffer, or in debug mode of
+ * anything not LIVE, is a double free or a stale pointer.
+ */
+enum {
+	MRP_BUF_FREE = 0,		/* in the depot (calloc'd arenas start so) */
+	MRP_BUF_OUT = 1,		/* handed out of the depot */
+	MRP_BUF_LIVE = 2,		/* debug mode: held by the application */
+};
+
+static inline _Atomic uint8_t *mrp_buf_state(const struct mrp_arena *a, uintptr_t p)
+{
+	return &a->state[(p - a->base) >> a->shift];
+}
 
 /* One size class's depot, shared by all threads. */
 struct mrp_class {
@@ -143,6 +183,7 @@ struct mrp_cfg {
 	bool hugetlb;
 	uint32_t sample_every;
 	uint32_t low_water;
+	bool debug;			/* MRPOOL_DEBUG: check every free */
 };
 
 /* A region a backend hands out. */
@@ -170,11 +211,17 @@ struct mrp_backend_ops {
 	void (*unmap)(struct mrp_pool *pool, struct mrp_region *r);
 };
 
-/* A buffer served by malloc + ibv_reg_mr when arenas ran out. */
+/*
+ * A buffer served by its own mapping + ibv_reg_mr when arenas ran out:
+ * mapped, not malloc'ed, so that it can be kept out of children
+ * (MADV_DONTFORK) without touching the heap around it.
+ */
 struct mrp_fallback {
 	struct mrp_fallback *next;
 	void *addr;
-	size_t size;
+	size_t size;			/* the buffer's size, as the caller sees it */
+	size_t len;			/* of the mapping: size in whole pages */
+	bool leak;			/* a deregistration failed: never unmap */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
 
@@ -183,7 +230,9 @@ struct mrp_fallback {
 struct mrp_pool {
 	/* read by the fast paths */
 	uint32_t idx;			/* slot in mrp_tls and mrp_pools */
-	bool sampling;			/* sample_every != 0 */
+	bool hooked;			/* sampling or debug: allocations take
+					 * mrp_alloc_hooked() */
+	bool debug;			/* cfg.debug */
 	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
 
 	struct mrp_cfg cfg;
@@ -226,6 +275,8 @@ struct mrp_pool {
 	_Atomic uint64_t fb_allocs, fb_frees, fb_bytes;
 	_Atomic uint64_t sync_growths, bg_growths, trimmed;
 	_Atomic uint64_t regs, reg_ns, reg_ns_max;
+	_Atomic uint64_t double_frees;	/* frees of buffers not live */
+	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -233,6 +284,18 @@ struct mrp_pool {
 static inline uintptr_t mrp_buf_mask(const struct mrp_arena *a)
 {
 	return ((uintptr_t)1 << a->shift) - 1;
+}
+
+/*
+ * The free fast path's start-of-buffer mask: all ones sends every free of
+ * the arena to the slow path (memory windows bound, debug mode, retired).
+ */
+static inline uintptr_t mrp_fast_mask(const struct mrp_arena *a)
+{
+	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
+	    atomic_load_explicit(&a->retired, memory_order_relaxed))
+		return ~(uintptr_t)0;
+	return mrp_buf_mask(a);
 }
 
 /* Owner-thread counter bump: a plain add, readable from other threads. */
@@ -294,21 +357,42 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);
 void mrp_tcache_flush(struct mrp_tcache *tc);
 void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
 
+/*
+ * The address map: an arena pointer for every 2 MiB of the address space
+ * it covers. Written under the owning pool's lock, read without one.
+ */
+struct mrp_map {
+	struct mrp_arena **slot;	/* entries pointers, read-only until reserved */
+	size_t entries;			/* covers [0, entries << MRP_MAP_SHIFT) */
+	size_t page;			/* the system page size */
+};
+
 /* arena.c */
-extern struct mrp_arena **mrp_map;
-int mrp_map_init(void);
-static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
+extern struct mrp_map mrp_map;		/* the process's, set up once */
+unsigned int mrp_map_va_bits(void);
+int mrp_map_create(struct mrp_map *m, unsigned int va_bits);
+void mrp_map_destroy(struct mrp_map *m);
+int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size);
+int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a);
+static inline struct mrp_arena *mrp_map_get(const struct mrp_map *m, uintptr_t a)
 {
 	size_t i = a >> MRP_MAP_SHIFT;
 
-	return i < MRP_MAP_ENTRIES ? mrp_map[i] : NULL;
+	return i < m->entries ? m->slot[i] : NULL;
+}
+
+static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
+{
+	return mrp_map_get(&mrp_map, a);
 }
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out);
-void mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_free(struct mrp_arena *a);
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out);
-void mrp_large_free(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
 
 /* depot.c */
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin);
@@ -316,10 +400,11 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background);
 int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		  bool keep_reserve);
+void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
 int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
-void mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf);
 int mrp_fallback_free(struct mrp_pool *pool, void *addr);
@@ -338,6 +423,7 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
 void mrp_bg_kick(struct mrp_pool *pool);
+void mrp_pools_fork_child(void);
 uint64_t mrp_now_ns(void);
 
 /* publish.c */
@@ -356,6 +442,7 @@ extern const struct mrp_backend_ops mrp_backend_anon;
 extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
+size_t mrp_os_page_size(void);
 
 #pragma GCC visibility pop
 

@@ -16,14 +16,24 @@
  *
  * Thread safety: every call may be made from any thread, except that
  * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
- * the same pool (or, for detach, with calls naming that PD).
+ * the same pool (or, for detach, with calls naming that PD). No call is
+ * async-signal-safe: none may be made from a signal handler (they take
+ * locks, allocate memory and may map it).
+ *
+ * A pool with the background attribute runs one thread, "mrpool-bg", with
+ * every signal blocked. The shared library is never unloaded (-z nodelete):
+ * dlclose() leaves it mapped, since threads that used it run its code at
+ * exit.
  *
  * The per-thread caches use initial-exec TLS (256 bytes): a program that
  * dlopen()s the library late, after many other such libraries, may see
  * "cannot allocate memory in static TLS block"; linking it avoids that.
  *
- * Fork: arenas are not inherited by a child (the module maps them
- * VM_DONTCOPY; the standalone backend uses MADV_DONTFORK). In a child every
+ * Fork: arenas and fallback buffers are not inherited by a child (the
+ * module maps slices VM_DONTCOPY; the library's own memory is
+ * MADV_DONTFORK), and the library closes the child's copy of the pool's
+ * /dev/mrpool descriptor at fork, so the parent's slices go back to the
+ * module when the parent exits even while the child lives. In a child every
  * call on a pool opened by the parent fails with -ECHILD (or NULL with
  * errno ECHILD); only mrp_pool_close() works there, releasing the child's
  * bookkeeping without touching the parent's memory.
@@ -39,7 +49,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	0
+#define MRP_VERSION_MINOR	1
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -152,6 +162,13 @@ struct mrp_stats {
 	uint64_t lat_samples;		/* sampled allocations */
 	uint64_t lat_p50_ns;		/* their median (histogram bucket bound) */
 	uint64_t lat_p99_ns;		/* their 99th percentile */
+	/* since 1.1 */
+	uint64_t double_frees;		/* frees of buffers not live: refused with
+					 * -EINVAL, or dropped when a thread cache
+					 * handed a second copy to the depot */
+	uint64_t dereg_errors;		/* ibv_dereg_mr failures: the arena (or
+					 * fallback buffer) is retired, never
+					 * handed out, unmapped or given back */
 };
 
 /* Library version, MRP_VERSION layout. */
@@ -168,10 +185,23 @@ const char *mrp_strerror(int err);
 struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr);
 
 /*
- * Close a pool: deregister and release every arena (buffers still held are
- * gone too) and stop its thread. Returns 0 or -EINVAL for NULL.
+ * Close a pool: deregister and release every arena and stop its thread,
+ * once the application holds none of its buffers (every thread's cache is
+ * returned first). Returns 0; -EBUSY, with the pool untouched and usable,
+ * while buffers are still allocated (a QP may still use them, as
+ * ibv_dealloc_pd refuses a PD with objects); -EINVAL for NULL.
  */
 int mrp_pool_close(struct mrp_pool *pool);
+
+/* mrp_pool_close_flags(): release the pool even with buffers allocated. */
+#define MRP_CLOSE_FORCE	(1U << 0)
+
+/*
+ * As mrp_pool_close(); with MRP_CLOSE_FORCE, buffers still allocated are
+ * deregistered and unmapped with the pool. -EINVAL for unknown flags.
+ * Since 1.1.
+ */
+int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags);
 
 /*
  * Register every current and future arena of the pool in pd with access

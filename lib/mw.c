@@ -32,7 +32,7 @@ static void mrp_mw_count(struct mrp_arena *a, int delta)
 	uint32_t n = atomic_load(&a->nmw) + (uint32_t)delta;
 
 	atomic_store(&a->nmw, n);
-	atomic_store(&a->block_mask, n ? ~(uintptr_t)0 : mrp_buf_mask(a));
+	atomic_store(&a->block_mask, mrp_fast_mask(a));
 }
 
 MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,

@@ -146,6 +146,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		ret = mrp_env_u32("MRPOOL_SAMPLE_EVERY", &cfg->sample_every);
 	if (!ret)
 		ret = mrp_env_u32("MRPOOL_LOW_WATER", &cfg->low_water);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_DEBUG", &cfg->debug);
 	if (ret)
 		return ret;
 

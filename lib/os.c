@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -66,4 +67,12 @@ void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 		m = mrp_os_map_once(size, align, prot, flags, fd, off);
 	} while (!m && errno == EEXIST && ++tries < MRP_OS_MAP_TRIES);
 	return m;
+}
+
+/* 4 KiB on x86-64; 4, 16 or 64 KiB on arm64, 64 KiB on ppc64. */
+size_t mrp_os_page_size(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	return page > 0 ? (size_t)page : 4096;
 }

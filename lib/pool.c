@@ -6,9 +6,11 @@
  * close (also from a forked child).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -48,6 +50,25 @@ MRP_EXPORT const char *mrp_strerror(int err)
 		return "too many pools open in this process";
 	default:
 		return strerror(err);
+	}
+}
+
+/*
+ * In a child at fork (from the fork handler, mrp_global_lock held across
+ * the fork): close every pool's file. The module releases a file's slices
+ * when its last descriptor closes, so a child's copy would keep the
+ * parent's pinned memory alive after the parent dies, for as long as the
+ * child lives. O_CLOEXEC covers exec, not a child that does not exec.
+ */
+void mrp_pools_fork_child(void)
+{
+	for (int i = 0; i < MRP_MAX_POOLS; i++) {
+		struct mrp_pool *pool = mrp_pools[i];
+
+		if (pool && pool->fd >= 0) {
+			close(pool->fd);
+			pool->fd = -1;
+		}
 	}
 }
 
@@ -108,8 +129,15 @@ static void *mrp_bg_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The pool thread is named (it shows as "mrpool-bg" in ps, top and gdb)
+ * and blocks every signal: it is created with all of them blocked, which
+ * it inherits, so a process-directed signal is never delivered to it and
+ * no handler of the application runs on it.
+ */
 static int mrp_bg_start(struct mrp_pool *pool)
 {
+	sigset_t all, old;
 	pthread_condattr_t ca;
 	int ret;
 
@@ -120,9 +148,13 @@ static int mrp_bg_start(struct mrp_pool *pool)
 	pthread_mutex_init(&pool->bg_lock, NULL);
 	if (!pool->cfg.background)
 		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	ret = pthread_create(&pool->bg, NULL, mrp_bg_main, pool);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret)
 		return -ret;
+	pthread_setname_np(pool->bg, "mrpool-bg");
 	pool->bg_running = true;
 	return 0;
 }
@@ -193,7 +225,8 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_cfg_load(&pool->cfg, attr);
 	if (ret)
 		goto free_pool;
-	pool->sampling = pool->cfg.sample_every != 0;
+	pool->debug = pool->cfg.debug;
+	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
 	pthread_mutex_init(&pool->lock, NULL);
 
@@ -239,14 +272,54 @@ out:
 	return NULL;
 }
 
+/*
+ * Does the application still hold a buffer of pool? Every thread's cache
+ * goes back to the depot first (close does not race with other calls, so
+ * no cache is in use), then every arena must be wholly in the depot or
+ * parked, and no fallback buffer left.
+ */
+static bool mrp_pool_busy(struct mrp_pool *pool)
+{
+	struct mrp_tcache *tc;
+	struct mrp_arena *a;
+	bool busy;
+
+	pthread_mutex_lock(&mrp_global_lock);
+	for (tc = pool->tcaches; tc; tc = tc->next)
+		mrp_tcache_flush(tc);
+	pthread_mutex_unlock(&mrp_global_lock);
+
+	pthread_mutex_lock(&pool->lock);
+	busy = pool->fallbacks != NULL;
+	for (a = pool->arenas; a && !busy; a = a->next) {
+		if (a->cls == MRP_LARGE) {
+			busy = !a->large_free;
+			continue;
+		}
+		pthread_mutex_lock(&pool->cls[a->cls].lock);
+		busy = a->nfree != a->nblocks;
+		pthread_mutex_unlock(&pool->cls[a->cls].lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return busy;
+}
+
 MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
+{
+	return mrp_pool_close_flags(pool, 0);
+}
+
+MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 {
 	bool forked;
 	struct mrp_arena *a, *next;
 
-	if (!pool)
+	if (!pool || (flags & ~MRP_CLOSE_FORCE))
 		return -EINVAL;
 	forked = mrp_forked(pool);
+	/* a child holds none of the parent's buffers: nothing to wait for */
+	if (!forked && !(flags & MRP_CLOSE_FORCE) && mrp_pool_busy(pool))
+		return -EBUSY;
 	/* a forked child has no pool thread: the parent's is not copied */
 	if (!forked) {
 		mrp_bg_stop(pool);
@@ -267,12 +340,10 @@ MRP_EXPORT int mrp_pool_close(struct mrp_pool *pool)
 	mrp_mw_release_all(pool, forked);
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
-		if (forked) {
-			free(a->free_idx);
-			free(a);
-		} else {
-			mrp_arena_destroy(pool, a);
-		}
+		if (forked)
+			mrp_arena_free(a);
+		else if (mrp_arena_destroy(pool, a))
+			mrp_arena_forget(pool, a);	/* retired: memory left as is */
 	}
 	mrp_fallback_release_all(pool, forked);
 	mrp_publish_fini(pool, forked);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
@@ -46,14 +47,32 @@ static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 	return 0;
 }
 
-static void mrp_dereg_one(struct mrp_arena *a, int slot)
+/*
+ * ibv_dereg_mr, counted when it fails (EBUSY with windows still bound,
+ * a device gone): the MR is given up either way, the caller decides what
+ * becomes of the memory it covered.
+ */
+static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr)
 {
+	int ret = ibv_dereg_mr(mr);
+
+	if (!ret)
+		return 0;
+	mrp_add(&pool->dereg_errors, 1);
+	return ret > 0 ? -ret : -EIO;
+}
+
+static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
+{
+	int ret;
+
 	if (!a->mr[slot])
-		return;
-	ibv_dereg_mr(a->mr[slot]);
+		return 0;
+	ret = mrp_dereg_mr(pool, a->mr[slot]);
 	a->mr[slot] = NULL;
 	a->keys[slot].lkey = 0;
 	a->keys[slot].rkey = 0;
+	return ret;
 }
 
 /* A new arena in every attached PD, all or nothing. pool->lock held. */
@@ -68,18 +87,33 @@ int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a)
 			continue;
 		ret = mrp_reg_one(pool, pd, a, s);
 		if (ret) {
-			mrp_dereg_arena(pool, a);
+			/* not published yet: a failure here is only marked */
+			if (mrp_dereg_arena(pool, a))
+				a->retired = true;
 			return ret;
 		}
 	}
 	return 0;
 }
 
-void mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a)
+/* Every MR of the arena; the first error, after trying them all. */
+int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a)
 {
-	(void)pool;
-	for (int s = 0; s < MRP_MAX_PDS; s++)
-		mrp_dereg_one(a, s);
+	int ret = 0, err;
+
+	for (int s = 0; s < MRP_MAX_PDS; s++) {
+		err = mrp_dereg_one(pool, a, s);
+		if (err && !ret)
+			ret = err;
+	}
+	return ret;
+}
+
+/* A PD's MR of an arena in use: a failure retires the arena. */
+static void mrp_dereg_live(struct mrp_pool *pool, struct mrp_arena *a, int slot)
+{
+	if (mrp_dereg_one(pool, a, slot))
+		mrp_arena_retire(pool, a);
 }
 
 static int mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
@@ -89,13 +123,17 @@ static int mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
 	return fb->mr[slot] ? 0 : (errno ? -errno : -EIO);
 }
 
-static void mrp_fb_dereg(struct mrp_fallback *fb)
+static int mrp_fb_dereg(struct mrp_pool *pool, struct mrp_fallback *fb)
 {
+	int ret = 0;
+
 	for (int s = 0; s < MRP_MAX_PDS; s++)
 		if (fb->mr[s]) {
-			ibv_dereg_mr(fb->mr[s]);
+			if (mrp_dereg_mr(pool, fb->mr[s]))
+				ret = -EBUSY;
 			fb->mr[s] = NULL;
 		}
+	return ret;
 }
 
 MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
@@ -135,10 +173,10 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 		ret = mrp_fb_reg(pool, pd, fb, slot);
 	if (ret) {
 		for (a = pool->arenas; a; a = a->next)
-			mrp_dereg_one(a, slot);
+			mrp_dereg_live(pool, a, slot);
 		for (fb = pool->fallbacks; fb; fb = fb->next)
 			if (fb->mr[slot]) {
-				ibv_dereg_mr(fb->mr[slot]);
+				mrp_dereg_mr(pool, fb->mr[slot]);
 				fb->mr[slot] = NULL;
 			}
 	} else {
@@ -167,22 +205,40 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	}
 	atomic_store(&pool->pds[slot], NULL);
 	mrp_mw_release_pd_locked(pool, pd);
+	/*
+	 * An MR that fails to go retires its arena: the PD's rkey may still
+	 * reach that memory, so it must not carry other buffers. The detach
+	 * itself completes (dereg_errors counts what failed).
+	 */
 	for (a = pool->arenas; a; a = a->next)
-		mrp_dereg_one(a, slot);
+		mrp_dereg_live(pool, a, slot);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		if (fb->mr[slot]) {
-			ibv_dereg_mr(fb->mr[slot]);
+			if (mrp_dereg_mr(pool, fb->mr[slot]))
+				fb->leak = true;
 			fb->mr[slot] = NULL;
 		}
 	pthread_mutex_unlock(&pool->lock);
 	return 0;
 }
 
-/* Arenas ran out and the caller allows it: malloc + registration, counted. */
+/* Unmap unless a deregistration of it ever failed: then only forget it. */
+static void mrp_fb_unmap(struct mrp_fallback *fb)
+{
+	if (!fb->leak)
+		munmap(fb->addr, fb->len);
+	free(fb);
+}
+
+/*
+ * Arenas ran out and the caller allows it: a mapping of its own +
+ * registration, counted. Like arenas, not inherited by a child.
+ */
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf)
 {
-	size_t al = align > 4096 ? align : 4096;
+	size_t page = mrp_os_page_size();
+	size_t al = align > page ? align : page;
 	struct mrp_fallback *fb;
 	int ret = 0;
 
@@ -191,14 +247,24 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		size = mrp_class_size(mrp_size_class(size > align ? size : align));
 		al = size > al ? size : al;
 	}
+	if (size > SIZE_MAX - page)
+		return -ENOMEM;
 	fb = calloc(1, sizeof(*fb));
 	if (!fb)
 		return -ENOMEM;
-	if (posix_memalign(&fb->addr, al, size)) {
+	fb->size = size;
+	fb->len = (size + page - 1) & ~(page - 1);
+	fb->addr = mrp_os_map_aligned(fb->len, al, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!fb->addr) {
 		free(fb);
 		return -ENOMEM;
 	}
-	fb->size = size;
+	if (madvise(fb->addr, fb->len, MADV_DONTFORK)) {
+		ret = -errno;
+		mrp_fb_unmap(fb);
+		return ret;
+	}
 	pthread_mutex_lock(&pool->lock);
 	for (int s = 0; s < MRP_MAX_PDS && !ret; s++) {
 		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
@@ -208,9 +274,9 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	}
 	if (ret) {
 		pthread_mutex_unlock(&pool->lock);
-		mrp_fb_dereg(fb);
-		free(fb->addr);
-		free(fb);
+		if (mrp_fb_dereg(pool, fb))
+			fb->leak = true;
+		mrp_fb_unmap(fb);
 		return ret;
 	}
 	fb->next = pool->fallbacks;
@@ -238,11 +304,11 @@ int mrp_fallback_free(struct mrp_pool *pool, void *addr)
 	pthread_mutex_unlock(&pool->lock);
 	if (!fb)
 		return -EINVAL;
-	mrp_fb_dereg(fb);
+	if (mrp_fb_dereg(pool, fb))
+		fb->leak = true;
 	atomic_fetch_sub(&pool->fb_bytes, fb->size);
 	mrp_add(&pool->fb_frees, 1);
-	free(fb->addr);
-	free(fb);
+	mrp_fb_unmap(fb);
 	return 0;
 }
 
@@ -269,17 +335,24 @@ int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
 	return ret;
 }
 
-/* Pool close. In a forked child the MRs belong to the parent: just forget. */
+/*
+ * Pool close. In a forked child the MRs belong to the parent and the
+ * buffers were not inherited (their range may hold something else now):
+ * just forget.
+ */
 void mrp_fallback_release_all(struct mrp_pool *pool, bool forked)
 {
 	struct mrp_fallback *fb, *next;
 
 	for (fb = pool->fallbacks; fb; fb = next) {
 		next = fb->next;
-		if (!forked)
-			mrp_fb_dereg(fb);
-		free(fb->addr);
-		free(fb);
+		if (forked) {
+			free(fb);
+			continue;
+		}
+		if (mrp_fb_dereg(pool, fb))
+			fb->leak = true;
+		mrp_fb_unmap(fb);
 	}
 	pool->fallbacks = NULL;
 }

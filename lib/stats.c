@@ -81,7 +81,8 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	st.registrations = mrp_get(&pool->regs);
 	st.reg_ns_total = mrp_get(&pool->reg_ns);
 	st.reg_ns_max = mrp_get(&pool->reg_ns_max);
-	st.arenas_trimmed = mrp_get(&pool->trimmed);
+	st.double_frees = mrp_get(&pool->double_frees);
+	st.dereg_errors = mrp_get(&pool->dereg_errors);
 	st.backend = pool->ops->kind;
 	st.hugepages = atomic_load(&pool->hugepages);
 
@@ -89,6 +90,7 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	st.bytes_mapped = pool->mapped;
 	st.bytes_locked = pool->locked_bytes;
 	st.arenas = pool->narenas;
+	st.arenas_trimmed = mrp_get(&pool->trimmed);
 	for (int s = 0; s < MRP_MAX_PDS; s++)
 		st.pds += atomic_load(&pool->pds[s]) != NULL;
 	pthread_mutex_unlock(&pool->lock);

@@ -100,13 +100,14 @@ static void mrp_fork_child(void)
 {
 	pthread_mutex_init(&mrp_global_lock, NULL);
 	atomic_fetch_add(&mrp_fork_gen, 1);
+	mrp_pools_fork_child();
 	for (unsigned int i = 0; i < MRP_MAX_POOLS; i++)
 		mrp_tls[i] = &mrp_tcache_empty;
 }
 
 static void mrp_global_once(void)
 {
-	mrp_init_err = mrp_map_init();
+	mrp_init_err = mrp_map_create(&mrp_map, mrp_map_va_bits());
 	if (mrp_init_err)
 		return;
 	mrp_init_err = -pthread_key_create(&mrp_exit_key, mrp_thread_exit);

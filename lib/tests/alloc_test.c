@@ -227,6 +227,7 @@ TEST(auto_backend)
 	EXPECT_EQ(MRP_KIND_ANON, st.backend);
 	EXPECT_EQ(4 << 20, st.bytes_mapped);
 	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
@@ -246,6 +247,7 @@ TEST(environment)
 	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
 	st = test_stats(pool);
 	EXPECT_EQ(8 << 20, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 
 	/* the attribute wins over the variable */
@@ -254,6 +256,7 @@ TEST(environment)
 	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
 	st = test_stats(pool);
 	EXPECT_EQ(2 << 20, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 
 	ASSERT_EQ(0, setenv("MRPOOL_TCACHE_BYTES", "lots", 1));

@@ -21,6 +21,8 @@ static struct fake_mr {
 } *fake_mrs;
 static uint32_t fake_next_key = 0x100;
 int fake_live, fake_regs, fake_fail_next;
+/* the next n ibv_dereg_mr calls fail with EBUSY, the MR staying live */
+int fake_dereg_fail_next;
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
@@ -73,6 +75,11 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	struct fake_mr **pp, *f;
 
 	pthread_mutex_lock(&fake_lock);
+	if (fake_dereg_fail_next) {
+		fake_dereg_fail_next--;
+		pthread_mutex_unlock(&fake_lock);
+		return EBUSY;
+	}
 	for (pp = &fake_mrs; (f = *pp); pp = &f->next)
 		if (&f->mr == mr)
 			break;

@@ -3,13 +3,17 @@
 #ifndef MRP_TEST_HELPERS_H
 #define MRP_TEST_HELPERS_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "mrpool.h"
 
 /* tests/fake_verbs.c */
-extern int fake_live, fake_regs, fake_fail_next;
+extern int fake_live, fake_regs, fake_fail_next, fake_dereg_fail_next;
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
 
@@ -31,6 +35,34 @@ static inline struct mrp_pool *test_pool(struct mrp_pool_attr *extra)
 		a.background = 0;
 	}
 	return mrp_pool_open(&a);
+}
+
+/*
+ * 1 if this system keeps MADV_DONTFORK memory out of a child. Linux does;
+ * qemu user mode (tests/arm64.sh) accepts the advice and ignores it.
+ */
+static inline int test_dontfork_works(void)
+{
+	size_t len = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char vec;
+	int status = -1;
+	void *m;
+	pid_t pid;
+
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return 0;
+	if (madvise(m, len, MADV_DONTFORK)) {
+		munmap(m, len);
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(mincore(m, len, &vec) == -1 && errno == ENOMEM ? 0 : 1);
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	munmap(m, len);
+	return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 static inline struct mrp_stats test_stats(struct mrp_pool *pool)

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Host unit tests of what a forked child gets: not the pool's file (a pipe
+ * stands in for /dev/mrpool, whose slices live as long as any copy of the
+ * file), and not the fallback buffers (MADV_DONTFORK: VmFlags "dc" in
+ * smaps).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "helpers.h"
+#include "internal.h"
+
+/*
+ * The pool's file is closed in a child at fork: once the parent closes its
+ * own copy, the file is gone although the child lives on. With the
+ * module, that is the parent's slices going back when the parent dies.
+ */
+TEST(fork_closes_pool_file)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	int file[2], hold[2], ready[2], status;
+	char c;
+	pid_t pid;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, pipe(file));
+	ASSERT_EQ(0, pipe(hold));
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, fcntl(file[0], F_SETFL, O_NONBLOCK));
+	/* the anon backend has no file: the pipe's write end plays it */
+	pool->fd = file[1];
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int bad = fcntl(file[1], F_GETFD) != -1 || errno != EBADF;
+
+		close(hold[1]);
+		/* fork has returned here: the fork handlers have run */
+		bad |= (write(ready[1], "r", 1) != 1) << 2;
+		/* stay alive until the parent has looked */
+		bad |= (read(hold[0], &c, 1) != 0) << 1;
+		_exit(bad);
+	}
+	close(hold[0]);
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	close(ready[0]);
+	EXPECT_EQ(file[1], pool->fd);	/* the parent's pool keeps its file */
+	EXPECT_EQ(0, fcntl(file[1], F_GETFD) < 0);
+	close(file[1]);
+	pool->fd = -1;
+	/* end of file: no copy of the write end is left, the child's included */
+	EXPECT_EQ(0, read(file[0], &c, 1));
+	close(hold[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	close(file[0]);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* 1 if the VmFlags of the mapping holding addr include flag. */
+static int vma_has_flag(const void *addr, const char *flag)
+{
+	uintptr_t a = (uintptr_t)addr, lo, hi;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0, ret = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') &&
+		    line[strspn(line, "0123456789abcdef")] == '-') {
+			in = a >= lo && a < hi;
+			continue;
+		}
+		if (in && !strncmp(line, "VmFlags:", 8)) {
+			char want[8];
+
+			snprintf(want, sizeof(want), " %s", flag);
+			ret = strstr(line, want) != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* Fallback buffers are kept out of children, like arenas. */
+TEST(fallback_dontfork)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_MAX_BYTES | MRP_POOL_ATTR_ARENA_SIZE |
+			     MRP_POOL_ATTR_FALLBACK,
+		.max_bytes = 2 << 20, .arena_size = 2 << 20, .fallback = 1,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_buf b, f, l;
+	unsigned char vec;
+	struct mrp_stats st;
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, pool);
+	if (!test_dontfork_works()) {
+		EXPECT_EQ(0, mrp_pool_close(pool));
+		SKIP(return, "MADV_DONTFORK is not honoured here (qemu user mode?)");
+	}
+	ASSERT_EQ(0, mrp_alloc(pool, 2 << 20, NULL, &b));	/* the pool is full */
+	ASSERT_EQ(0, mrp_alloc(pool, 6000, NULL, &f));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &l));
+	st = test_stats(pool);
+	ASSERT_EQ(2, st.fallbacks);
+	EXPECT_EQ(8192, f.size);
+	EXPECT_EQ(0, (uintptr_t)f.addr & 8191);
+	memset(f.addr, 0x66, f.size);
+	memset(l.addr, 0x77, 3 << 20);
+	EXPECT_EQ(1, vma_has_flag(f.addr, "dc"));
+	EXPECT_EQ(1, vma_has_flag(l.addr, "dc"));
+	EXPECT_EQ(1, vma_has_flag(b.addr, "dc"));	/* the arena too */
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int bad = mincore(f.addr, 4096, &vec) != -1 || errno != ENOMEM;
+
+		bad |= (mincore(l.addr, 4096, &vec) != -1 || errno != ENOMEM) << 1;
+		bad |= (mrp_pool_close(pool) != 0) << 2;
+		_exit(bad);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_EQ(0x66, ((unsigned char *)f.addr)[f.size - 1]);
+	EXPECT_EQ(0x77, ((unsigned char *)l.addr)[(3 << 20) - 1]);
+	EXPECT_EQ(0, mrp_free(pool, f.addr));
+	EXPECT_EQ(0, mrp_free(pool, l.addr));
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+TEST_HARNESS_MAIN
