@@ -17,8 +17,11 @@
  *     client->lock      a client's slice list and byte count
  *       mrpool_slices   xarray lock: global slice ids
  *       mrpool_pool.lock   free / quarantine lists, pool totals
- *         mrpool_ib_lock   devices and the kernel MR cache (ib.h); taken
- *                          alone as well, never around the pool lock
+ *         mrpool_ib_dev.lock  one RDMA device: its work requests and
+ *                          MRs (ib.h); held across hardware waits
+ *           mrpool_ib_lock the device list and chunk registry (ib.h);
+ *                          never held across a wait, never around the
+ *                          others
  *   mrpool_clients_lock  the list of clients; debugfs nests
  *                        client->lock inside it, nothing nests it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
@@ -123,6 +126,7 @@ struct mrpool_stats {
 	atomic64_t zeroed;		/* chunks zeroed for reuse */
 	atomic64_t quarantines;		/* chunks that had to wait for a pin */
 	atomic64_t node_fallbacks;	/* chunks handed out off the node asked */
+	atomic64_t retired;		/* chunks kept for good: an MR may reach them */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -135,6 +139,7 @@ void mrpool_pool_exit(void);
 int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
 void mrpool_pool_return(struct list_head *chunks);
+void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 

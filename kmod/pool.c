@@ -53,8 +53,8 @@ static unsigned long mrpool_max_chunks(void)
  * mrpool_pool_node - the node chunks come from when a caller names none
  *
  * numa_node if set, else the node of the RDMA devices, else NUMA_NO_NODE:
- * no preference, the allocating CPU's node first. Must not be called with
- * the pool lock held (asks the ib_core client).
+ * no preference, the allocating CPU's node first. Never blocks: may be
+ * called with the pool lock held (mrpool_ib_node() reads a cached value).
  */
 int mrpool_pool_node(void)
 {
@@ -504,8 +504,15 @@ static void mrpool_trim_fn(struct work_struct *work)
 	mutex_unlock(&p->lock);
 
 	list_for_each_entry_safe(c, tmp, &victims, link) {
-		mrpool_ib_chunk_removing(c);
-		mrpool_chunk_destroy(c, p->chunk_pages);
+		list_del_init(&c->link);
+		if (mrpool_ib_chunk_removing(c)) {
+			mrpool_chunk_destroy(c, p->chunk_pages);
+			continue;
+		}
+		/* An MR may still reach its pages: never free them. */
+		atomic64_inc(&mrpool_stats.retired);
+		pr_warn("chunk %#lx kept: an RDMA MR may still reach it\n",
+			page_to_pfn(c->pages[0]));
 	}
 
 	if (next)
@@ -567,8 +574,14 @@ static void mrpool_pool_free_all(void)
 			list_del(&c->link);
 			mrpool_chunk_account(c, false);
 			p->nr_free--;
-			mrpool_ib_chunk_removing(c);
-			mrpool_chunk_destroy(c, p->chunk_pages);
+			if (mrpool_ib_chunk_removing(c)) {
+				mrpool_chunk_destroy(c, p->chunk_pages);
+				continue;
+			}
+			/* An MR may still reach its pages: never free them. */
+			atomic64_inc(&mrpool_stats.retired);
+			pr_warn("chunk %#lx kept: an RDMA MR may still reach it\n",
+				page_to_pfn(c->pages[0]));
 		}
 	}
 	/* Quarantined chunks hold the module, used ones an open file. */
@@ -640,4 +653,25 @@ void mrpool_pool_exit(void)
 	mrpool_pool_free_all();
 	kfree(p->free);
 	p->free = NULL;
+}
+
+/**
+ * mrpool_pool_retire - take a used chunk out of the pool for good
+ * @c: a USED chunk on no list, that an RDMA MR may still reach (a kernel
+ *	buffer whose MR could not be invalidated or deregistered)
+ *
+ * Leaves the pool's totals and is counted in stats/retired; its pages are
+ * intentionally never freed nor reused.
+ */
+void mrpool_pool_retire(struct mrpool_chunk *c)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	mutex_lock(&p->lock);
+	p->nr_used--;
+	mrpool_chunk_account(c, false);
+	mutex_unlock(&p->lock);
+	atomic64_inc(&mrpool_stats.retired);
+	pr_warn("chunk %#lx retired: an RDMA MR may still reach it\n",
+		page_to_pfn(c->pages[0]));
 }

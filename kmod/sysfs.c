@@ -164,6 +164,8 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, quarantines) },
 	{ __ATTR(node_fallbacks, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, node_fallbacks) },
+	{ __ATTR(retired, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, retired) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */

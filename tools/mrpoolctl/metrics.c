@@ -26,6 +26,7 @@ static const struct {
 	{ "zeroed", "Chunks zeroed for reuse" },
 	{ "quarantines", "Chunks quarantined because their pages were still referenced" },
 	{ "node_fallbacks", "Chunks handed out from another NUMA node than the one asked" },
+	{ "retired", "Chunks kept out of the pool for good: an RDMA MR may still reach them" },
 	{ "node", "NUMA node of the device's DMA device, -1 if none" },
 	{ "chunks", "Chunks registered on the device" },
 	{ "kbufs", "In-kernel API buffers lent on the device" },
@@ -33,6 +34,8 @@ static const struct {
 	{ "invalidations", "Local invalidation work requests completed" },
 	{ "reg_failures", "Chunks that could not be registered" },
 	{ "wr_timeouts", "Work requests that never completed" },
+	{ "qp_drains", "Internal QPs drained after a work request timed out" },
+	{ "dereg_failures", "MRs the device refused to deregister" },
 };
 
 /* Per-device attributes that are levels, not counts since add. */
