@@ -783,8 +783,9 @@ void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d)
 	list_for_each_entry_safe(m, tmp, &d->stuck, link) {
 		list_del_init(&m->link);
 		atomic_dec(&mrpool_ib_stats.stuck_mrs);
+		/* A cache entry may still be read under RCU (chunk_keys). */
 		if (mrpool_ib_mr_final(d, m))
-			kfree(m);
+			kfree_rcu(m, rcu);
 	}
 	mrpool_ib_dev_release(d);
 	mrpool_ib_set_state(d, MRPOOL_IB_REMOVED, "%s", "device removed");
