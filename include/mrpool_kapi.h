@@ -5,12 +5,26 @@
  * modules. Symbols are EXPORT_SYMBOL_GPL; build against mrpool's
  * Module.symvers (KBUILD_EXTRA_SYMBOLS).
  *
- * Model: mrpool keeps one kernel PD per RDMA device and registers every
- * chunk of the pool in it. A buffer is one chunk (at most
- * mrpool_kbuf_max_size() bytes, the pool's chunk size) lent to the caller
- * with remote read/write enabled and a fresh key. Keys are valid only on QPs
- * of the same PD, so callers create their QPs in @pd of the buffer. Use
- * buffers for long-lived rings and staging areas, not per message.
+ * Model: mrpool keeps, per RDMA device, a cache PD in which every chunk of
+ * the pool is registered local-only (never handed to anyone), and a
+ * separate lend PD. A buffer is one chunk (at most mrpool_kbuf_max_size()
+ * bytes, the pool's chunk size) lent to the caller with an MR of its own:
+ * a fresh MR in the lend PD, over the buffer's first round_up(@size,
+ * PAGE_SIZE) bytes only, with local write and remote read/write. Its key
+ * is made of the new MR's index (the device's choice; rxe hands them out
+ * cyclically) and a key byte that advances with every lend on the device,
+ * so a key can only come back if the device reuses an MR index exactly a
+ * multiple of 256 lends later. Use buffers for long-lived rings and
+ * staging areas, not per message.
+ *
+ * What a borrower's QP can reach: keys are valid only on QPs of their PD,
+ * so callers create their QPs in @pd of the buffer (the device's lend PD).
+ * A QP there reaches, through the keys it is given, exactly the buffers
+ * currently lent on that device (to any borrower: the lend PD is shared
+ * by every kernel user of mrpool on the device), each over its rounded-up
+ * length; never the rest of a chunk, never a chunk held by a process or
+ * only cached (those MRs live in the cache PD), never a freed buffer (its
+ * MR is invalidated and deregistered by mrpool_kbuf_free()).
  *
  * Lifetime: free every buffer, and destroy every object made in its PD,
  * before the device goes: in the remove callback of your ib_client, which
@@ -32,11 +46,14 @@ struct ib_pd;
  * @dma_addr: address of byte 0 in work requests: ib_sge.addr with @lkey,
  *	remote_addr with @rkey. It is the MR's IOVA, equal to the DMA address
  *	of the memory when the chunk is physically contiguous (the usual case).
- * @size: bytes asked for; the MR covers the whole chunk behind it
+ * @size: bytes asked for; the MR covers them rounded up to PAGE_SIZE, and
+ *	an access beyond that fails (remote access error)
  * @lkey: local key, for this buffer's device only
  * @rkey: remote key (remote read and write), for this buffer's device only;
  *	it stops working when the buffer is freed
- * @pd: the protection domain of @lkey and @rkey; QPs using them live here
+ * @pd: the protection domain of @lkey and @rkey (the device's lend PD,
+ *	shared by all buffers lent on it and nothing else); QPs using them
+ *	live here
  *
  * Every field is read-only for the caller.
  */
@@ -56,7 +73,7 @@ struct mrpool_kbuf {
  *
  * Return: the buffer, or ERR_PTR(-EINVAL) for a bad size, -ENODEV for a
  * device mrpool cannot use, -ENOMEM when the pool is exhausted, -EIO or
- * -ETIMEDOUT when registration failed.
+ * -ETIMEDOUT when registration failed (the device is then "failed").
  */
 struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size);
 
@@ -64,7 +81,10 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size);
  * mrpool_kbuf_free - return a buffer; its rkey and lkey stop working
  * @buf: from mrpool_kbuf_alloc(), or NULL/ERR_PTR (ignored)
  *
- * No work request may still use the buffer.
+ * No work request may still use the buffer. If mrpool cannot prove the
+ * buffer's MR dead (its invalidation never completed and the QP could not
+ * be drained, or the device refused the deregistration), the chunk is
+ * retired from the pool for good instead of being reused.
  */
 void mrpool_kbuf_free(struct mrpool_kbuf *buf);
 

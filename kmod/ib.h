@@ -14,17 +14,37 @@
  *    through mrpool_ib_chunk_added() and has not yet withdrawn. A device
  *    that appears walks it instead of the pool's own list.
  *
- * Access: a cached MR grants local write only, so a peer of a QP in the
- * module's PD cannot reach chunks it was never given. A chunk handed out as
- * a kernel buffer is re-registered with remote read/write and a new key
- * byte; when the buffer is freed it is re-registered local-only with yet
- * another key byte, so a stale rkey never reaches the chunk's next owner.
+ * Protection domains: per device, the cache PD holds only the cached MRs
+ * (local write, never remote access) and the module's own QP pair; the
+ * lend PD holds only the MRs of kernel buffers (one fresh MR per lend,
+ * over the lent length rounded up to pages, remote read/write) and its own
+ * QP pair. Borrowers create their QPs in the lend PD, so they can reach
+ * lent buffers and nothing else: no cached lkey of a chunk a process owns.
  *
- * Locking: mrpool_ib_lock (a mutex) protects the device list, each
- * device's state and mrs xarray, the registry's contents, and serialises
- * work requests on every internal QP. It nests inside mrpool_pool.lock
- * (mrpool_ib_chunk_removing() may be called with that held); the pool lock
- * is never taken while it is held. Counters are atomics read without it.
+ * Work requests: one at a time per device, signalled, awaited for
+ * mrpool_ib_wr_timeout_ms. On a timeout the QP is moved to the error state
+ * and a marker work request is posted behind the late one; its flushed
+ * completion proves the send queue empty (what ib_drain_sq() does, with a
+ * bounded wait). Only then is the MR deregistered and unmapped. When even
+ * the marker does not come back, the MR is "stuck": kept, mapped, on
+ * d->stuck until the device's QPs are destroyed, and its chunk is reported
+ * unsafe (mrpool_ib_chunk_removing() returns false, a kernel buffer's
+ * chunk is retired). A failed ib_dereg_mr() is treated the same way.
+ *
+ * Locking (outermost first; see also mrpool.h):
+ *   mrpool_pool.lock    (only mrpool_pool_free_all() calls in holding it)
+ *     d->lock           one per device: its QPs and work requests, its
+ *                       mrs xarray, lends and stuck lists, every MR's
+ *                       fields, the teardown. Held across hardware waits.
+ *       mrpool_ib_lock  the device list, the chunk registry, each device's
+ *                       state and reason text, the cached summary (node,
+ *                       ready count). Never held across a hardware wait,
+ *                       never held while taking a d->lock or the pool lock.
+ * Two d->locks are never held together: walkers take a reference on the
+ * next device under mrpool_ib_lock (mrpool_ib_dev_next()), drop it, then
+ * lock the device. Cached MRs are freed after an RCU grace period, so
+ * mrpool_ib_chunk_keys() reads them under RCU without d->lock. Counters
+ * are atomics read without locks.
  */
 #ifndef _MRPOOL_IB_H
 #define _MRPOOL_IB_H
@@ -33,6 +53,7 @@
 
 #include <linux/completion.h>
 #include <linux/kobject.h>
+#include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 
@@ -46,30 +67,58 @@ enum mrpool_ib_state {
 	MRPOOL_IB_REMOVED,	/* gone; kept alive by kernel buffers only */
 };
 
+/* Which of a device's two PD + QP pair sets. */
+enum mrpool_ib_loop_id {
+	MRPOOL_IB_CACHE,	/* the cached MRs, local-only */
+	MRPOOL_IB_LEND,		/* kernel buffers' MRs; borrowers' QPs */
+	MRPOOL_IB_NR_LOOPS,
+};
+
+/*
+ * A PD with a loopback pair of RC QPs: fast registration needs the MR and
+ * the QP in one PD. Work requests go on qp[0]. Under the device's lock.
+ */
+struct mrpool_ib_loop {
+	struct mrpool_ib_dev *dev;
+	struct ib_pd *pd;
+	struct ib_qp *qp[2];
+	bool broken;			/* in error state and drained: no WR in
+					 * flight, none posted again
+					 */
+	struct ib_cqe cqe;		/* the one signalled WR in flight */
+	struct completion done;		/* that WR completed */
+	enum ib_wc_status wc_status;	/* and how */
+	struct ib_cqe drain_cqe;	/* the marker behind a late WR */
+	struct completion drained;	/* the marker came back */
+};
+
 struct mrpool_ib_dev {
 	struct kobject kobj;		/* sysfs dir; list and kbufs hold refs */
 	bool in_sysfs;			/* kobject_add() succeeded */
-	struct list_head link;		/* mrpool_ib_devs */
+	struct list_head link;		/* mrpool_ib_devs, mrpool_ib_lock */
+	u64 seq;			/* order on the list, for walkers */
+	struct mutex lock;		/* everything below (see the top) */
 	struct ib_device *ibdev;	/* NULL once removed */
 	char name[IB_DEVICE_NAME_MAX];
 	int node;			/* NUMA node of its DMA device */
 	u32 port;			/* port of the internal QPs */
-	enum mrpool_ib_state state;
-	char reason[MRPOOL_IB_REASON_LEN];	/* why not READY */
-	struct ib_pd *pd;		/* every cached MR and kbuf QP */
-	struct ib_cq *cq;		/* both internal QPs */
-	struct ib_qp *qp[2];		/* loopback pair; WRs go on qp[0] */
-	bool qp_broken;			/* a WR failed or timed out */
-	struct ib_cqe cqe;		/* the one signalled WR in flight */
-	struct completion done;		/* that WR completed */
-	enum ib_wc_status wc_status;	/* and how */
-	struct xarray mrs;		/* chunk key -> struct mrpool_ib_mr */
+	enum mrpool_ib_state state;	/* written under both locks */
+	char reason[MRPOOL_IB_REASON_LEN];	/* why not READY; ib lock */
+	struct ib_cq *cq;		/* every internal QP */
+	struct mrpool_ib_loop loop[MRPOOL_IB_NR_LOOPS];
+	bool pd_leaked;			/* an MR could never be deregistered */
+	u8 lend_key;			/* key byte of the next lend */
+	struct xarray mrs;		/* chunk key -> cached mrpool_ib_mr */
+	struct list_head lends;		/* mrpool_ib_mr of kbufs out */
+	struct list_head stuck;		/* mrpool_ib_mr a WR may still use */
 	atomic_t nr_mrs;		/* entries in mrs */
 	atomic_t kbufs;			/* kernel buffers handed out */
 	atomic64_t regs;		/* IB_WR_REG_MR completed */
 	atomic64_t invalidations;	/* IB_WR_LOCAL_INV completed */
 	atomic64_t reg_failures;	/* chunks that could not be registered */
 	atomic64_t wr_timeouts;		/* work requests never completed */
+	atomic64_t qp_drains;		/* QPs drained after a timeout */
+	atomic64_t dereg_failures;	/* ib_dereg_mr() errors */
 };
 
 static inline struct mrpool_ib_dev *to_mrpool_ib_dev(struct kobject *kobj)
@@ -77,25 +126,40 @@ static inline struct mrpool_ib_dev *to_mrpool_ib_dev(struct kobject *kobj)
 	return container_of(kobj, struct mrpool_ib_dev, kobj);
 }
 
+/*
+ * One chunk (or its first @len bytes) registered on one device: a cache
+ * entry in d->mrs, or a lend on d->lends owned by a kernel buffer. Fields
+ * under the device's lock; lkey, iova and valid are also read under RCU.
+ */
 struct mrpool_ib_mr {
 	struct mrpool_chunk *chunk;
 	struct ib_mr *mr;		/* IB_MR_TYPE_MEM_REG */
-	struct sg_table sgt;		/* the chunk's pages */
+	struct sg_table sgt;		/* the registered pages */
 	bool mapped;			/* sgt is DMA-mapped for the device */
 	unsigned int page_size;		/* MR page size: the chunk's where possible */
-	int access;			/* IB_ACCESS_* of the current registration */
+	size_t len;			/* bytes registered */
+	int access;			/* IB_ACCESS_* of the registration */
 	bool valid;			/* registered, not invalidated */
-	bool lent;			/* part of a kernel buffer */
+	bool lent;			/* a kernel buffer's (lend PD) */
+	bool stuck;			/* a WR may still use it; on d->stuck */
+	bool released;			/* lend torn down with its device */
+	u32 lkey, rkey;			/* copies for readers under RCU */
+	u64 iova;
+	struct list_head link;		/* d->lends or d->stuck */
+	struct rcu_head rcu;
 };
 
 /* Objects alive across all devices, for leak checks (debugfs ib_stats). */
 struct mrpool_ib_stats {
 	atomic64_t devs_added;		/* add callbacks */
 	atomic64_t devs_removed;	/* remove callbacks */
-	atomic_t pds;			/* kernel PDs (with CQ and QP pair) */
+	atomic_t pds;			/* kernel PDs (each with its QP pair) */
 	atomic_t mrs;			/* MRs allocated */
 	atomic_t dma_maps;		/* chunk DMA mappings */
 	atomic_t kbufs;			/* kernel buffers outstanding */
+	atomic_t lends;			/* lend MRs (kbufs' own registrations) */
+	atomic_t stuck_mrs;		/* MRs a work request may still use */
+	atomic_t wr_waits;		/* threads waiting for a completion now */
 };
 
 /* ---- ib_client.c ---- */
@@ -105,49 +169,45 @@ extern struct xarray mrpool_ib_chunks;
 extern struct mrpool_ib_stats mrpool_ib_stats;
 extern atomic_t mrpool_ib_fail_setup;
 extern atomic_t mrpool_ib_fail_reg;
+extern atomic_t mrpool_ib_fail_complete;
+extern atomic_t mrpool_ib_fail_complete_after;
+extern atomic_t mrpool_ib_fail_dereg;
+extern u32 mrpool_ib_wr_timeout_ms;
 
 int mrpool_ib_init(void);
 void mrpool_ib_exit(void);
 int mrpool_ib_chunk_added(struct mrpool_chunk *c);
-void mrpool_ib_chunk_removing(struct mrpool_chunk *c);
+bool mrpool_ib_chunk_removing(struct mrpool_chunk *c);
 unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c);
 const char *mrpool_ib_state_name(enum mrpool_ib_state state);
 __printf(3, 4)
 void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 			 const char *fmt, ...);
 struct mrpool_ib_dev *mrpool_ib_dev_find(struct ib_device *ibdev);
+struct mrpool_ib_dev *mrpool_ib_dev_next(struct mrpool_ib_dev *prev);
 int mrpool_ib_node(void);
-
-/* One device as the DEVICES ioctl reports it. */
-struct mrpool_ib_dev_info {
-	char name[IB_DEVICE_NAME_MAX];
-	int node;
-	enum mrpool_ib_state state;
-	u32 nr_mrs;
-	char reason[MRPOOL_IB_REASON_LEN];
-};
-
-int mrpool_ib_devices(struct mrpool_ib_dev_info *out, unsigned int max);
 
 /* The kernel keys of one chunk on one device (informational for users). */
 struct mrpool_ib_key {
 	char name[IB_DEVICE_NAME_MAX];
 	u32 lkey;
-	u32 rkey;			/* 0 unless lent with remote access */
+	u32 rkey;			/* 0: cached MRs have no remote access */
 	u64 iova;
 };
 
 int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
 			 unsigned int max);
 
-/* ---- ib_reg.c (mrpool_ib_lock held) ---- */
+/* ---- ib_reg.c (the device's lock held unless said) ---- */
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d);
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d);
-int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
-			struct mrpool_ib_mr **out);
-void mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
-int mrpool_ib_rereg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m,
-		    int access);
+int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c);
+bool mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
+bool mrpool_ib_chunk_stuck(struct mrpool_ib_dev *d, unsigned long key);
+int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
+		   size_t len, int access, struct mrpool_ib_mr **out,
+		   bool *chunk_safe);
+bool mrpool_ib_unlend(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
 
 /* ---- ib_sysfs.c ---- */
 int mrpool_ib_sysfs_init(void);

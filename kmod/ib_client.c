@@ -11,15 +11,29 @@
 #include <linux/slab.h>
 #include <linux/mm.h>
 
-/* The device list, per-device state and MRs, the registry; see ib.h. */
+/* The device list, each device's state and reason, the registry; see ib.h. */
 DEFINE_MUTEX(mrpool_ib_lock);
 LIST_HEAD(mrpool_ib_devs);
 DEFINE_XARRAY(mrpool_ib_chunks);
 struct mrpool_ib_stats mrpool_ib_stats;
 
-/* debugfs knobs: the next N device setups (chunk registrations) fail. */
+/* Position of the last device listed (mrpool_ib_lock). */
+static u64 mrpool_ib_seq;
+/* mrpool_ib_node()'s answer, recomputed under mrpool_ib_lock. */
+static int mrpool_ib_node_cached = NUMA_NO_NODE;
+
+/*
+ * debugfs knobs: the next N device setups (chunk registrations, calls to
+ * ib_dereg_mr()) fail; the next N completions of the internal QPs are
+ * swallowed, after the first fail_ib_complete_after are delivered.
+ */
 atomic_t mrpool_ib_fail_setup = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_reg = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_complete = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_complete_after = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_dereg = ATOMIC_INIT(0);
+/* A local work request completes in microseconds; seconds mean never. */
+u32 mrpool_ib_wr_timeout_ms = 5000;
 
 static const char *const mrpool_ib_state_names[] = {
 	[MRPOOL_IB_READY] = "ready",
@@ -41,16 +55,39 @@ unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c)
 	return page_to_pfn(c->pages[0]);
 }
 
+/* Caller holds mrpool_ib_lock: the node of the first usable device. */
+static void mrpool_ib_summary_update(void)
+{
+	struct mrpool_ib_dev *d;
+	int nid = NUMA_NO_NODE;
+
+	lockdep_assert_held(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		if (d->state == MRPOOL_IB_READY && d->node != NUMA_NO_NODE) {
+			nid = d->node;
+			break;
+		}
+	}
+	WRITE_ONCE(mrpool_ib_node_cached, nid);
+}
+
+/*
+ * Called with the device's lock held (or before it is listed), never with
+ * mrpool_ib_lock, which it takes briefly: readers of the list see the
+ * state and reason change together.
+ */
 void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 			 const char *fmt, ...)
 {
 	va_list args;
 
-	lockdep_assert_held(&mrpool_ib_lock);
+	mutex_lock(&mrpool_ib_lock);
 	WRITE_ONCE(d->state, state);
 	va_start(args, fmt);
 	vsnprintf(d->reason, sizeof(d->reason), fmt, args);
 	va_end(args);
+	mrpool_ib_summary_update();
+	mutex_unlock(&mrpool_ib_lock);
 	if (state != MRPOOL_IB_READY && state != MRPOOL_IB_REMOVED)
 		pr_info("%s: %s: %s\n", d->name, mrpool_ib_state_name(state),
 			d->reason);
@@ -77,37 +114,69 @@ struct mrpool_ib_dev *mrpool_ib_dev_find(struct ib_device *ibdev)
 }
 
 /**
- * mrpool_ib_node - the NUMA node chunks should come from by default
+ * mrpool_ib_dev_next - walk the device list without holding its lock
+ * @prev: the device the walk is at, whose reference is dropped; NULL to
+ *	start
  *
- * Return: the node of the first usable RDMA device that has one, else
- * NUMA_NO_NODE. May sleep; may be called with mrpool_pool.lock held.
+ * Devices listed after @prev was (by position, so a removed @prev is no
+ * obstacle). Take the device's lock only after this returns.
+ *
+ * Return: the next device with a reference, or NULL at the end.
  */
-int mrpool_ib_node(void)
+struct mrpool_ib_dev *mrpool_ib_dev_next(struct mrpool_ib_dev *prev)
 {
-	struct mrpool_ib_dev *d;
-	int nid = NUMA_NO_NODE;
+	struct mrpool_ib_dev *d, *next = NULL;
+	u64 after = prev ? prev->seq : 0;
 
 	mutex_lock(&mrpool_ib_lock);
 	list_for_each_entry(d, &mrpool_ib_devs, link) {
-		if (d->state == MRPOOL_IB_READY && d->node != NUMA_NO_NODE) {
-			nid = d->node;
+		if (d->seq > after) {
+			next = d;
+			kobject_get(&d->kobj);
 			break;
 		}
 	}
 	mutex_unlock(&mrpool_ib_lock);
-	return nid;
+	if (prev)
+		kobject_put(&prev->kobj);
+	return next;
 }
 
-/* Register every chunk of the registry on a device that just became ready. */
+/**
+ * mrpool_ib_node - the NUMA node chunks should come from by default
+ *
+ * Lock-free: a value kept up to date under mrpool_ib_lock whenever the
+ * list or a state changes, so it never waits for a device. May be called
+ * from any context that may read an int, the pool lock held or not.
+ *
+ * Return: the node of the first usable RDMA device that has one, else
+ * NUMA_NO_NODE.
+ */
+int mrpool_ib_node(void)
+{
+	return READ_ONCE(mrpool_ib_node_cached);
+}
+
+/*
+ * Register every chunk of the registry on a device that just became ready.
+ * The device's lock is held throughout: mrpool_ib_chunk_removing() erases
+ * a chunk from the registry before it waits for this lock, so a chunk
+ * found here stays alive until it is registered and then found there.
+ */
 static void mrpool_ib_reg_all(struct mrpool_ib_dev *d)
 {
 	struct mrpool_chunk *c;
-	unsigned long key;
+	unsigned long key = 0;
 
-	xa_for_each(&mrpool_ib_chunks, key, c) {
-		if (d->state != MRPOOL_IB_READY)
+	lockdep_assert_held(&d->lock);
+	while (d->state == MRPOOL_IB_READY) {
+		mutex_lock(&mrpool_ib_lock);
+		c = xa_find(&mrpool_ib_chunks, &key, ULONG_MAX, XA_PRESENT);
+		mutex_unlock(&mrpool_ib_lock);
+		if (!c)
 			break;
-		mrpool_ib_reg_chunk(d, c, NULL);
+		mrpool_ib_reg_chunk(d, c);
+		key++;
 		cond_resched();
 	}
 }
@@ -128,16 +197,21 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 		return -ENOMEM;
 	atomic64_inc(&mrpool_ib_stats.devs_added);
 
+	mutex_lock(&d->lock);
+	mrpool_ib_dev_setup(d);
+	/* Listed first: chunks added from now on find it themselves. */
 	mutex_lock(&mrpool_ib_lock);
-	if (!mrpool_ib_dev_setup(d))
-		mrpool_ib_reg_all(d);
+	d->seq = ++mrpool_ib_seq;
 	list_add_tail(&d->link, &mrpool_ib_devs);
+	mrpool_ib_summary_update();
 	mutex_unlock(&mrpool_ib_lock);
+	mrpool_ib_reg_all(d);
+	mutex_unlock(&d->lock);
 
 	ib_set_client_data(ibdev, &mrpool_ib_client, d);
 	mrpool_ib_dev_publish(d);
 	pr_info("%s: %s, node %d, %d chunks registered\n", d->name,
-		mrpool_ib_state_name(d->state), d->node,
+		mrpool_ib_state_name(READ_ONCE(d->state)), d->node,
 		atomic_read(&d->nr_mrs));
 	return 0;
 }
@@ -146,15 +220,21 @@ static int mrpool_ib_add(struct ib_device *ibdev)
  * Tears the device's state down while processes keep their slices: their
  * mappings and their own registrations do not depend on the cache. Kernel
  * buffers still out keep only the dev object; their keys die here (their
- * owners, ib_clients registered after this one, were removed first).
+ * owners, ib_clients registered after this one, were removed first). The
+ * device stays listed until its MRs are gone, so a chunk's removal either
+ * finds it or knows it has nothing of that chunk left.
  */
 static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 {
 	struct mrpool_ib_dev *d = client_data;
 
+	mutex_lock(&d->lock);
+	mrpool_ib_dev_teardown(d);
+	mutex_unlock(&d->lock);
+
 	mutex_lock(&mrpool_ib_lock);
 	list_del(&d->link);
-	mrpool_ib_dev_teardown(d);
+	mrpool_ib_summary_update();
 	mutex_unlock(&mrpool_ib_lock);
 
 	mrpool_ib_dev_unpublish(d);
@@ -189,8 +269,8 @@ static struct ib_client mrpool_ib_client = {
  * mrpool_ib_chunk_added - register a new chunk on every usable device
  * @c: a chunk just built; the pool's lock must not be held
  *
- * May sleep. Idempotent. A failure leaves the chunk usable by processes;
- * the device counts it and a kernel buffer retries on demand.
+ * May sleep, and wait for a device. Idempotent. A failure leaves the chunk
+ * usable by processes; the device counts it.
  *
  * Return: 0, or the first error met (informational).
  */
@@ -202,19 +282,19 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 	mutex_lock(&mrpool_ib_lock);
 	ret = xa_insert(&mrpool_ib_chunks, mrpool_ib_chunk_key(c), c,
 			GFP_KERNEL);
-	if (ret && ret != -EBUSY) {
-		err = ret;
-		goto unlock;
-	}
-	list_for_each_entry(d, &mrpool_ib_devs, link) {
-		if (d->state != MRPOOL_IB_READY)
-			continue;
-		ret = mrpool_ib_reg_chunk(d, c, NULL);
-		if (ret && !err)
-			err = ret;
-	}
-unlock:
 	mutex_unlock(&mrpool_ib_lock);
+	if (ret && ret != -EBUSY)
+		return ret;
+
+	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
+		mutex_lock(&d->lock);
+		if (d->state == MRPOOL_IB_READY) {
+			ret = mrpool_ib_reg_chunk(d, c);
+			if (ret && !err)
+				err = ret;
+		}
+		mutex_unlock(&d->lock);
+	}
 	return err;
 }
 
@@ -222,56 +302,41 @@ unlock:
  * mrpool_ib_chunk_removing - forget a chunk on every device
  * @c: a chunk no longer on mrpool_pool.chunks whose pages are about to go
  *
- * Invalidates, deregisters and unmaps the chunk everywhere. May sleep; may
- * be called with mrpool_pool.lock held. Unknown chunks (never announced, or
+ * Invalidates, deregisters and unmaps the chunk everywhere. May sleep and
+ * wait for a device (bounded by the work request timeout, twice); may be
+ * called with mrpool_pool.lock held. Unknown chunks (never announced, or
  * partially built) are ignored.
+ *
+ * Return: true when the chunk's pages may be freed or reused; false when
+ * an MR over them may still be live (a work request that never came back,
+ * or a deregistration the device refused): the caller must keep the pages
+ * for good.
  */
-void mrpool_ib_chunk_removing(struct mrpool_chunk *c)
+bool mrpool_ib_chunk_removing(struct mrpool_chunk *c)
 {
 	struct mrpool_ib_dev *d;
 	struct mrpool_ib_mr *m;
 	unsigned long key;
+	bool safe = true;
 
 	if (!c->pages || !c->pages[0])
-		return;
+		return true;
 	key = mrpool_ib_chunk_key(c);
 
 	mutex_lock(&mrpool_ib_lock);
 	xa_erase(&mrpool_ib_chunks, key);
-	list_for_each_entry(d, &mrpool_ib_devs, link) {
+	mutex_unlock(&mrpool_ib_lock);
+
+	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
+		mutex_lock(&d->lock);
 		m = xa_erase(&d->mrs, key);
-		if (m)
-			mrpool_ib_unreg(d, m);
+		if (m && !mrpool_ib_unreg(d, m))
+			safe = false;
+		if (mrpool_ib_chunk_stuck(d, key))
+			safe = false;
+		mutex_unlock(&d->lock);
 	}
-	mutex_unlock(&mrpool_ib_lock);
-}
-
-/**
- * mrpool_ib_devices - list the devices for the DEVICES ioctl
- * @out: receives up to @max entries, in the order devices appeared
- * @max: room in @out
- *
- * Return: the number of devices, which may exceed @max.
- */
-int mrpool_ib_devices(struct mrpool_ib_dev_info *out, unsigned int max)
-{
-	struct mrpool_ib_dev *d;
-	unsigned int n = 0;
-
-	mutex_lock(&mrpool_ib_lock);
-	list_for_each_entry(d, &mrpool_ib_devs, link) {
-		if (n < max) {
-			memset(&out[n], 0, sizeof(out[n]));
-			strscpy(out[n].name, d->name, sizeof(out[n].name));
-			out[n].node = d->node;
-			out[n].state = d->state;
-			out[n].nr_mrs = atomic_read(&d->nr_mrs);
-			strscpy(out[n].reason, d->reason, sizeof(out[n].reason));
-		}
-		n++;
-	}
-	mutex_unlock(&mrpool_ib_lock);
-	return n;
+	return safe;
 }
 
 /**
@@ -279,6 +344,8 @@ int mrpool_ib_devices(struct mrpool_ib_dev_info *out, unsigned int max)
  * @c: a chunk the caller keeps alive
  * @out: receives up to @max entries
  * @max: room in @out
+ *
+ * Never waits for a device: entries are read under RCU.
  *
  * Return: the number of devices the chunk is registered on (may exceed @max).
  */
@@ -291,21 +358,21 @@ int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
 	unsigned int n = 0;
 
 	mutex_lock(&mrpool_ib_lock);
+	rcu_read_lock();
 	list_for_each_entry(d, &mrpool_ib_devs, link) {
 		m = xa_load(&d->mrs, key);
-		if (!m || !m->valid)
+		if (!m || !READ_ONCE(m->valid))
 			continue;
 		if (n < max) {
 			memset(&out[n], 0, sizeof(out[n]));
 			strscpy(out[n].name, d->name, sizeof(out[n].name));
-			out[n].lkey = m->mr->lkey;
-			out[n].rkey = m->access & (IB_ACCESS_REMOTE_READ |
-						   IB_ACCESS_REMOTE_WRITE) ?
-				      m->mr->rkey : 0;
-			out[n].iova = m->mr->iova;
+			out[n].lkey = m->lkey;
+			out[n].rkey = 0;
+			out[n].iova = m->iova;
 		}
 		n++;
 	}
+	rcu_read_unlock();
 	mutex_unlock(&mrpool_ib_lock);
 	return n;
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * debugfs views of the kernel MR cache, in the pool's mrpool/ directory:
- * mrs (each chunk's keys per device), ib_devices, ib_stats (live objects,
- * for leak checks) and failure knobs. Not ABI; errors never fail the module.
+ * mrs (each chunk's keys per device, and each lend), ib_devices, ib_stats
+ * (live objects, for leak checks, and waits in progress), failure knobs
+ * and wr_timeout_ms (how long a work request is awaited). Not ABI;
+ * errors never fail the module.
  */
 #include "ib.h"
 
@@ -14,9 +16,28 @@ static struct dentry *mrpool_ib_debugfs_dir;
 
 static const char *const mrpool_ib_debugfs_files[] = {
 	"mrs", "ib_devices", "ib_stats", "fail_ib_setup", "fail_ib_reg",
+	"fail_ib_complete", "fail_ib_complete_after", "fail_ib_dereg",
+	"wr_timeout_ms",
 };
 
-/* pfn device lkey rkey iova page_size access lent */
+/*
+ * One MR: the iova is printed hashed (%p), never as the kernel address or
+ * bus address it is; the chunk's pfn is the key tests match on.
+ */
+static void mrs_show_one(struct seq_file *m, struct mrpool_ib_dev *d,
+			 struct mrpool_ib_mr *e)
+{
+	seq_printf(m, "%#lx %s %#x %#x %p %u %s %d\n",
+		   mrpool_ib_chunk_key(e->chunk), d->name, e->lkey,
+		   e->lent ? e->rkey : 0, (void *)(uintptr_t)e->iova,
+		   e->page_size, !e->valid ? "invalid" :
+		   e->lent ? "remote" : "local", e->lent);
+}
+
+/*
+ * pfn device lkey rkey iova page_size access lent: cached MRs, then
+ * lends. Takes each device's lock: waits while that device waits.
+ */
 static int mrs_show(struct seq_file *m, void *v)
 {
 	struct mrpool_ib_mr *e;
@@ -24,38 +45,38 @@ static int mrs_show(struct seq_file *m, void *v)
 	unsigned long key;
 
 	seq_puts(m, "pfn device lkey rkey iova page_size access lent\n");
-	mutex_lock(&mrpool_ib_lock);
-	list_for_each_entry(d, &mrpool_ib_devs, link) {
+	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
+		mutex_lock(&d->lock);
 		xa_for_each(&d->mrs, key, e)
-			seq_printf(m, "%#lx %s %#x %#x %#llx %u %s %d\n", key,
-				   d->name, e->mr->lkey,
-				   e->access & IB_ACCESS_REMOTE_WRITE ?
-				   e->mr->rkey : 0,
-				   e->mr->iova, e->page_size,
-				   !e->valid ? "invalid" :
-				   e->access & IB_ACCESS_REMOTE_WRITE ?
-				   "remote" : "local", e->lent);
+			mrs_show_one(m, d, e);
+		list_for_each_entry(e, &d->lends, link)
+			mrs_show_one(m, d, e);
+		mutex_unlock(&d->lock);
 	}
-	mutex_unlock(&mrpool_ib_lock);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(mrs);
 
-/* name node state chunks kbufs regs invalidations reg_failures wr_timeouts reason */
+/*
+ * name node state chunks kbufs regs invalidations reg_failures wr_timeouts
+ * qp_drains dereg_failures reason. Never waits for a device.
+ */
 static int ib_devices_show(struct seq_file *m, void *v)
 {
 	struct mrpool_ib_dev *d;
 
-	seq_puts(m, "name node state chunks kbufs regs invalidations reg_failures wr_timeouts reason\n");
+	seq_puts(m, "name node state chunks kbufs regs invalidations reg_failures wr_timeouts qp_drains dereg_failures reason\n");
 	mutex_lock(&mrpool_ib_lock);
 	list_for_each_entry(d, &mrpool_ib_devs, link)
-		seq_printf(m, "%s %d %s %d %d %lld %lld %lld %lld %s\n",
+		seq_printf(m, "%s %d %s %d %d %lld %lld %lld %lld %lld %lld %s\n",
 			   d->name, d->node, mrpool_ib_state_name(d->state),
 			   atomic_read(&d->nr_mrs), atomic_read(&d->kbufs),
 			   atomic64_read(&d->regs),
 			   atomic64_read(&d->invalidations),
 			   atomic64_read(&d->reg_failures),
 			   atomic64_read(&d->wr_timeouts),
+			   atomic64_read(&d->qp_drains),
+			   atomic64_read(&d->dereg_failures),
 			   d->reason[0] ? d->reason : "-");
 	mutex_unlock(&mrpool_ib_lock);
 	return 0;
@@ -84,6 +105,9 @@ static int ib_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "mrs %d\n", atomic_read(&st->mrs));
 	seq_printf(m, "dma_maps %d\n", atomic_read(&st->dma_maps));
 	seq_printf(m, "kbufs %d\n", atomic_read(&st->kbufs));
+	seq_printf(m, "lends %d\n", atomic_read(&st->lends));
+	seq_printf(m, "stuck_mrs %d\n", atomic_read(&st->stuck_mrs));
+	seq_printf(m, "wr_waits %d\n", atomic_read(&st->wr_waits));
 	seq_printf(m, "devs_added %lld\n", atomic64_read(&st->devs_added));
 	seq_printf(m, "devs_removed %lld\n", atomic64_read(&st->devs_removed));
 	return 0;
@@ -104,6 +128,13 @@ void mrpool_ib_debugfs_init(void)
 	debugfs_create_atomic_t("fail_ib_setup", 0600, dir,
 				&mrpool_ib_fail_setup);
 	debugfs_create_atomic_t("fail_ib_reg", 0600, dir, &mrpool_ib_fail_reg);
+	debugfs_create_atomic_t("fail_ib_complete", 0600, dir,
+				&mrpool_ib_fail_complete);
+	debugfs_create_atomic_t("fail_ib_complete_after", 0600, dir,
+				&mrpool_ib_fail_complete_after);
+	debugfs_create_atomic_t("fail_ib_dereg", 0600, dir,
+				&mrpool_ib_fail_dereg);
+	debugfs_create_u32("wr_timeout_ms", 0600, dir, &mrpool_ib_wr_timeout_ms);
 }
 
 /* Safe whether or not the pool removed its directory first. */

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The exported in-kernel API (include/mrpool_kapi.h): a kernel buffer is one
- * pool chunk lent to another module together with the cached MR of that
- * chunk on one device, re-registered with remote access and a new key byte
- * for the loan and back to local-only with another key byte on return.
+ * pool chunk lent to another module together with an MR of its own: a
+ * fresh MR in the device's lend PD over the lent length rounded up to
+ * pages, with remote access, deregistered when the buffer is freed. The
+ * lend PD holds nothing but such MRs. A chunk whose lend MR may outlive
+ * the buffer (a work request that never came back, a refused
+ * deregistration) is retired from the pool instead of being reused.
  */
 #include "ib.h"
 
@@ -22,6 +25,7 @@ struct mrpool_kbuf_priv {
 	struct mrpool_kbuf buf;		/* what the borrower sees */
 	struct mrpool_chunk *chunk;
 	struct mrpool_ib_dev *dev;	/* a kobject reference */
+	struct mrpool_ib_mr *lend;	/* the buffer's MR, under dev->lock */
 	bool vmapped;			/* vaddr is ours to vunmap */
 };
 
@@ -31,51 +35,15 @@ size_t mrpool_kbuf_max_size(void)
 }
 EXPORT_SYMBOL_GPL(mrpool_kbuf_max_size);
 
-/* The chunk's MR on @d, lent with remote access; NULL entry on failure. */
-static int mrpool_kbuf_lend(struct mrpool_kbuf_priv *kb)
+/*
+ * A used chunk an MR may still reach: out of the cache everywhere, then
+ * out of the pool for good.
+ */
+static void mrpool_kbuf_retire(struct mrpool_chunk *c)
 {
-	struct mrpool_ib_dev *d = kb->dev;
-	struct mrpool_ib_mr *m = NULL;
-	int ret;
-
-	lockdep_assert_held(&mrpool_ib_lock);
-	if (d->state != MRPOOL_IB_READY)
-		return -ENODEV;
-	ret = mrpool_ib_reg_chunk(d, kb->chunk, &m);
-	if (ret)
-		return ret;
-	ret = mrpool_ib_rereg(d, m, MRPOOL_KBUF_ACCESS);
-	if (ret) {
-		xa_erase(&d->mrs, mrpool_ib_chunk_key(kb->chunk));
-		mrpool_ib_unreg(d, m);
-		return ret;
-	}
-	m->lent = true;
-	kb->buf.lkey = m->mr->lkey;
-	kb->buf.rkey = m->mr->rkey;
-	kb->buf.dma_addr = m->mr->iova;
-	kb->buf.pd = d->pd;
-	return 0;
-}
-
-/* Back to local-only under a new key; an entry that cannot be is dropped. */
-static void mrpool_kbuf_unlend(struct mrpool_kbuf_priv *kb)
-{
-	struct mrpool_ib_dev *d = kb->dev;
-	unsigned long key = mrpool_ib_chunk_key(kb->chunk);
-	struct mrpool_ib_mr *m;
-
-	lockdep_assert_held(&mrpool_ib_lock);
-	if (d->state == MRPOOL_IB_REMOVED)
-		return;		/* teardown dropped every entry */
-	m = xa_load(&d->mrs, key);
-	if (!m)
-		return;
-	m->lent = false;
-	if (mrpool_ib_rereg(d, m, IB_ACCESS_LOCAL_WRITE)) {
-		xa_erase(&d->mrs, key);
-		mrpool_ib_unreg(d, m);
-	}
+	list_del_init(&c->link);
+	mrpool_ib_chunk_removing(c);
+	mrpool_pool_retire(c);
 }
 
 static void *mrpool_kbuf_map(struct mrpool_kbuf_priv *kb)
@@ -92,7 +60,9 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 {
 	struct mrpool_kbuf_priv *kb;
 	struct mrpool_ib_dev *d;
+	struct mrpool_ib_mr *m;
 	LIST_HEAD(chunks);
+	bool safe = true;
 	int ret;
 
 	might_sleep();
@@ -115,17 +85,23 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	}
 	kb->dev = d;
 
-	/* Not under mrpool_ib_lock: growth calls mrpool_ib_chunk_added(). */
+	/* Under no ib lock: growth calls mrpool_ib_chunk_added(). */
 	ret = mrpool_pool_take(1, d->node, false, &chunks);
 	if (ret)
 		goto put_dev;
 	kb->chunk = list_first_entry(&chunks, struct mrpool_chunk, link);
+	list_del_init(&kb->chunk->link);
 
-	mutex_lock(&mrpool_ib_lock);
-	ret = mrpool_kbuf_lend(kb);
-	mutex_unlock(&mrpool_ib_lock);
+	mutex_lock(&d->lock);
+	ret = mrpool_ib_lend(d, kb->chunk, size, MRPOOL_KBUF_ACCESS, &m, &safe);
+	mutex_unlock(&d->lock);
 	if (ret)
 		goto return_chunk;
+	kb->lend = m;
+	kb->buf.lkey = m->lkey;
+	kb->buf.rkey = m->rkey;
+	kb->buf.dma_addr = m->iova;
+	kb->buf.pd = d->loop[MRPOOL_IB_LEND].pd;
 
 	kb->buf.vaddr = mrpool_kbuf_map(kb);
 	if (!kb->buf.vaddr) {
@@ -140,11 +116,16 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	return &kb->buf;
 
 unlend:
-	mutex_lock(&mrpool_ib_lock);
-	mrpool_kbuf_unlend(kb);
-	mutex_unlock(&mrpool_ib_lock);
+	mutex_lock(&d->lock);
+	safe = mrpool_ib_unlend(d, kb->lend);
+	mutex_unlock(&d->lock);
 return_chunk:
-	mrpool_pool_return(&chunks);
+	if (safe) {
+		list_add(&kb->chunk->link, &chunks);
+		mrpool_pool_return(&chunks);
+	} else {
+		mrpool_kbuf_retire(kb->chunk);
+	}
 put_dev:
 	kobject_put(&d->kobj);
 free_kb:
@@ -158,6 +139,7 @@ void mrpool_kbuf_free(struct mrpool_kbuf *buf)
 	struct mrpool_kbuf_priv *kb;
 	struct mrpool_ib_dev *d;
 	LIST_HEAD(chunks);
+	bool safe;
 
 	if (IS_ERR_OR_NULL(buf))
 		return;
@@ -167,12 +149,18 @@ void mrpool_kbuf_free(struct mrpool_kbuf *buf)
 	if (kb->vmapped)
 		vunmap(buf->vaddr);
 
-	mutex_lock(&mrpool_ib_lock);
-	mrpool_kbuf_unlend(kb);
-	mutex_unlock(&mrpool_ib_lock);
+	mutex_lock(&d->lock);
+	safe = mrpool_ib_unlend(d, kb->lend);
+	mutex_unlock(&d->lock);
 
-	list_add(&kb->chunk->link, &chunks);
-	mrpool_pool_return(&chunks);
+	if (safe) {
+		list_add(&kb->chunk->link, &chunks);
+		mrpool_pool_return(&chunks);
+	} else {
+		pr_warn("%s: a kernel buffer's MR may still be live: its chunk is retired\n",
+			d->name);
+		mrpool_kbuf_retire(kb->chunk);
+	}
 	atomic_dec(&d->kbufs);
 	atomic_dec(&mrpool_ib_stats.kbufs);
 	kobject_put(&d->kobj);

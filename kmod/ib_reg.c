@@ -1,77 +1,154 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Fast registration for the kernel MR cache. Per device: a kernel PD, a CQ
- * and a loopback pair of RC QPs (rxe executes work requests, REG_MR and
- * LOCAL_INV included, only on a QP in RTS, and RTS needs a peer). Per chunk
- * per device: a DMA mapping and an IB_MR_TYPE_MEM_REG MR, registered with
- * IB_WR_REG_MR using the largest page size the device and the mapping
- * allow: the whole chunk when it is one contiguous block.
+ * Fast registration for the kernel MR cache and for kernel buffers. Per
+ * device: a CQ and two loops, each a PD with a loopback pair of RC QPs
+ * (rxe executes work requests, REG_MR and LOCAL_INV included, only on a QP
+ * in RTS, and RTS needs a peer; fast registration needs the MR and the QP
+ * in one PD). Per chunk per device: a DMA mapping and an
+ * IB_MR_TYPE_MEM_REG MR in the cache PD, registered local-only with the
+ * largest page size the device and the mapping allow. Per kernel buffer: a
+ * fresh MR in the lend PD over the lent length only, with remote access.
  *
- * Every work request is signalled and awaited with a timeout, one at a
- * time. A timeout or an error completion leaves the QP in the error state,
- * so the device is marked failed: its MRs are then only deregistered.
- * Everything here runs with mrpool_ib_lock held.
+ * Every work request is signalled and awaited, one at a time per device,
+ * under the device's lock (never under mrpool_ib_lock). A timeout drains
+ * the QP before the MR is touched; see ib.h for what happens when even the
+ * drain does not come back.
  */
 #include "ib.h"
 
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/log2.h>
+#include <linux/jiffies.h>
 #include <rdma/ib_cache.h>
 
-/* A local work request completes in microseconds; seconds mean it never will. */
-#define MRPOOL_IB_WR_TIMEOUT	(5 * HZ)
 #define MRPOOL_IB_SQ_DEPTH	4
-#define MRPOOL_IB_CQ_DEPTH	(2 * MRPOOL_IB_SQ_DEPTH + 2)
-/* Registrations of the cache are local; kbufs add remote access. */
+#define MRPOOL_IB_CQ_DEPTH	(MRPOOL_IB_NR_LOOPS * (2 * MRPOOL_IB_SQ_DEPTH + 2))
+/* Registrations of the cache are local; lends add remote access. */
 #define MRPOOL_IB_ACCESS_LOCAL	IB_ACCESS_LOCAL_WRITE
+
+/* debugfs fail_ib_complete: a completion the device "never delivered". */
+static bool mrpool_ib_swallow(void)
+{
+	if (atomic_read(&mrpool_ib_fail_complete) <= 0)
+		return false;
+	if (atomic_dec_if_positive(&mrpool_ib_fail_complete_after) >= 0)
+		return false;
+	return mrpool_should_fail(&mrpool_ib_fail_complete);
+}
 
 static void mrpool_ib_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct mrpool_ib_dev *d = container_of(wc->wr_cqe, struct mrpool_ib_dev,
-					       cqe);
+	struct mrpool_ib_loop *l = container_of(wc->wr_cqe,
+						struct mrpool_ib_loop, cqe);
 
-	d->wc_status = wc->status;
-	complete(&d->done);
+	if (mrpool_ib_swallow())
+		return;
+	l->wc_status = wc->status;
+	complete(&l->done);
 }
 
-/* Post one signalled WR on the internal QP and wait for its completion. */
-static int mrpool_ib_post(struct mrpool_ib_dev *d, struct ib_send_wr *wr)
+static void mrpool_ib_drain_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct mrpool_ib_loop *l = container_of(wc->wr_cqe,
+						struct mrpool_ib_loop,
+						drain_cqe);
+
+	if (mrpool_ib_swallow())
+		return;
+	complete(&l->drained);
+}
+
+/* Wait for a completion, bounded; counted while it lasts (debugfs). */
+static bool mrpool_ib_wait(struct completion *x)
+{
+	unsigned int ms = max(READ_ONCE(mrpool_ib_wr_timeout_ms), 1U);
+	unsigned long left;
+
+	atomic_inc(&mrpool_ib_stats.wr_waits);
+	left = wait_for_completion_timeout(x, msecs_to_jiffies(ms));
+	atomic_dec(&mrpool_ib_stats.wr_waits);
+	return left;
+}
+
+/*
+ * After a timeout: move the QP to the error state and post a marker behind
+ * the late work request. The send queue completes in order, so the
+ * marker's flushed completion means nothing before it is still in flight
+ * (as ib_drain_sq() does, but with a bounded wait).
+ *
+ * Return: true when drained.
+ */
+static bool mrpool_ib_drain(struct mrpool_ib_loop *l)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct ib_rdma_wr marker = {
+		.wr.opcode = IB_WR_RDMA_WRITE,
+		.wr.wr_cqe = &l->drain_cqe,
+		.wr.send_flags = IB_SEND_SIGNALED,
+	};
+
+	if (ib_modify_qp(l->qp[0], &attr, IB_QP_STATE))
+		return false;
+	reinit_completion(&l->drained);
+	if (ib_post_send(l->qp[0], &marker.wr, NULL))
+		return false;
+	if (!mrpool_ib_wait(&l->drained))
+		return false;
+	atomic64_inc(&l->dev->qp_drains);
+	return true;
+}
+
+/*
+ * Post one signalled WR about @m on loop @l and wait for its completion.
+ * Any failure marks the device failed and the loop broken. A timeout
+ * drains the QP first; if the drain fails too, @m is marked stuck: the WR
+ * may still run, so neither the MR nor its pages may be released.
+ */
+static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+			  struct ib_send_wr *wr, struct mrpool_ib_mr *m)
 {
 	int ret;
 
-	if (d->qp_broken)
+	lockdep_assert_held(&d->lock);
+	if (l->broken)
 		return -EIO;
-	wr->wr_cqe = &d->cqe;
+	wr->wr_cqe = &l->cqe;
 	wr->send_flags = IB_SEND_SIGNALED;
-	reinit_completion(&d->done);
-	ret = ib_post_send(d->qp[0], wr, NULL);
+	reinit_completion(&l->done);
+	ret = ib_post_send(l->qp[0], wr, NULL);
 	if (ret) {
-		d->qp_broken = true;
+		l->broken = true;
 		mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 				    "posting a work request failed: %d", ret);
 		return ret;
 	}
-	if (!wait_for_completion_timeout(&d->done, MRPOOL_IB_WR_TIMEOUT)) {
-		/* d->cqe stays valid: d outlives the CQ. */
-		d->qp_broken = true;
+	if (!mrpool_ib_wait(&l->done)) {
 		atomic64_inc(&d->wr_timeouts);
-		mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
-				    "work request timed out");
+		l->broken = true;
+		if (mrpool_ib_drain(l)) {
+			mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
+					    "work request timed out, QP drained");
+		} else {
+			m->stuck = true;
+			mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
+					    "work request timed out, QP not drained");
+		}
 		return -ETIMEDOUT;
 	}
-	if (d->wc_status != IB_WC_SUCCESS) {
-		d->qp_broken = true;
+	if (l->wc_status != IB_WC_SUCCESS) {
+		/* The QP is in error; nothing else was in flight. */
+		l->broken = true;
 		mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 				    "work request failed: %s",
-				    ib_wc_status_msg(d->wc_status));
+				    ib_wc_status_msg(l->wc_status));
 		return -EIO;
 	}
 	return 0;
 }
 
-static int mrpool_ib_post_reg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m,
-			      int access)
+static int mrpool_ib_post_reg(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+			      struct mrpool_ib_mr *m, int access)
 {
 	struct ib_reg_wr wr = {
 		.wr.opcode = IB_WR_REG_MR,
@@ -81,16 +158,20 @@ static int mrpool_ib_post_reg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m,
 	};
 	int ret;
 
-	ret = mrpool_ib_post(d, &wr.wr);
+	ret = mrpool_ib_post(d, l, &wr.wr, m);
 	if (ret)
 		return ret;
 	m->access = access;
-	m->valid = true;
+	m->lkey = m->mr->lkey;
+	m->rkey = m->mr->rkey;
+	m->iova = m->mr->iova;
+	WRITE_ONCE(m->valid, true);
 	atomic64_inc(&d->regs);
 	return 0;
 }
 
-static int mrpool_ib_post_inv(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
+static int mrpool_ib_post_inv(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+			      struct mrpool_ib_mr *m)
 {
 	struct ib_send_wr wr = {
 		.opcode = IB_WR_LOCAL_INV,
@@ -98,10 +179,10 @@ static int mrpool_ib_post_inv(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 	};
 	int ret;
 
-	ret = mrpool_ib_post(d, &wr);
+	ret = mrpool_ib_post(d, l, &wr, m);
 	if (ret)
 		return ret;
-	m->valid = false;
+	WRITE_ONCE(m->valid, false);
 	atomic64_inc(&d->invalidations);
 	return 0;
 }
@@ -130,22 +211,57 @@ static unsigned long mrpool_ib_page_size(struct mrpool_ib_dev *d,
 	return cap ? BIT_ULL(fls64(cap) - 1) : 0;
 }
 
-static void mrpool_ib_mr_free(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
+static void mrpool_ib_mr_unmap(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 {
-	if (m->mr) {
-		ib_dereg_mr(m->mr);
-		atomic_dec(&mrpool_ib_stats.mrs);
-	}
 	if (m->mapped) {
 		ib_dma_unmap_sg(d->ibdev, m->sgt.sgl, m->sgt.orig_nents,
 				DMA_BIDIRECTIONAL);
 		atomic_dec(&mrpool_ib_stats.dma_maps);
+		m->mapped = false;
 	}
 	sg_free_table(&m->sgt);
-	kfree(m);
 }
 
-/* Map the MR over the chunk again; needed before each IB_WR_REG_MR. */
+/*
+ * Deregister, unmap and free @m, which no work request can still use (a
+ * cache entry is freed after a grace period: chunk_keys reads them under
+ * RCU). A stuck entry, or one ib_dereg_mr() refuses, goes on d->stuck
+ * instead, mapped, until the device's QPs are destroyed.
+ *
+ * Return: true when released: no MR reaches the chunk through @m any more.
+ */
+static bool mrpool_ib_mr_release(struct mrpool_ib_dev *d,
+				 struct mrpool_ib_mr *m)
+{
+	int ret;
+
+	lockdep_assert_held(&d->lock);
+	if (m->mr && !m->stuck) {
+		if (mrpool_should_fail(&mrpool_ib_fail_dereg))
+			ret = -EBUSY;
+		else
+			ret = ib_dereg_mr(m->mr);
+		if (ret) {
+			atomic64_inc(&d->dereg_failures);
+			pr_warn_ratelimited("%s: MR %#x not deregistered: %d\n",
+					    d->name, m->mr->lkey, ret);
+			m->stuck = true;
+		} else {
+			m->mr = NULL;
+			atomic_dec(&mrpool_ib_stats.mrs);
+		}
+	}
+	if (m->stuck) {
+		list_add_tail(&m->link, &d->stuck);
+		atomic_inc(&mrpool_ib_stats.stuck_mrs);
+		return false;
+	}
+	mrpool_ib_mr_unmap(d, m);
+	kfree_rcu(m, rcu);
+	return true;
+}
+
+/* Map the MR over the registered pages; needed before each IB_WR_REG_MR. */
 static int mrpool_ib_map(struct mrpool_ib_mr *m)
 {
 	int n;
@@ -156,16 +272,17 @@ static int mrpool_ib_map(struct mrpool_ib_mr *m)
 	return n == m->sgt.nents ? 0 : -EINVAL;
 }
 
-static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
-			      struct mrpool_ib_mr *m)
+/* Register the first m->len bytes of @c in @l's PD with @access. */
+static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+			      struct mrpool_chunk *c, struct mrpool_ib_mr *m,
+			      int access)
 {
 	struct ib_device *ibdev = d->ibdev;
 	unsigned long npages;
 	int nents, ret;
 
 	ret = sg_alloc_table_from_pages_segment(&m->sgt, c->pages,
-						mrpool_pool.chunk_pages, 0,
-						mrpool_pool.chunk_size,
+						m->len >> PAGE_SHIFT, 0, m->len,
 						ib_dma_max_seg_size(ibdev),
 						GFP_KERNEL);
 	if (ret)
@@ -181,11 +298,11 @@ static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
 	m->page_size = mrpool_ib_page_size(d, &m->sgt);
 	if (!m->page_size)
 		return -EOPNOTSUPP;
-	npages = mrpool_pool.chunk_size / m->page_size;
+	npages = DIV_ROUND_UP(m->len, m->page_size);
 	if (npages > ibdev->attrs.max_fast_reg_page_list_len)
 		return -E2BIG;
 
-	m->mr = ib_alloc_mr(d->pd, IB_MR_TYPE_MEM_REG, npages);
+	m->mr = ib_alloc_mr(l->pd, IB_MR_TYPE_MEM_REG, npages);
 	if (IS_ERR(m->mr)) {
 		ret = PTR_ERR(m->mr);
 		m->mr = NULL;
@@ -195,59 +312,77 @@ static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
 	ret = mrpool_ib_map(m);
 	if (ret)
 		return ret;
-	return mrpool_ib_post_reg(d, m, MRPOOL_IB_ACCESS_LOCAL);
+	/*
+	 * A lend's key: the MR is new (its index is the device's choice) and
+	 * the key byte turns per device, so successive lends of one chunk
+	 * differ in the index, the byte, or both.
+	 */
+	if (m->lent)
+		ib_update_fast_reg_key(m->mr, ++d->lend_key);
+	return mrpool_ib_post_reg(d, l, m, access);
+}
+
+static struct mrpool_ib_mr *mrpool_ib_mr_new(struct mrpool_ib_dev *d,
+					     struct mrpool_chunk *c,
+					     size_t len, bool lent)
+{
+	struct mrpool_ib_mr *m;
+
+	m = kzalloc_node(sizeof(*m), GFP_KERNEL, d->node);
+	if (!m)
+		return NULL;
+	m->chunk = c;
+	m->len = len;
+	m->lent = lent;
+	INIT_LIST_HEAD(&m->link);
+	return m;
 }
 
 /**
  * mrpool_ib_reg_chunk - register a chunk on a device (the cache entry)
- * @d: a READY device
- * @c: the chunk, kept alive by the caller
- * @out: receives the entry, may be NULL
+ * @d: a device, its lock held
+ * @c: the chunk, in the registry or otherwise kept alive by the caller
  *
- * Idempotent: an existing entry is returned as is.
+ * Idempotent: an existing entry is kept as is.
  *
- * Return: 0 or a negative errno (counted in reg_failures).
+ * Return: 0 or a negative errno (counted in reg_failures). A failed
+ * registration whose MR may still be live stays on d->stuck, where
+ * mrpool_ib_chunk_stuck() finds it.
  */
-int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
-			struct mrpool_ib_mr **out)
+int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c)
 {
+	struct mrpool_ib_loop *l = &d->loop[MRPOOL_IB_CACHE];
 	unsigned long key = mrpool_ib_chunk_key(c);
 	struct mrpool_ib_mr *m;
 	int ret;
 
-	lockdep_assert_held(&mrpool_ib_lock);
-	m = xa_load(&d->mrs, key);
-	if (m)
-		goto found;
+	lockdep_assert_held(&d->lock);
+	if (xa_load(&d->mrs, key))
+		return 0;
 	if (d->state != MRPOOL_IB_READY)
 		return -ENODEV;
 	if (mrpool_should_fail(&mrpool_ib_fail_reg)) {
 		ret = -EIO;
 		goto count;
 	}
-	m = kzalloc_node(sizeof(*m), GFP_KERNEL, d->node);
+	m = mrpool_ib_mr_new(d, c, mrpool_pool.chunk_size, false);
 	if (!m) {
 		ret = -ENOMEM;
 		goto count;
 	}
-	m->chunk = c;
-	ret = mrpool_ib_mr_build(d, c, m);
+	ret = mrpool_ib_mr_build(d, l, c, m, MRPOOL_IB_ACCESS_LOCAL);
 	if (ret)
-		goto free_mr;
+		goto release;
 	ret = xa_insert(&d->mrs, key, m, GFP_KERNEL);
 	if (ret)
-		goto unreg;
+		goto invalidate;
 	atomic_inc(&d->nr_mrs);
-found:
-	if (out)
-		*out = m;
 	return 0;
 
-unreg:
-	if (m->valid)
-		mrpool_ib_post_inv(d, m);
-free_mr:
-	mrpool_ib_mr_free(d, m);
+invalidate:
+	mrpool_ib_post_inv(d, l, m);
+release:
+	mrpool_ib_mr_release(d, m);
 count:
 	atomic64_inc(&d->reg_failures);
 	pr_warn_ratelimited("%s: chunk %#lx not registered: %d\n", d->name,
@@ -257,45 +392,103 @@ count:
 
 /**
  * mrpool_ib_unreg - invalidate, deregister and unmap one cache entry
- * @d: its device, still holding its ib_device
+ * @d: its device, lock held, still holding its ib_device
  * @m: the entry, already erased from d->mrs
+ *
+ * Return: true when the MR is gone; false when it may still be live (then
+ * kept on d->stuck and the chunk's pages must never be reused).
  */
-void mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
+bool mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 {
-	lockdep_assert_held(&mrpool_ib_lock);
-	if (m->valid && !d->qp_broken)
-		mrpool_ib_post_inv(d, m);
+	struct mrpool_ib_loop *l = &d->loop[MRPOOL_IB_CACHE];
+
+	lockdep_assert_held(&d->lock);
+	if (m->valid && !l->broken)
+		mrpool_ib_post_inv(d, l, m);
 	atomic_dec(&d->nr_mrs);
-	mrpool_ib_mr_free(d, m);
+	return mrpool_ib_mr_release(d, m);
 }
 
 /**
- * mrpool_ib_rereg - register an entry again with new access and key byte
- * @d: its device
- * @m: the entry
- * @access: IB_ACCESS_* of the new registration
+ * mrpool_ib_chunk_stuck - does a stuck MR of @d reach the chunk @key?
+ * @d: the device, lock held
+ * @key: mrpool_ib_chunk_key() of the chunk
  *
- * A new key byte makes every key handed out before unusable.
- *
- * Return: 0 or a negative errno; the entry is then invalid and the caller
- * should drop it.
+ * Return: true when one does: the chunk's pages must never be reused.
  */
-int mrpool_ib_rereg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m,
-		    int access)
+bool mrpool_ib_chunk_stuck(struct mrpool_ib_dev *d, unsigned long key)
 {
+	struct mrpool_ib_mr *m;
+
+	lockdep_assert_held(&d->lock);
+	list_for_each_entry(m, &d->stuck, link)
+		if (mrpool_ib_chunk_key(m->chunk) == key)
+			return true;
+	return false;
+}
+
+/**
+ * mrpool_ib_lend - register @len bytes of a chunk for a kernel buffer
+ * @d: a READY device, lock held
+ * @c: the chunk, owned by the caller
+ * @len: bytes lent; the MR covers them rounded up to pages, nothing more
+ * @access: IB_ACCESS_* of the registration
+ * @out: receives the lend
+ * @chunk_safe: false when a failed registration may leave an MR over @c
+ *
+ * A fresh MR in the lend PD each time, with a new key byte.
+ *
+ * Return: 0 or a negative errno.
+ */
+int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
+		   size_t len, int access, struct mrpool_ib_mr **out,
+		   bool *chunk_safe)
+{
+	struct mrpool_ib_mr *m;
 	int ret;
 
-	lockdep_assert_held(&mrpool_ib_lock);
-	if (m->valid) {
-		ret = mrpool_ib_post_inv(d, m);
-		if (ret)
-			return ret;
-	}
-	ib_update_fast_reg_key(m->mr, ib_inc_rkey(m->mr->rkey) & 0xff);
-	ret = mrpool_ib_map(m);
-	if (ret)
+	lockdep_assert_held(&d->lock);
+	*chunk_safe = true;
+	if (d->state != MRPOOL_IB_READY)
+		return -ENODEV;
+	m = mrpool_ib_mr_new(d, c, PAGE_ALIGN(len), true);
+	if (!m)
+		return -ENOMEM;
+	ret = mrpool_ib_mr_build(d, &d->loop[MRPOOL_IB_LEND], c, m, access);
+	if (ret) {
+		*chunk_safe = mrpool_ib_mr_release(d, m);
 		return ret;
-	return mrpool_ib_post_reg(d, m, access);
+	}
+	list_add_tail(&m->link, &d->lends);
+	atomic_inc(&mrpool_ib_stats.lends);
+	*out = m;
+	return 0;
+}
+
+/**
+ * mrpool_ib_unlend - invalidate and deregister a kernel buffer's MR
+ * @d: its device, lock held (possibly removed since)
+ * @m: from mrpool_ib_lend(); freed here or handed to d->stuck
+ *
+ * Return: true when no MR reaches the chunk any more: it may be reused.
+ */
+bool mrpool_ib_unlend(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
+{
+	struct mrpool_ib_loop *l = &d->loop[MRPOOL_IB_LEND];
+	bool safe;
+
+	lockdep_assert_held(&d->lock);
+	atomic_dec(&mrpool_ib_stats.lends);
+	if (m->released) {
+		/* The device went first and deregistered it (or leaked it). */
+		safe = !m->stuck;
+		kfree(m);
+		return safe;
+	}
+	list_del_init(&m->link);
+	if (m->valid && !l->broken)
+		mrpool_ib_post_inv(d, l, m);
+	return mrpool_ib_mr_release(d, m);
 }
 
 /* A GID of @port to address our own QP with: RoCE v2 if there is one. */
@@ -390,7 +583,8 @@ static int mrpool_ib_qp_rts(struct ib_qp *qp, u32 port, u32 dest_qpn,
 			    IB_QP_MAX_QP_RD_ATOMIC);
 }
 
-static int mrpool_ib_qps_create(struct mrpool_ib_dev *d)
+static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
+				struct mrpool_ib_loop *l)
 {
 	struct ib_qp_init_attr init = {
 		.send_cq = d->cq,
@@ -408,45 +602,62 @@ static int mrpool_ib_qps_create(struct mrpool_ib_dev *d)
 	int i, ret;
 
 	for (i = 0; i < 2; i++) {
-		d->qp[i] = ib_create_qp(d->pd, &init);
-		if (IS_ERR(d->qp[i])) {
-			ret = PTR_ERR(d->qp[i]);
-			d->qp[i] = NULL;
+		l->qp[i] = ib_create_qp(l->pd, &init);
+		if (IS_ERR(l->qp[i])) {
+			ret = PTR_ERR(l->qp[i]);
+			l->qp[i] = NULL;
 			return ret;
 		}
 	}
 	ret = mrpool_ib_self_ah(d, &ah);
 	if (ret)
 		return ret;
-	ret = mrpool_ib_qp_rts(d->qp[0], d->port, d->qp[1]->qp_num, &ah);
+	ret = mrpool_ib_qp_rts(l->qp[0], d->port, l->qp[1]->qp_num, &ah);
 	if (ret)
 		return ret;
-	return mrpool_ib_qp_rts(d->qp[1], d->port, d->qp[0]->qp_num, &ah);
+	return mrpool_ib_qp_rts(l->qp[1], d->port, l->qp[0]->qp_num, &ah);
+}
+
+/* After this no work request of ours runs on the device any more. */
+static void mrpool_ib_qps_destroy(struct mrpool_ib_dev *d)
+{
+	struct mrpool_ib_loop *l;
+	int i, j;
+
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
+		l = &d->loop[i];
+		for (j = 0; j < 2; j++) {
+			if (l->qp[j])
+				ib_destroy_qp(l->qp[j]);
+			l->qp[j] = NULL;
+		}
+		l->broken = true;
+	}
 }
 
 /* Release what setup built; safe on a partly built device. */
 static void mrpool_ib_dev_release(struct mrpool_ib_dev *d)
 {
+	struct mrpool_ib_loop *l;
 	int i;
 
-	for (i = 0; i < 2; i++) {
-		if (d->qp[i])
-			ib_destroy_qp(d->qp[i]);
-		d->qp[i] = NULL;
-	}
+	mrpool_ib_qps_destroy(d);
 	if (d->cq)
 		ib_free_cq(d->cq);
 	d->cq = NULL;
-	if (d->pd) {
-		ib_dealloc_pd(d->pd);
-		atomic_dec(&mrpool_ib_stats.pds);
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
+		l = &d->loop[i];
+		if (l->pd && !d->pd_leaked) {
+			ib_dealloc_pd(l->pd);
+			atomic_dec(&mrpool_ib_stats.pds);
+		}
+		l->pd = NULL;
 	}
-	d->pd = NULL;
 }
 
 /**
- * mrpool_ib_dev_setup - check a new device and build its PD, CQ and QPs
- * @d: the device, not yet listed
+ * mrpool_ib_dev_setup - check a new device and build its CQ, PDs and QPs
+ * @d: the device, lock held, not yet listed
  *
  * Sets d->state and, unless READY, d->reason.
  *
@@ -454,11 +665,13 @@ static void mrpool_ib_dev_release(struct mrpool_ib_dev *d)
  */
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 {
+	static const char *const pd_what[] = { "cache PD", "lend PD" };
 	struct ib_device *ibdev = d->ibdev;
+	struct mrpool_ib_loop *l;
 	const char *what;
-	int ret;
+	int i, ret;
 
-	lockdep_assert_held(&mrpool_ib_lock);
+	lockdep_assert_held(&d->lock);
 	d->port = rdma_start_port(ibdev);
 	if (!(ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS) ||
 	    !ibdev->attrs.max_fast_reg_page_list_len) {
@@ -479,14 +692,6 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		return -EIO;
 	}
 
-	what = "PD";
-	d->pd = ib_alloc_pd(ibdev, 0);
-	if (IS_ERR(d->pd)) {
-		ret = PTR_ERR(d->pd);
-		d->pd = NULL;
-		goto fail;
-	}
-	atomic_inc(&mrpool_ib_stats.pds);
 	what = "CQ";
 	d->cq = ib_alloc_cq(ibdev, d, MRPOOL_IB_CQ_DEPTH, 0, IB_POLL_SOFTIRQ);
 	if (IS_ERR(d->cq)) {
@@ -494,11 +699,26 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		d->cq = NULL;
 		goto fail;
 	}
-	d->cqe.done = mrpool_ib_wr_done;
-	what = "loopback QPs";
-	ret = mrpool_ib_qps_create(d);
-	if (ret)
-		goto fail;
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
+		l = &d->loop[i];
+		l->dev = d;
+		l->cqe.done = mrpool_ib_wr_done;
+		l->drain_cqe.done = mrpool_ib_drain_done;
+		init_completion(&l->done);
+		init_completion(&l->drained);
+		what = pd_what[i];
+		l->pd = ib_alloc_pd(ibdev, 0);
+		if (IS_ERR(l->pd)) {
+			ret = PTR_ERR(l->pd);
+			l->pd = NULL;
+			goto fail;
+		}
+		atomic_inc(&mrpool_ib_stats.pds);
+		what = "loopback QPs";
+		ret = mrpool_ib_qps_create(d, l);
+		if (ret)
+			goto fail;
+	}
 	mrpool_ib_set_state(d, MRPOOL_IB_READY, "%s", "");
 	return 0;
 
@@ -509,22 +729,63 @@ fail:
 	return ret;
 }
 
+/*
+ * Last chance for an MR once no QP of ours exists: deregister and unmap.
+ * If the device still refuses, the MR, its mapping and the PD are leaked.
+ */
+static bool mrpool_ib_mr_final(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
+{
+	int ret;
+
+	if (m->mr) {
+		ret = ib_dereg_mr(m->mr);
+		if (ret) {
+			atomic64_inc(&d->dereg_failures);
+			pr_warn("%s: MR %#x cannot be deregistered (%d): leaking it and its PD\n",
+				d->name, m->mr->lkey, ret);
+			d->pd_leaked = true;
+			m->stuck = true;
+			return false;
+		}
+		m->mr = NULL;
+		atomic_dec(&mrpool_ib_stats.mrs);
+	}
+	m->stuck = false;
+	mrpool_ib_mr_unmap(d, m);
+	return true;
+}
+
 /**
- * mrpool_ib_dev_teardown - drop every cached MR and the device's objects
- * @d: the device, already off the list
+ * mrpool_ib_dev_teardown - drop every MR and the device's objects
+ * @d: the device, lock held, still listed
  *
- * Leaves d as a REMOVED husk without its ib_device.
+ * Leaves d as a REMOVED husk without its ib_device. Lends still out are
+ * deregistered and marked released for mrpool_ib_unlend().
  */
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d)
 {
-	struct mrpool_ib_mr *m;
+	struct mrpool_ib_mr *m, *tmp;
 	unsigned long key;
 
-	lockdep_assert_held(&mrpool_ib_lock);
+	lockdep_assert_held(&d->lock);
 	xa_for_each(&d->mrs, key, m) {
 		xa_erase(&d->mrs, key);
 		mrpool_ib_unreg(d, m);
 		cond_resched();
+	}
+	/* From here on nothing of ours runs: stuck MRs may go too. */
+	mrpool_ib_qps_destroy(d);
+	list_for_each_entry_safe(m, tmp, &d->lends, link) {
+		list_del_init(&m->link);
+		mrpool_ib_mr_final(d, m);
+		m->released = true;	/* the kbuf frees m */
+	}
+	list_for_each_entry_safe(m, tmp, &d->stuck, link) {
+		list_del_init(&m->link);
+		atomic_dec(&mrpool_ib_stats.stuck_mrs);
+		/* A cache entry may still be read under RCU (chunk_keys). */
+		if (mrpool_ib_mr_final(d, m))
+			kfree_rcu(m, rcu);
 	}
 	mrpool_ib_dev_release(d);
 	mrpool_ib_set_state(d, MRPOOL_IB_REMOVED, "%s", "device removed");

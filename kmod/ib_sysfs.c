@@ -93,6 +93,10 @@ static struct mrpool_ib_counter_attr mrpool_ib_counters[] = {
 	  offsetof(struct mrpool_ib_dev, reg_failures) },
 	{ __ATTR(wr_timeouts, 0444, mrpool_ib_counter_show, NULL),
 	  offsetof(struct mrpool_ib_dev, wr_timeouts) },
+	{ __ATTR(qp_drains, 0444, mrpool_ib_counter_show, NULL),
+	  offsetof(struct mrpool_ib_dev, qp_drains) },
+	{ __ATTR(dereg_failures, 0444, mrpool_ib_counter_show, NULL),
+	  offsetof(struct mrpool_ib_dev, dereg_failures) },
 };
 
 static struct attribute *mrpool_ib_dev_attrs[] = {
@@ -105,6 +109,8 @@ static struct attribute *mrpool_ib_dev_attrs[] = {
 	&mrpool_ib_counters[1].kattr.attr,
 	&mrpool_ib_counters[2].kattr.attr,
 	&mrpool_ib_counters[3].kattr.attr,
+	&mrpool_ib_counters[4].kattr.attr,
+	&mrpool_ib_counters[5].kattr.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(mrpool_ib_dev);
@@ -114,6 +120,7 @@ static void mrpool_ib_dev_kobj_release(struct kobject *kobj)
 	struct mrpool_ib_dev *d = to_mrpool_ib_dev(kobj);
 
 	xa_destroy(&d->mrs);
+	mutex_destroy(&d->lock);
 	kfree(d);
 }
 
@@ -128,7 +135,7 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 {
 	struct mrpool_ib_dev *d;
 
-	BUILD_BUG_ON(ARRAY_SIZE(mrpool_ib_counters) != 4);
+	BUILD_BUG_ON(ARRAY_SIZE(mrpool_ib_counters) != 6);
 	d = kzalloc_node(sizeof(*d), GFP_KERNEL, node);
 	if (!d)
 		return NULL;
@@ -137,8 +144,10 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 	d->ibdev = ibdev;
 	d->node = node;
 	strscpy(d->name, dev_name(&ibdev->dev), sizeof(d->name));
-	init_completion(&d->done);
+	mutex_init(&d->lock);
 	xa_init(&d->mrs);
+	INIT_LIST_HEAD(&d->lends);
+	INIT_LIST_HEAD(&d->stuck);
 	return d;
 }
 

@@ -23,8 +23,11 @@
  *                        taken under client->lock: chunks are taken and
  *                        returned outside it (growth registers chunks
  *                        with every RDMA device, which may wait)
- *     mrpool_ib_lock     devices and the kernel MR cache (ib.h); taken
- *                        alone as well, never around the pool lock
+ *     mrpool_ib_dev.lock one RDMA device: its work requests and MRs
+ *                        (ib.h); held across hardware waits
+ *       mrpool_ib_lock   the device list and chunk registry (ib.h);
+ *                        never held across a wait, never around the
+ *                        others
  *   mrpool_clients_lock  the list of clients; debugfs nests
  *                        client->lock inside it, nothing nests it.
  *   mrpool_tenants_lock  (a spinlock) tenants and their counts; innermost,
@@ -165,6 +168,7 @@ struct mrpool_stats {
 	atomic64_t node_fallbacks;	/* chunks handed out off the node asked */
 	atomic64_t defrags;		/* fragmented free chunks replaced */
 	atomic64_t quarantine_checks;	/* chunks rechecked in quarantine */
+	atomic64_t retired;		/* chunks kept for good: an MR may reach them */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -178,6 +182,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
 void mrpool_pool_return(struct list_head *chunks);
 bool mrpool_chunk_whole(const struct mrpool_chunk *c);
+void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 

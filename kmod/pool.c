@@ -58,8 +58,8 @@ static unsigned long mrpool_max_chunks(void)
  * mrpool_pool_node - the node chunks come from when a caller names none
  *
  * numa_node if set, else the node of the RDMA devices, else NUMA_NO_NODE:
- * no preference, the allocating CPU's node first. Must not be called with
- * the pool lock held (asks the ib_core client).
+ * no preference, the allocating CPU's node first. Never blocks: may be
+ * called with the pool lock held (mrpool_ib_node() reads a cached value).
  */
 int mrpool_pool_node(void)
 {
@@ -567,6 +567,26 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 		module_put(THIS_MODULE);
 }
 
+/* Counted and logged: @c is out of the pool and its pages are never freed. */
+static void mrpool_chunk_keep(struct mrpool_chunk *c)
+{
+	atomic64_inc(&mrpool_stats.retired);
+	pr_warn("chunk %#lx retired: an RDMA MR may still reach it\n",
+		page_to_pfn(c->pages[0]));
+}
+
+/*
+ * @c has left the pool's totals: deregistered on every device and freed,
+ * or kept for good when an MR may still reach its pages. May sleep.
+ */
+static void mrpool_chunk_release(struct mrpool_chunk *c)
+{
+	if (mrpool_ib_chunk_removing(c))
+		mrpool_chunk_destroy(c, mrpool_pool.chunk_pages);
+	else
+		mrpool_chunk_keep(c);
+}
+
 /*
  * Caller holds the pool lock. Move chunks of @list free for idle_trim_sec
  * to @victims, oldest (the tail) first, while the pool is above its floor.
@@ -626,8 +646,8 @@ static void mrpool_trim_fn(struct work_struct *work)
 	mutex_unlock(&p->lock);
 
 	list_for_each_entry_safe(c, tmp, &victims, link) {
-		mrpool_ib_chunk_removing(c);
-		mrpool_chunk_destroy(c, p->chunk_pages);
+		list_del_init(&c->link);
+		mrpool_chunk_release(c);
 	}
 
 	if (next)
@@ -727,8 +747,7 @@ static void mrpool_defrag_fn(struct work_struct *work)
 			old = c;
 		else
 			atomic64_inc(&mrpool_stats.defrags);
-		mrpool_ib_chunk_removing(old);
-		mrpool_chunk_destroy(old, p->chunk_pages);
+		mrpool_chunk_release(old);
 		cond_resched();
 	}
 	/* Still no whole chunk: try again later, less often. */
@@ -756,8 +775,7 @@ static void mrpool_free_list_destroy(struct list_head *list)
 			p->nr_fragmented_free--;
 		mrpool_chunk_account(c, false);
 		p->nr_free--;
-		mrpool_ib_chunk_removing(c);
-		mrpool_chunk_destroy(c, p->chunk_pages);
+		mrpool_chunk_release(c);
 	}
 }
 
@@ -847,4 +865,23 @@ void mrpool_pool_exit(void)
 	mrpool_pool_free_all();
 	kfree(p->free);
 	p->free = NULL;
+}
+
+/**
+ * mrpool_pool_retire - take a used chunk out of the pool for good
+ * @c: a USED chunk on no list, that an RDMA MR may still reach (a kernel
+ *	buffer whose MR could not be invalidated or deregistered)
+ *
+ * Leaves the pool's totals and is counted in stats/retired; its pages are
+ * intentionally never freed nor reused.
+ */
+void mrpool_pool_retire(struct mrpool_chunk *c)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	mutex_lock(&p->lock);
+	p->nr_used--;
+	mrpool_chunk_account(c, false);
+	mutex_unlock(&p->lock);
+	mrpool_chunk_keep(c);
 }

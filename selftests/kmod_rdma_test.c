@@ -7,7 +7,8 @@
  * add/remove cycles that leave no object behind.
  *
  * Extra devices are Soft-RoCE links on "lo" named mrpt*, removed again by
- * each test. Needs root, mrpool.ko loaded, debugfs, and the rdma tool.
+ * each test. Needs root, mrpool.ko loaded, debugfs, the rdma tool, rxe0
+ * and the test module: in the VM a missing one is a failure, not a skip.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -35,8 +36,9 @@
 #define IB_SYSFS	"/sys/module/mrpool/devices"
 #define KTEST_NAME	"mrpool_rdma_ktest"
 #define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
-/* Tests the module reports per usable device. */
-#define KTEST_PER_DEV	7
+/* Tests the module reports per usable device, and once for rxe0. */
+#define KTEST_PER_DEV	8
+#define KTEST_FOREIGN	1
 #define CYCLES		20
 
 /* "name value" from debugfs ib_stats, or -1. */
@@ -117,7 +119,7 @@ static long long pool_chunks(void)
 
 /* Objects that must return to their count when devices come and go. */
 struct ib_census {
-	long long devices, chunks, pds, mrs, dma_maps, kbufs;
+	long long devices, chunks, pds, mrs, dma_maps, kbufs, lends;
 };
 
 static void census(struct ib_census *c)
@@ -128,31 +130,23 @@ static void census(struct ib_census *c)
 	c->mrs = ib_stat("mrs");
 	c->dma_maps = ib_stat("dma_maps");
 	c->kbufs = ib_stat("kbufs");
+	c->lends = ib_stat("lends");
 }
 
 FIXTURE(ib) {
 	struct ib_census base;
-	const char *missing;		/* a prerequisite, for SKIP */
 	long long trim_sec;		/* idle_trim_sec to restore, or -1 */
 };
 
-/* The harness runs the body after a SKIP in setup: each test checks this. */
-#define REQUIRE_IB() do {						\
-	if (self->missing)						\
-		SKIP(return, "%s", self->missing);			\
-} while (0)
-
 FIXTURE_SETUP(ib)
 {
-	if (access(IB_SYSFS, F_OK))
-		self->missing = "mrpool.ko with the ib client is not loaded";
-	else if (access(POOL_DEBUGFS "/ib_stats", F_OK))
-		self->missing = "debugfs is not mounted";
-	else if (system("command -v rdma >/dev/null 2>&1"))
-		self->missing = "the rdma tool (iproute2) is missing";
 	self->trim_sec = -1;
-	if (self->missing)
-		return;
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK))
+		TH_LOG("mrpool.ko with the ib client is not loaded");
+	ASSERT_EQ(0, access(POOL_DEBUGFS "/ib_stats", F_OK))
+		TH_LOG("debugfs is not mounted");
+	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
+		TH_LOG("the rdma tool (iproute2) is missing");
 	/*
 	 * The tests compare chunk counts across device changes that take
 	 * longer than the idle trim delay: keep the pool's size still.
@@ -242,8 +236,12 @@ static int ktest_path(char *buf, size_t len)
 	return access(buf, R_OK);
 }
 
-/* Load the test module, echo its TAP, count its results; 0 or -errno. */
-static int ktest_run(const char *path, int *ok, int *not_ok)
+/*
+ * Load the test module with @params, echo its TAP, count its results;
+ * 0 or -errno.
+ */
+static int ktest_run(const char *path, const char *params, int *ok,
+		     int *not_ok)
 {
 	char line[256];
 	FILE *f;
@@ -254,7 +252,7 @@ static int ktest_run(const char *path, int *ok, int *not_ok)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ret = syscall(__NR_finit_module, fd, "", 0) ? -errno : 0;
+	ret = syscall(__NR_finit_module, fd, params, 0) ? -errno : 0;
 	close(fd);
 	if (ret)
 		return ret;
@@ -277,23 +275,62 @@ static int ktest_run(const char *path, int *ok, int *not_ok)
 	return ret;
 }
 
-/* Kernel QPs in mrpool's PD move bytes with the cached keys, on every device. */
-TEST_F_TIMEOUT(ib, kernel_api_rdma, 120)
+/* The lkey of chunk @pfn on @dev in mrpool's cache (debugfs mrs); 0 if none. */
+static unsigned long cached_lkey(unsigned long want, const char *want_dev)
 {
-	int ok, not_ok, ready = count_ready();
-	char path[PATH_MAX];
+	char line[256], dev[64], iova[64], access_[16];
+	unsigned long pfn, lkey, rkey, psz, found = 0;
+	int lent;
+	FILE *f;
 
-	REQUIRE_IB();
-	if (ktest_path(path, sizeof(path)))
-		SKIP(return, "%s.ko not built (make -C $GUEST_KDIR M=$PWD/selftests/kmod_rdma)",
-		     KTEST_NAME);
+	f = fopen(POOL_DEBUGFS "/mrs", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %63s %lx %lx %63s %lu %15s %d", &pfn, dev,
+			   &lkey, &rkey, iova, &psz, access_, &lent) == 8 &&
+		    pfn == want && !strcmp(dev, want_dev) && !lent)
+			found = lkey;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Kernel QPs in the buffers' PD move bytes with the buffers' keys, on
+ * every device; they reach neither past a buffer's length nor a chunk a
+ * process owns (its cached lkey); 300 lends never repeat a key.
+ */
+TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
+{
+	int ok, not_ok, fd, ready = count_ready();
+	char path[PATH_MAX], params[256];
+	struct mrpool_alloc a;
+	unsigned long pfn = 0, lkey;
+
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko not built (make -C $GUEST_KDIR M=$PWD/selftests/kmod_rdma)",
+		       KTEST_NAME);
 	ASSERT_LT(0, ready);
-	ASSERT_EQ(0, ktest_run(path, &ok, &not_ok));
+	ASSERT_TRUE(dev_listed("rxe0"));
+	/* A chunk this process owns, and its lkey in mrpool's cache. */
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pool_alloc(fd, pool_attr("chunk_bytes"), &a));
+	ASSERT_EQ(1, pool_slice_pfns(a.slice_id, &pfn, 1));
+	lkey = cached_lkey(pfn, "rxe0");
+	ASSERT_NE(0, lkey);
+	snprintf(params, sizeof(params),
+		 "foreign_dev=rxe0 foreign_pfn=%lu foreign_lkey=%lu", pfn, lkey);
+
+	ASSERT_EQ(0, ktest_run(path, params, &ok, &not_ok));
 	EXPECT_EQ(0, not_ok);
-	EXPECT_LE(KTEST_PER_DEV * ready, ok);
-	/* Every buffer went back, every key went back to local-only. */
+	EXPECT_LE(KTEST_PER_DEV * ready + KTEST_FOREIGN, ok);
+	/* Every buffer went back with its own MR. */
 	EXPECT_EQ(0, ib_stat("kbufs"));
+	EXPECT_EQ(0, ib_stat("lends"));
 	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
+	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	close(fd);
 }
 
 /* Chunks in debugfs built only of order-0 pages; -1 on error. */
@@ -351,9 +388,8 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma_fragmented, 180)
 	char path[PATH_MAX];
 	struct mrpool_alloc a;
 
-	REQUIRE_IB();
-	if (ktest_path(path, sizeof(path)))
-		SKIP(return, "%s.ko not built", KTEST_NAME);
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko not built", KTEST_NAME);
 	if (pool_attr("chunk_bytes") <= 4096)
 		SKIP(return, "chunks of one page cannot be fragmented");
 	/* rxe maps at most 512 pages per fast-registration MR. */
@@ -368,7 +404,7 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma_fragmented, 180)
 	frag0 = fragmented_chunks();
 	ASSERT_EQ(0, pool_set_knob("fail_high_order", 1000));
 
-	ASSERT_EQ(0, ktest_run(path, &ok, &not_ok));
+	ASSERT_EQ(0, ktest_run(path, "", &ok, &not_ok));
 	pool_set_knob("fail_high_order", 0);
 	EXPECT_EQ(0, not_ok);
 	EXPECT_LE(KTEST_PER_DEV * ready, ok);
@@ -387,8 +423,6 @@ TEST_F_TIMEOUT(ib, device_added_later, 60)
 	char state[32];
 	long long chunks = pool_chunks();
 
-	REQUIRE_IB();
-
 	ASSERT_EQ(0, link_add("mrpt0"));
 	ASSERT_TRUE(dev_listed("mrpt0"));
 	dev_str("mrpt0", "state", state, sizeof(state));
@@ -397,7 +431,8 @@ TEST_F_TIMEOUT(ib, device_added_later, 60)
 	EXPECT_EQ(chunks, dev_ll("mrpt0", "regs"));
 	EXPECT_EQ(0, dev_ll("mrpt0", "reg_failures"));
 	EXPECT_EQ(self->base.mrs + chunks, ib_stat("mrs"));
-	EXPECT_EQ(self->base.pds + 1, ib_stat("pds"));
+	/* Two PDs: the cache's and the kernel buffers'. */
+	EXPECT_EQ(self->base.pds + 2, ib_stat("pds"));
 
 	ASSERT_EQ(0, link_del("mrpt0"));
 	EXPECT_FALSE(dev_listed("mrpt0"));
@@ -413,8 +448,6 @@ TEST_F_TIMEOUT(ib, growth_and_trim_follow, 90)
 	long long inv0;
 	struct mrpool_alloc a;
 	int fd;
-
-	REQUIRE_IB();
 
 	ASSERT_EQ(0, link_add("mrpt1"));
 	before = pool_chunks();
@@ -488,8 +521,6 @@ TEST_F_TIMEOUT(ib, remove_while_slice_in_use, 120)
 	void *p;
 	int fd;
 
-	REQUIRE_IB();
-
 	ASSERT_EQ(0, link_add("mrpt2"));
 	fd = pool_open();
 	ASSERT_LE(0, fd);
@@ -499,8 +530,7 @@ TEST_F_TIMEOUT(ib, remove_while_slice_in_use, 120)
 	chunks = dev_ll("mrpt2", "chunks");
 	ASSERT_LT(0, chunks);
 
-	if (rdt_dev_open(&dev, "rxe0", NULL))
-		SKIP(return, "no rxe0 to keep working on");
+	ASSERT_EQ(0, rdt_dev_open(&dev, "rxe0", NULL)) TH_LOG("no rxe0");
 	ASSERT_EQ(0, rdt_loop_create(&lp, &dev));
 	mr = ibv_reg_mr(dev.pd, p, a.length, RDT_ACCESS_ALL);
 	ASSERT_NE(NULL, mr);
@@ -565,10 +595,8 @@ TEST_F_TIMEOUT(ib, rxe0_deleted_and_readded, 60)
 	long long chunks = pool_chunks(), mrs = ib_stat("mrs");
 	char netdev[128], cmd[256], state[32];
 
-	REQUIRE_IB();
-
-	if (!dev_listed("rxe0") || link_netdev("rxe0", netdev, sizeof(netdev)))
-		SKIP(return, "no rxe0");
+	ASSERT_TRUE(dev_listed("rxe0"));
+	ASSERT_EQ(0, link_netdev("rxe0", netdev, sizeof(netdev)));
 	ASSERT_EQ(chunks, dev_ll("rxe0", "chunks"));
 	ASSERT_EQ(0, link_del("rxe0"));
 	EXPECT_FALSE(dev_listed("rxe0"));
@@ -588,8 +616,6 @@ TEST_F_TIMEOUT(ib, unusable_device_listed, 60)
 {
 	char state[32], reason[128];
 
-	REQUIRE_IB();
-
 	ASSERT_EQ(0, pool_set_knob("fail_ib_setup", 1));
 	ASSERT_EQ(0, link_add("mrpt0"));
 	dev_str("mrpt0", "state", state, sizeof(state));
@@ -608,8 +634,6 @@ TEST_F_TIMEOUT(ib, registration_failure_counted, 60)
 {
 	long long chunks = pool_chunks();
 	char state[32];
-
-	REQUIRE_IB();
 
 	ASSERT_LT(2, chunks);
 	ASSERT_EQ(0, pool_set_knob("fail_ib_reg", 2));
@@ -632,8 +656,6 @@ TEST_F_TIMEOUT(ib, add_remove_cycles, 240)
 	struct ib_census now;
 	int i;
 
-	REQUIRE_IB();
-
 	for (i = 0; i < CYCLES; i++) {
 		ASSERT_EQ(0, link_add("mrpt0"));
 		ASSERT_EQ(chunks, dev_ll("mrpt0", "chunks"));
@@ -649,6 +671,32 @@ TEST_F_TIMEOUT(ib, add_remove_cycles, 240)
 	EXPECT_EQ(added + CYCLES, ib_stat("devs_added"));
 	EXPECT_EQ(removed + CYCLES, ib_stat("devs_removed"));
 	EXPECT_FALSE(dev_listed("mrpt0"));
+}
+
+/*
+ * debugfs mrs never shows an MR's iova as it is (on rxe the chunk's kernel
+ * address, elsewhere a bus address): only a hashed value of 32 bits.
+ */
+TEST_F(ib, mrs_hides_addresses)
+{
+	char line[256], dev[64], iova[64], access_[16];
+	unsigned long pfn, lkey, rkey, psz, v;
+	int lent, rows = 0;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/mrs", "re");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %63s %lx %lx %63s %lu %15s %d", &pfn, dev,
+			   &lkey, &rkey, iova, &psz, access_, &lent) != 8)
+			continue;
+		rows++;
+		v = strtoul(iova, NULL, 16);
+		EXPECT_GT(1UL << 32, v) TH_LOG("raw address: %s", line);
+		EXPECT_NE(pfn << 12, v) TH_LOG("physical address: %s", line);
+	}
+	fclose(f);
+	EXPECT_LE(pool_chunks(), rows);
 }
 
 TEST_HARNESS_MAIN

@@ -145,7 +145,7 @@ struct mrpool_free {
 #define MRPOOL_DEVICE_UNSUPPORTED	1
 /* Setup or a registration failed (see @reason); skipped. */
 #define MRPOOL_DEVICE_FAILED		2
-/* Gone; listed only while kernel buffers still refer to it. */
+/* Reserved: a removed device leaves the list at once, never reported. */
 #define MRPOOL_DEVICE_REMOVED		3
 
 /**

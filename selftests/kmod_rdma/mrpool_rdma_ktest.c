@@ -2,11 +2,14 @@
 /*
  * Test-only module: on load, for every RDMA device, takes two buffers
  * through mrpool's in-kernel API and moves bytes between them over a
- * loopback pair of kernel RC QPs in the buffers' PD, using the cached
- * kernel keys: an RDMA WRITE and an RDMA READ (bytes verified), a WRITE past
- * the end of the MR and one through the rkey of a freed buffer (both must
- * fail). Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap,
- * read by selftests/kmod_rdma_test.
+ * loopback pair of kernel RC QPs in the buffers' PD: an RDMA WRITE and an
+ * RDMA READ (bytes verified), a WRITE past the lent length inside the chunk
+ * and one through the rkey of a freed buffer (both must fail), a WRITE
+ * from a chunk a process owns through its cached lkey (must fail: the
+ * buffers' PD holds no cached MR), and 300 lends whose keys must all
+ * differ. With mode=lend_once dev=NAME it only lends one buffer on that
+ * device and frees it (for the failure-knob tests of ib_timeout_test).
+ * Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -14,12 +17,33 @@
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/vmalloc.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <net/ipv6.h>
 #include <mrpool_kapi.h>
+
+static char *mode = "";
+module_param(mode, charp, 0444);
+MODULE_PARM_DESC(mode, "\"\" (every test) or lend_once (one lend on dev)");
+static char *dev = "";
+module_param(dev, charp, 0444);
+MODULE_PARM_DESC(dev, "the device lend_once uses");
+static char *foreign_dev = "";
+module_param(foreign_dev, charp, 0444);
+MODULE_PARM_DESC(foreign_dev, "device whose cached lkey of a process's chunk is tried");
+static ulong foreign_pfn;
+module_param(foreign_pfn, ulong, 0444);
+MODULE_PARM_DESC(foreign_pfn, "first pfn of that chunk");
+static uint foreign_lkey;
+module_param(foreign_lkey, uint, 0444);
+MODULE_PARM_DESC(foreign_lkey, "its lkey in mrpool's cache on foreign_dev");
+
+/* Lends of one buffer whose keys must all differ. */
+#define KT_LENDS	300
 
 /* Bytes moved per test, at most a chunk. */
 #define KT_LEN_MAX	SZ_64K
@@ -279,6 +303,74 @@ static void kt_fill(u8 *p, size_t len, u8 seed)
 		p[i] = (u8)(seed + i * 7 + (i >> 9));
 }
 
+static unsigned long kt_pfn(const void *vaddr)
+{
+	if (is_vmalloc_addr(vaddr))
+		return page_to_pfn(vmalloc_to_page(vaddr));
+	return page_to_pfn(virt_to_page(vaddr));
+}
+
+/*
+ * A chunk a process owns, through its lkey in mrpool's cache: a QP in the
+ * buffers' PD must not be able to use it (on rxe the iova is the kernel
+ * address of the chunk).
+ */
+static void kt_foreign(struct kt_ctx *t, struct mrpool_kbuf *b)
+{
+	u64 va;
+	int ret;
+
+	if (!ib_uses_virt_dma(t->dev) || !pfn_valid(foreign_pfn)) {
+		kt_report(false, " - %s: cannot address pfn %#lx", t->name,
+			  foreign_pfn);
+		return;
+	}
+	va = (u64)(uintptr_t)page_address(pfn_to_page(foreign_pfn));
+	memset(b->vaddr, 0x77, PAGE_SIZE);
+	ret = kt_rdma(t, IB_WR_RDMA_WRITE, va, foreign_lkey, b->dma_addr,
+		      b->rkey, PAGE_SIZE);
+	kt_report(ret == -EIO && !memchr_inv(b->vaddr, 0x77, PAGE_SIZE),
+		  " - %s: a process's cached lkey %#x is refused in the buffers' PD (%d, %s)",
+		  t->name, foreign_lkey, ret, ib_wc_status_msg(t->status));
+	if (ret)
+		kt_loop_connect(t);
+}
+
+/* KT_LENDS lends one after the other: no two share a key. */
+static void kt_lends(struct kt_ctx *t)
+{
+	unsigned long first_pfn = 0;
+	unsigned int i, j, same = 0, dup = 0, got = 0;
+	struct mrpool_kbuf *k;
+	u32 *keys;
+
+	keys = kcalloc(KT_LENDS, sizeof(*keys), GFP_KERNEL);
+	if (!keys) {
+		kt_report(false, " - %s: no memory for the lends test", t->name);
+		return;
+	}
+	for (i = 0; i < KT_LENDS; i++) {
+		k = mrpool_kbuf_alloc(t->dev, PAGE_SIZE);
+		if (IS_ERR(k))
+			break;
+		keys[i] = k->rkey;
+		if (!i)
+			first_pfn = kt_pfn(k->vaddr);
+		else if (kt_pfn(k->vaddr) == first_pfn)
+			same++;
+		mrpool_kbuf_free(k);
+		got++;
+		cond_resched();
+	}
+	for (i = 0; i < got; i++)
+		for (j = i + 1; j < got; j++)
+			dup += keys[i] == keys[j];
+	kfree(keys);
+	kt_report(got == KT_LENDS && !dup,
+		  " - %s: %u lends (%u more of the first chunk), %u repeated keys",
+		  t->name, got, same, dup);
+}
+
 static void kt_run(struct kt_ctx *t)
 {
 	struct mrpool_kbuf *a, *b, *big;
@@ -310,7 +402,7 @@ static void kt_run(struct kt_ctx *t)
 	t->pd = a->pd;
 
 	ret = kt_loop_create(t);
-	kt_report(!ret, " - %s: loopback RC QPs in mrpool's PD (%d)", t->name,
+	kt_report(!ret, " - %s: loopback RC QPs in the buffers' PD (%d)", t->name,
 		  ret);
 	if (ret)
 		goto destroy;
@@ -331,12 +423,18 @@ static void kt_run(struct kt_ctx *t)
 		  " - %s: RDMA READ of %u bytes arrived intact (%d, %s)",
 		  t->name, len / 2, ret, ib_wc_status_msg(t->status));
 
-	/* The MR covers the chunk and no more. */
+	/* The MR covers the lent length and no more of the chunk. */
+	memset(b->vaddr, 0, len);
 	ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey,
-		      b->dma_addr + max - PAGE_SIZE, b->rkey, 2 * PAGE_SIZE);
+		      b->dma_addr + PAGE_ALIGN(len), b->rkey, PAGE_SIZE);
 	kt_report(ret == -EIO && t->status == IB_WC_REM_ACCESS_ERR,
-		  " - %s: a WRITE past the end of the chunk fails (%d, %s)",
+		  " - %s: a WRITE past the lent length, inside the chunk, fails (%d, %s)",
 		  t->name, ret, ib_wc_status_msg(t->status));
+	if (ret)
+		kt_loop_connect(t);
+
+	if (!strcmp(t->name, foreign_dev))
+		kt_foreign(t, b);
 
 	/* A freed buffer's rkey must not reach the chunk's next owner. */
 	stale_addr = b->dma_addr;
@@ -354,21 +452,42 @@ static void kt_run(struct kt_ctx *t)
 destroy:
 	kt_loop_destroy(t);
 	mrpool_kbuf_free(b);
+	kt_lends(t);
 free_a:
 	mrpool_kbuf_free(a);
 }
 
-static int kt_add(struct ib_device *dev)
+/* One buffer lent on the device named by dev, then freed. */
+static void kt_lend_once(struct kt_ctx *t)
+{
+	struct mrpool_kbuf *a;
+
+	a = mrpool_kbuf_alloc(t->dev, PAGE_SIZE);
+	kt_report(!IS_ERR(a), " - %s: lend pfn %#lx rkey %#x (%d)", t->name,
+		  IS_ERR(a) ? 0UL : kt_pfn(a->vaddr), IS_ERR(a) ? 0 : a->rkey,
+		  PTR_ERR_OR_ZERO(a));
+	if (IS_ERR(a))
+		return;
+	mrpool_kbuf_free(a);
+	kt_report(true, " - %s: lend freed", t->name);
+}
+
+static int kt_add(struct ib_device *ibdev)
 {
 	struct kt_ctx *t;
 
 	t = kzalloc(sizeof(*t), GFP_KERNEL);
 	if (!t)
 		return -ENOMEM;
-	t->dev = dev;
-	t->name = dev_name(&dev->dev);
-	t->port = rdma_start_port(dev);
-	kt_run(t);
+	t->dev = ibdev;
+	t->name = dev_name(&ibdev->dev);
+	t->port = rdma_start_port(ibdev);
+	if (!strcmp(mode, "lend_once")) {
+		if (!strcmp(t->name, dev))
+			kt_lend_once(t);
+	} else {
+		kt_run(t);
+	}
 	kfree(t);
 	/* Nothing is kept: remove has nothing to undo. */
 	return -EOPNOTSUPP;

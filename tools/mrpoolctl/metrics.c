@@ -28,6 +28,7 @@ static const struct {
 	{ "node_fallbacks", "Chunks handed out from another NUMA node than the one asked" },
 	{ "defrags", "Fragmented free chunks replaced by whole ones" },
 	{ "quarantine_checks", "Checks of quarantined chunks for released pins" },
+	{ "retired", "Chunks kept out of the pool for good: an RDMA MR may still reach them" },
 	{ "node", "NUMA node of the device's DMA device, -1 if none" },
 	{ "chunks", "Chunks registered on the device" },
 	{ "kbufs", "In-kernel API buffers lent on the device" },
@@ -35,6 +36,8 @@ static const struct {
 	{ "invalidations", "Local invalidation work requests completed" },
 	{ "reg_failures", "Chunks that could not be registered" },
 	{ "wr_timeouts", "Work requests that never completed" },
+	{ "qp_drains", "Internal QPs drained after a work request timed out" },
+	{ "dereg_failures", "MRs the device refused to deregister" },
 };
 
 /* Per-device attributes that are levels, not counts since add. */

@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Work requests of the kernel MR cache that never complete, for real:
+ * debugfs fail_ib_complete swallows the next N completions of mrpool's
+ * internal QPs (after fail_ib_complete_after delivered ones), as if the
+ * device never delivered them, and fail_ib_dereg makes ib_dereg_mr()
+ * "fail". Checks that a timeout drains the QP before the MR is released,
+ * that a chunk an MR may still reach is never freed nor handed out again
+ * (retired), that queries never wait for a stuck device, and that the
+ * module still unloads.
+ *
+ * Each test uses its own Soft-RoCE link on "lo" (mrpt0) so rxe0 stays
+ * ready. Needs root, mrpool.ko loaded, debugfs, the rdma tool, and the
+ * test module kmod_rdma/mrpool_rdma_ktest.ko: a missing one is a failure.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+/* 6.1's kselftest_harness.h trips -Wextra (an unused handler argument). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+
+#include "pool_util.h"
+
+#define IB_SYSFS	"/sys/module/mrpool/devices"
+#define KTEST_NAME	"mrpool_rdma_ktest"
+#define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
+#define DEV		"mrpt0"
+/* The module's default: long enough for another thread to run queries. */
+#define WR_TIMEOUT_MS	5000
+/* Shortened where no other thread has to act during the wait. */
+#define SHORT_MS	1000
+
+/* "name value" from debugfs ib_stats, or -1. */
+static long long ib_stat(const char *name)
+{
+	char line[128], key[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/ib_stats", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %lld", key, &v) == 2 &&
+		    !strcmp(key, name))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+static void dev_str(const char *dev, const char *attr, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+static long long dev_ll(const char *dev, const char *attr)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	return pool_read_ll(path);
+}
+
+static int dev_listed(const char *dev)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s", dev);
+	return stat(path, &st) == 0;
+}
+
+static int link_add(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link add %s type rxe netdev lo >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+static int link_del(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rdma link delete %s >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+static long long pool_chunks(void)
+{
+	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
+}
+
+/* Ready devices other than DEV: they see each new chunk before it does. */
+static int ready_others(void)
+{
+	char state[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	dir = opendir(IB_SYSFS);
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, DEV))
+			continue;
+		dev_str(e->d_name, "state", state, sizeof(state));
+		n += !strcmp(state, "ready");
+	}
+	closedir(dir);
+	return n;
+}
+
+/* The test module beside this binary, in kmod_rdma/. */
+static int ktest_path(char *buf, size_t len)
+{
+	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
+	char exe[PATH_MAX], *slash;
+	size_t dir;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	dir = (size_t)(slash - exe);
+	if (dir + sizeof(rel) > len)
+		return -1;
+	memcpy(buf, exe, dir);
+	memcpy(buf + dir, rel, sizeof(rel));
+	return access(buf, R_OK);
+}
+
+/*
+ * Load the test module with mode=lend_once on DEV: one buffer lent and
+ * freed. Counts its TAP results; *pfn gets the lent chunk. 0 or -errno.
+ */
+static int ktest_lend_once(int *ok, int *not_ok, unsigned long *pfn)
+{
+	char path[PATH_MAX], line[256], *p;
+	FILE *f;
+	int fd, ret;
+
+	*ok = *not_ok = 0;
+	*pfn = 0;
+	if (ktest_path(path, sizeof(path)))
+		return -ENOENT;
+	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(__NR_finit_module, fd, "mode=lend_once dev=" DEV, 0) ?
+	      -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	f = fopen(KTEST_TAP, "re");
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			printf("# ktest: %s", line);
+			if (!strncmp(line, "ok ", 3))
+				(*ok)++;
+			else if (!strncmp(line, "not ok ", 7))
+				(*not_ok)++;
+			p = strstr(line, "lend pfn ");
+			if (p)
+				*pfn = strtoul(p + 9, NULL, 16);
+		}
+		fclose(f);
+	} else {
+		ret = -errno;
+	}
+	fflush(stdout);
+	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/* Objects that must return to their count once DEV is gone. */
+struct census {
+	long long pds, mrs, dma_maps, stuck, kbufs, lends;
+};
+
+static void census(struct census *c)
+{
+	c->pds = ib_stat("pds");
+	c->mrs = ib_stat("mrs");
+	c->dma_maps = ib_stat("dma_maps");
+	c->stuck = ib_stat("stuck_mrs");
+	c->kbufs = ib_stat("kbufs");
+	c->lends = ib_stat("lends");
+}
+
+FIXTURE(tmo) {
+	struct census base;
+	long long trim_sec;
+	long long retired;
+};
+
+FIXTURE_SETUP(tmo)
+{
+	char state[32], path[PATH_MAX];
+
+	self->trim_sec = -1;
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
+	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
+		TH_LOG("no debugfs, or no fail_ib_complete knob");
+	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
+		TH_LOG("the rdma tool (iproute2) is missing");
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko is not built", KTEST_NAME);
+	dev_str("rxe0", "state", state, sizeof(state));
+	ASSERT_STREQ("ready", state);
+	if (dev_listed(DEV))
+		link_del(DEV);
+	/* Chunk counts are compared across slow steps: no idle trim. */
+	self->trim_sec = pool_param("idle_trim_sec");
+	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS));
+	census(&self->base);
+	ASSERT_LE(0, self->base.stuck);
+	self->retired = pool_attr("stats/retired");
+	ASSERT_LE(0, self->retired);
+}
+
+FIXTURE_TEARDOWN(tmo)
+{
+	pool_set_knob("fail_ib_complete", 0);
+	pool_set_knob("fail_ib_complete_after", 0);
+	pool_set_knob("fail_ib_dereg", 0);
+	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
+	if (self->trim_sec >= 0)
+		pool_set_param("idle_trim_sec", self->trim_sec);
+	if (dev_listed(DEV))
+		link_del(DEV);
+}
+
+/*
+ * DEV is gone and every object it had with it, stuck ones included;
+ * @retired cached MRs went with a chunk retired from the pool.
+ */
+static void expect_dev_gone(struct __test_metadata *_metadata,
+			    const struct census *base, int retired)
+{
+	struct census now;
+
+	ASSERT_EQ(0, link_del(DEV));
+	EXPECT_FALSE(dev_listed(DEV));
+	census(&now);
+	EXPECT_EQ(base->pds, now.pds);
+	EXPECT_EQ(base->mrs - retired, now.mrs);
+	EXPECT_EQ(base->dma_maps - retired, now.dma_maps);
+	EXPECT_EQ(base->stuck, now.stuck);
+	EXPECT_EQ(base->kbufs, now.kbufs);
+	EXPECT_EQ(base->lends, now.lends);
+}
+
+struct adder {
+	atomic_int seq;			/* order of events */
+	atomic_int added_at;		/* seq when link_add returned */
+	int rc;
+};
+
+static void *add_dev(void *arg)
+{
+	struct adder *a = arg;
+
+	a->rc = link_add(DEV);
+	atomic_store(&a->added_at, atomic_fetch_add(&a->seq, 1) + 1);
+	return NULL;
+}
+
+/*
+ * A registration whose completion never comes: the QP is drained before
+ * the MR goes, the device is failed, and QUERY and DEVICES return while
+ * the registering thread is still waiting.
+ */
+TEST_F_TIMEOUT(tmo, reg_timeout_drains_and_never_blocks_queries, 120)
+{
+	struct adder a = { .seq = 1 };
+	struct mrpool_devices dv;
+	struct mrpool_query q;
+	char state[32], reason[128];
+	int fd, queried_at;
+	pthread_t th;
+
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
+	ASSERT_EQ(0, pthread_create(&th, NULL, add_dev, &a));
+	/* DEV's first registration is waiting for its completion. */
+	ASSERT_TRUE(POOL_WAIT(ib_stat("wr_waits") >= 1 ||
+			      atomic_load(&a.added_at), 60000));
+	ASSERT_EQ(0, atomic_load(&a.added_at)) TH_LOG("no wait was seen");
+
+	memset(&dv, 0, sizeof(dv));
+	dv.size = sizeof(dv);
+	dv.entry_size = sizeof(struct mrpool_device);
+	EXPECT_EQ(0, pool_ioctl(fd, MRPOOL_IOC_DEVICES, &dv));
+	EXPECT_LE(2, dv.total);
+	EXPECT_EQ(0, pool_query(fd, &q));
+	EXPECT_LE(1, q.ndevices);
+	queried_at = atomic_fetch_add(&a.seq, 1);
+	/* Both returned while the wait was still on. */
+	EXPECT_LE(1, ib_stat("wr_waits"));
+
+	pthread_join(th, NULL);
+	ASSERT_EQ(0, a.rc);
+	EXPECT_LT(queried_at, atomic_load(&a.added_at));
+	close(fd);
+
+	dev_str(DEV, "state", state, sizeof(state));
+	dev_str(DEV, "reason", reason, sizeof(reason));
+	EXPECT_STREQ("failed", state);
+	EXPECT_NE(NULL, strstr(reason, "timed out, QP drained")) TH_LOG("%s", reason);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(1, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(1, dev_ll(DEV, "reg_failures"));
+	EXPECT_EQ(0, dev_ll(DEV, "chunks"));
+	/* Drained, so the MR was deregistered and unmapped at once. */
+	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	EXPECT_EQ(self->retired, pool_attr("stats/retired"));
+	dev_str("rxe0", "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+	expect_dev_gone(_metadata, &self->base, 0);
+}
+
+/*
+ * A registration that never completes and whose QP cannot be drained
+ * either: its MR is kept, and the chunk, once trimmed, is kept out of the
+ * pool for good instead of being freed.
+ */
+TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
+{
+	struct mrpool_alloc all, one;
+	unsigned long pfn = 0;
+	char state[32], reason[128];
+	long long total;
+	int fd;
+
+	ASSERT_EQ(0, link_add(DEV));
+	dev_str(DEV, "state", state, sizeof(state));
+	ASSERT_STREQ("ready", state);
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	/* Hold every free chunk: the next slice grows exactly one. */
+	if (pool_attr("free_bytes") > 0)
+		ASSERT_EQ(0, pool_alloc(fd, pool_attr("free_bytes"), &all));
+	ASSERT_EQ(0, pool_attr("free_bytes"));
+
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", ready_others()));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
+	ASSERT_EQ(0, pool_alloc(fd, pool_attr("chunk_bytes"), &one));
+	ASSERT_EQ(1, pool_slice_pfns(one.slice_id, &pfn, 1));
+	EXPECT_EQ(0, ib_stat("wr_waits"));
+
+	dev_str(DEV, "state", state, sizeof(state));
+	dev_str(DEV, "reason", reason, sizeof(reason));
+	EXPECT_STREQ("failed", state);
+	EXPECT_NE(NULL, strstr(reason, "not drained")) TH_LOG("%s", reason);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	dev_str("rxe0", "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+
+	/* The grown chunk is the only free one: the trim takes it. */
+	total = pool_chunks();
+	ASSERT_EQ(0, pool_free(fd, one.slice_id));
+	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 1));
+	EXPECT_TRUE(POOL_WAIT(pool_attr("stats/retired") > self->retired,
+			      30000));
+	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	EXPECT_EQ(self->retired + 1, pool_attr("stats/retired"));
+	EXPECT_EQ(total - 1, pool_chunks());
+	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_EQ(pool_chunks(), ib_stat("chunks"));
+
+	close(fd);
+	/* Once its QPs are destroyed the stuck MR goes too. */
+	expect_dev_gone(_metadata, &self->base, 0);
+}
+
+/* Run the one-lend test module under armed knobs; returns the chunk. */
+static unsigned long lend_once(struct __test_metadata *_metadata)
+{
+	unsigned long pfn;
+	int ok, not_ok;
+
+	EXPECT_EQ(0, ktest_lend_once(&ok, &not_ok, &pfn));
+	EXPECT_EQ(2, ok);
+	EXPECT_EQ(0, not_ok);
+	EXPECT_NE(0, pfn);
+	return pfn;
+}
+
+/*
+ * A kernel buffer's invalidation never completes and the QP cannot be
+ * drained: its chunk is retired, never handed out again.
+ */
+TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
+{
+	int others;
+	long long total, used, grows;
+	char state[32];
+	unsigned long pfn;
+
+	ASSERT_EQ(0, link_add(DEV));
+	/* Its cached MRs elsewhere leave with the retired chunk. */
+	others = ready_others();
+	total = pool_chunks();
+	used = pool_attr("used_bytes");
+	grows = pool_attr("stats/grows");
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
+	/* The lend's registration completes, its invalidation does not. */
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
+	pfn = lend_once(_metadata);
+
+	EXPECT_EQ(self->retired + 1, pool_attr("stats/retired"));
+	EXPECT_EQ(total - 1 + pool_attr("stats/grows") - grows, pool_chunks());
+	EXPECT_EQ(used, pool_attr("used_bytes"));
+	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_EQ(pool_chunks(), ib_stat("chunks"));
+	dev_str(DEV, "state", state, sizeof(state));
+	EXPECT_STREQ("failed", state);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(0, dev_ll(DEV, "kbufs"));
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->base.lends, ib_stat("lends"));
+	expect_dev_gone(_metadata, &self->base, others);
+}
+
+/*
+ * A kernel buffer's invalidation never completes but the QP drains: the
+ * MR is deregistered after the drain and the chunk goes back to the pool.
+ */
+TEST_F_TIMEOUT(tmo, drained_kbuf_free_returns_chunk, 120)
+{
+	char state[32];
+	unsigned long pfn;
+
+	ASSERT_EQ(0, link_add(DEV));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
+	pfn = lend_once(_metadata);
+
+	EXPECT_EQ(self->retired, pool_attr("stats/retired"));
+	EXPECT_EQ(0, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_STREQ("free", state);
+	dev_str(DEV, "state", state, sizeof(state));
+	EXPECT_STREQ("failed", state);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(1, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->base.mrs + dev_ll(DEV, "chunks"), ib_stat("mrs"));
+	expect_dev_gone(_metadata, &self->base, 0);
+}
+
+/* A deregistration the device refuses: the chunk is retired too. */
+TEST_F_TIMEOUT(tmo, refused_dereg_retires_chunk, 120)
+{
+	int others;
+	char state[32];
+	unsigned long pfn;
+
+	ASSERT_EQ(0, link_add(DEV));
+	/* Its cached MRs elsewhere leave with the retired chunk. */
+	others = ready_others();
+	ASSERT_EQ(0, pool_set_knob("fail_ib_dereg", 1));
+	pfn = lend_once(_metadata);
+
+	EXPECT_EQ(self->retired + 1, pool_attr("stats/retired"));
+	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
+	EXPECT_EQ(1, dev_ll(DEV, "dereg_failures"));
+	EXPECT_EQ(0, dev_ll(DEV, "wr_timeouts"));
+	/* No work request failed: the device stays usable. */
+	dev_str(DEV, "state", state, sizeof(state));
+	EXPECT_STREQ("ready", state);
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	expect_dev_gone(_metadata, &self->base, others);
+}
+
+/* After all that the module unloads, and loads again. */
+TEST_F_TIMEOUT(tmo, module_unloads_after_timeouts, 120)
+{
+	ASSERT_EQ(0, link_add(DEV));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
+	lend_once(_metadata);
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	pool_set_param("idle_trim_sec", self->trim_sec);
+	self->trim_sec = -1;
+
+	/* DEV stays: the module's exit removes it with its stuck MR. */
+	ASSERT_EQ(0, syscall(__NR_delete_module, "mrpool", O_NONBLOCK))
+		TH_LOG("rmmod mrpool: %s", strerror(errno));
+	ASSERT_NE(0, access(IB_SYSFS, F_OK));
+	ASSERT_EQ(0, system("insmod kmod/mrpool.ko $MRPOOL_PARAMS"));
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK));
+	EXPECT_TRUE(dev_listed(DEV));
+	EXPECT_EQ(0, ib_stat("stuck_mrs"));
+	ASSERT_EQ(0, link_del(DEV));
+}
+
+TEST_HARNESS_MAIN
