@@ -25,6 +25,14 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       build-essential libc6-dev perl
       pkg-config valgrind)
 
+# The library's arm64 build and its host tests under qemu-aarch64
+# (make -C lib test-arm64): a cross compiler and arm64 libraries.
+pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libibverbs-dev:arm64)
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	say "adding the arm64 architecture (for libibverbs-dev:arm64)"
+	dpkg --add-architecture arm64
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
