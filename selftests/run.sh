@@ -3,22 +3,85 @@
 #
 # Runs inside the guest (tools/vm/run), as root, from the repository top,
 # with mrpool.ko loaded and rxe0 up: every selftests/*_test binary (or the
-# ones named as arguments) in turn, each printing TAP. A binary that fails
-# without reporting a failed test is reported as one failed test itself.
+# ones named as arguments) in turn, each printing TAP. Without arguments,
+# binaries named in selftests/vm-runs are left out: they run (and must
+# pass, not skip) in their own VM run.
+#
+# Each binary runs in its own session under `timeout` (MRPOOL_TEST_TIMEOUT
+# seconds, default 300); whatever it leaves running afterwards (a child a
+# failed ASSERT never killed) is killed with its session, so it cannot hold
+# the output or the pool. Reported as failed tests ("not ok - ..."): a
+# timeout, a binary missing or not executable, a TAP plan (1..N) that does
+# not match the number of results, and a non-zero exit without a failed
+# test. The TAP of every binary, with these lines, is appended to
+# $MRPOOL_RESULTS/selftests.tap when that is set (tools/vm/guest.sh sets it).
 cd "$(dirname "$0")/.." || exit 1
+set +m	# no job control: a background job is then no group leader, so
+	# setsid(1) calls setsid() without forking and the job's pid is its
+	# session id.
+tmo=${MRPOOL_TEST_TIMEOUT:-300}
+tap=${MRPOOL_RESULTS:+$MRPOOL_RESULTS/selftests.tap}
 rc=0
 tests=("$@")
-((${#tests[@]})) || tests=(selftests/*_test)
+if ((${#tests[@]} == 0)); then
+	own=$(sed -e '/^[[:space:]]*#/d' -e 's/^[^|]*|[^|]*|//' selftests/vm-runs 2>/dev/null |
+		tr ' \t' '\n\n' | grep '_test$')
+	for t in selftests/*_test; do
+		grep -qxF "$t" <<<"$own" || tests+=("$t")
+	done
+fi
+
+# A result line of our own: on the console and in the TAP file.
+report() {
+	echo "$*"
+	[ -z "$tap" ] || echo "$*" >>"$tap"
+}
+
+# Live processes (not zombies) in session $1, as "pid comm" lines.
+session_procs() {
+	ps -e -o sid=,pid=,stat=,comm= | awk -v s="$1" '$1 == s && $3 !~ /^Z/ {print $2, $4}'
+}
+
 for t in "${tests[@]}"; do
-	[ -x "$t" ] || continue
 	echo "# selftest: $t"
-	out=$(mktemp)
-	"$t" 2>&1 | tee "$out"
-	st=${PIPESTATUS[0]}
-	if [ "$st" -ne 0 ] && [ "$st" -ne 4 ]; then
+	[ -z "$tap" ] || echo "# selftest: $t" >>"$tap"
+	if [ ! -x "$t" ]; then
+		report "not ok - $t: not built or not executable"
 		rc=1
-		grep -q '^not ok' "$out" ||
-			echo "not ok - $t exited with status $st without reporting a failure"
+		continue
+	fi
+	out=$(mktemp)
+	setsid timeout -k 5 "$tmo" "$t" >"$out" 2>&1 </dev/null &
+	sid=$!
+	tail -s 0.2 -n +1 -f --pid="$sid" "$out" &	# live on the console
+	tailpid=$!
+	wait "$sid"
+	st=$?
+	left=$(session_procs "$sid")
+	if [ -n "$left" ]; then
+		pkill -KILL -s "$sid"
+		for _ in $(seq 50); do
+			[ -z "$(session_procs "$sid")" ] && break
+			sleep 0.1
+		done
+	fi
+	wait "$tailpid"
+	[ -z "$tap" ] || cat "$out" >>"$tap"
+	[ -z "$left" ] || report "# $t left processes running; killed: $(echo $left)"
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$out" | head -n1)
+	n=$(grep -cE '^(not )?ok [0-9]' "$out")
+	bad=0
+	[ "$st" -eq 0 ] || [ "$st" -eq 4 ] || bad=1 rc=1
+	if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+		report "not ok - $t: timed out after $tmo s (killed with its children)"
+	elif [ -z "$plan" ]; then
+		report "not ok - $t: printed no TAP plan (1..N), exit status $st"
+		rc=1
+	elif [ "$plan" != "$n" ]; then
+		report "not ok - $t: TAP plan 1..$plan but $n results, exit status $st"
+		rc=1
+	elif [ "$bad" = 1 ] && ! grep -q '^not ok' "$out"; then
+		report "not ok - $t: exited with status $st without reporting a failure"
 	fi
 	rm -f "$out"
 done

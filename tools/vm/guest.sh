@@ -4,13 +4,22 @@
 # Runs inside the guest, chrooted into the host's root, as root. Brings up
 # the RDMA stack and mrpool, runs the job, records its exit status.
 # /mnt is the run's results folder (read-write); /mnt/env says what to do.
+# The guest's own checks go to /mnt/guest.tap as TAP lines: the unload of
+# mrpool after the job (a leak fails it), the kernel log reader, the setup.
 set -u
 . /mnt/env
 res=/mnt
+gtap=$res/guest.tap
+: >"$gtap"
 dmesg -w >"$res/dmesg.txt" 2>&1 &
 kmsg_pid=$!
 say() { echo "[guest] $*"; }
-fail() { echo "[guest] setup failed: $*"; echo 2 >"$res/status"; exit 2; }
+tap() { echo "$*"; echo "$*" >>"$gtap"; }
+fail() {
+	tap "not ok - guest setup failed: $*"
+	echo 2 >"$res/status"
+	exit 2
+}
 
 # The guest's own modules, where modprobe looks for them.
 mount --bind "$GUEST_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
@@ -61,13 +70,54 @@ bash "$res/job.sh"
 st=$?
 say "job exited with status $st"
 # Every run ends by unloading the module: it refuses while anything is
-# still held, so a leak fails the run.
-if [ "${LOAD_MRPOOL:-1}" = 1 ] && [ -d /sys/module/mrpool ]; then
-	if ! rmmod mrpool; then
-		say "rmmod mrpool failed after the job"
-		[ "$st" = 0 ] && st=1
+# still held (a slice, a mapping, an open file), so a leak fails the run.
+# A job that left the module unloaded fails too, and the module must load
+# and unload again.
+pool_state() {	# TAP comments for diagnosis
+	local f
+	echo "# /sys/module/mrpool/refcnt: $(cat /sys/module/mrpool/refcnt 2>&1)"
+	for f in chunks slices clients; do
+		echo "# debugfs $f:"
+		sed 's/^/#   /' "/sys/kernel/debug/mrpool/$f" 2>&1
+	done
+	echo "# processes holding /dev/mrpool (pid comm):"
+	for f in /proc/[0-9]*; do
+		ls -l "$f/fd/" "$f/map_files/" 2>/dev/null | grep -qF /dev/mrpool &&
+			echo "#   ${f#/proc/} $(cat "$f/comm")"
+	done
+}
+if [ "${LOAD_MRPOOL:-1}" = 1 ]; then
+	if [ ! -d /sys/module/mrpool ]; then
+		tap "not ok - mrpool.ko still loaded after the job (the job unloaded it and left it unloaded)"
+		# shellcheck disable=SC2086
+		if insmod kmod/mrpool.ko $MRPOOL_PARAMS && rmmod mrpool; then
+			say "mrpool.ko loads and unloads again"
+		else
+			tap "not ok - mrpool.ko loads and unloads again after the job"
+		fi
+	else
+		# A process the job killed may still be on its way out: give
+		# the last files and mappings a few seconds to close.
+		for _ in $(seq 20); do
+			rmmod mrpool 2>/dev/null && break
+			sleep 0.25
+		done
+		if [ -d /sys/module/mrpool ]; then
+			state=$(pool_state)
+			held=$(($(wc -l </sys/kernel/debug/mrpool/slices) - 1))
+			tap "not ok - rmmod mrpool after the job (pool not whole: $held slices held, refcnt $(cat /sys/module/mrpool/refcnt); $(rmmod mrpool 2>&1 | head -n1))"
+			echo "$state" | tee -a "$gtap"
+		else
+			tap "ok - rmmod mrpool after the job (pool whole: nothing held)"
+		fi
 	fi
 fi
+# The kernel log gate (tools/vm/run) reads what this reader wrote: if it
+# died, the gate saw nothing after that and the run cannot pass.
+if ! kill -0 "$kmsg_pid" 2>/dev/null; then
+	tap "not ok - kernel log reader (dmesg -w) alive at the end of the job (it died: the log gate is blind)"
+fi
+grep -q '^not ok' "$gtap" && [ "$st" = 0 ] && st=1
 echo "$st" >"$res/status"
 sleep 0.5	# let the log reader drain
 kill "$kmsg_pid" 2>/dev/null
