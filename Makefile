@@ -4,7 +4,9 @@
 #
 #   make              module (kmod/mrpool.ko), lib/, tools/, selftests/
 #   make demo         deps + build + boot the VM + RDMA transfer through the pool
-#   make check        deps + build + every test; last line "N passed, N failed, N skipped"
+#   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
+#                     last line "N passed, N failed, N skipped"
+#   make modules-6.12 the module and test modules for the 6.12 guest
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
 #   make modules_install   the module, for the kernel in KDIR
@@ -24,13 +26,26 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module lib tools selftests deps demo check install modules_install clean
+.PHONY: all module modules-6.12 lib tools selftests deps demo check install modules_install clean
 
 all: module lib tools selftests
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$$(uname -r) or run 'make deps'"; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(TOP) modules
+
+# The module and the test modules for the 6.12 guest (tools/vm/run --kernel
+# 6.12), built from a copy of their sources: Kbuild writes its objects next
+# to the sources, and the two kernels' builds must not overwrite each other.
+B612 := $(TOP)/.cache/build-6.12
+modules-6.12:
+	@test -n "$(GUEST_KDIR_612)" || { echo "no 6.12 headers: run 'make deps'"; exit 1; }
+	rm -rf $(B612) && mkdir -p $(B612)
+	git -C $(TOP) ls-files Kbuild kmod include selftests/kmod_rdma selftests/dmabuf_import | \
+		tar -C $(TOP) -cf - -T - | tar -C $(B612) -xf -
+	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612) modules
+	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612)/selftests/kmod_rdma modules
+	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612)/selftests/dmabuf_import modules
 
 lib:
 	$(MAKE) -C lib
@@ -52,6 +67,7 @@ demo: deps
 
 check: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	$(MAKE) -f $(TOP)/Makefile modules-6.12
 	tools/check.sh
 
 install: lib tools

@@ -92,7 +92,7 @@ TEST_F(devs, rxe0_ready_with_all_chunks)
 	ASSERT_EQ(0, devices(self->fd, d, MAX_DEVS, sizeof(*d), &total));
 	r = find_dev(d, total, "rxe0");
 	if (r < 0)
-		SKIP(return, "rxe0 not present");
+		POOL_SKIP("rxe0 not present");
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	EXPECT_EQ(MRPOOL_DEVICE_READY, d[r].state);
 	EXPECT_EQ(q.total_bytes / q.chunk_size, d[r].nr_chunks);
@@ -117,7 +117,7 @@ TEST_F(devs, growth_is_registered)
 
 	ASSERT_EQ(0, pool_query(self->fd, &q0));
 	if (q0.total_bytes + 2 * q0.chunk_size > q0.max_bytes)
-		SKIP(return, "no room to grow below max_mb");
+		POOL_SKIP("no room to grow below max_mb");
 	ASSERT_EQ(0, pool_alloc(self->fd, q0.free_bytes + 2 * q0.chunk_size,
 				&a));
 	ASSERT_EQ(0, pool_query(self->fd, &q));
@@ -126,7 +126,7 @@ TEST_F(devs, growth_is_registered)
 	r = find_dev(d, total, "rxe0");
 	if (r < 0) {
 		pool_free(self->fd, a.slice_id);
-		SKIP(return, "rxe0 not present");
+		POOL_SKIP("rxe0 not present");
 	}
 	EXPECT_EQ(q.total_bytes / q.chunk_size, d[r].nr_chunks);
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
@@ -260,7 +260,7 @@ TEST_F(devs, cached_chunks_not_quarantined)
 	ASSERT_EQ(0, devices(self->fd, d, MAX_DEVS, sizeof(*d), &total));
 	r = find_dev(d, total, "rxe0");
 	if (r < 0 || d[r].state != MRPOOL_DEVICE_READY || !d[r].nr_chunks)
-		SKIP(return, "no ready rxe0 with cached chunks");
+		POOL_SKIP("no ready rxe0 with cached chunks");
 	ASSERT_EQ(0, pool_query(self->fd, &q0));
 	ASSERT_EQ(0, pool_alloc(self->fd, 2 * q0.chunk_size, &a));
 	p = pool_map(self->fd, &a);
@@ -329,7 +329,7 @@ TEST_F(devs, slice_keys)
 
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	if (q.ndevices != 1)
-		SKIP(return, "expects exactly one ready device (rxe0)");
+		POOL_SKIP("expects exactly one ready device (rxe0)");
 	ASSERT_EQ(0, pool_alloc(self->fd, 2 * q.chunk_size, &a));
 	ASSERT_EQ(2, pool_slice_pfns(a.slice_id, pfns, 2));
 	ASSERT_EQ(0, slice_keys(self->fd, a.slice_id, NULL, 0, sizeof(k[0]),

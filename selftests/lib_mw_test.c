@@ -19,6 +19,7 @@
 #include "kselftest_harness.h"
 
 #include "mrpool.h"
+#include "pool_util.h"
 #include "rdmatest.h"
 
 #define LEN		(16 << 10)
@@ -110,7 +111,7 @@ TEST_F(mw, write_then_free_invalidates)
 	int status;
 
 	if (self->skip)
-		SKIP(return, "%s", self->skip);
+		POOL_SKIP("%s", self->skip);
 	ASSERT_EQ(0, bind_dst(self, self->dst.addr, LEN, &rkey));
 	EXPECT_NE(self->dst.rkey, rkey);
 	ASSERT_EQ(0, rdt_write(&self->lp, self->src.addr, self->src.lkey,
@@ -140,7 +141,7 @@ TEST_F(mw, explicit_invalidate)
 	int status;
 
 	if (self->skip)
-		SKIP(return, "%s", self->skip);
+		POOL_SKIP("%s", self->skip);
 	ASSERT_EQ(0, bind_dst(self, (char *)self->dst.addr + 4096, 4096, &rkey));
 	ASSERT_EQ(0, rdt_write(&self->lp, self->src.addr, self->src.lkey,
 			       (uintptr_t)self->dst.addr + 4096, rkey, 4096, &status));
@@ -163,7 +164,7 @@ TEST_F(mw, bind_checks)
 	uint32_t rkey;
 
 	if (self->skip)
-		SKIP(return, "%s", self->skip);
+		POOL_SKIP("%s", self->skip);
 	EXPECT_EQ(-EINVAL, mrp_mw_bind(self->pool, self->lp.b.qp, self->dst.addr,
 				       LEN + 1, WIN_ACCESS, 1, 0, &rkey));
 	EXPECT_EQ(-EINVAL, mrp_mw_bind(self->pool, self->lp.b.qp, &rkey, 4,
@@ -187,7 +188,7 @@ TEST_F(mw, outside_window_refused)
 	int status;
 
 	if (self->skip)
-		SKIP(return, "%s", self->skip);
+		POOL_SKIP("%s", self->skip);
 	if (!strncmp(self->dev.name, "rxe", 3))
 		SKIP(return, "rxe (6.1) checks the MR's range, not the window's (check_rkey in rxe_resp.c)");
 	ASSERT_EQ(0, bind_dst(self, self->dst.addr, 4096, &rkey));

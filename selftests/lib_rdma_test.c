@@ -30,6 +30,7 @@
 #include <uapi/mrpool.h>
 
 #include "mrpool.h"
+#include "pool_util.h"
 #include "rdmatest.h"
 
 #define ACCESS	RDT_ACCESS_ALL
@@ -114,7 +115,7 @@ FIXTURE_TEARDOWN(lib)
 	}
 }
 
-#define SKIP_IF_NEEDED() do { if (self->skip) SKIP(return, "%s", self->skip); } while (0)
+#define SKIP_IF_NEEDED() do { if (self->skip) POOL_SKIP("%s", self->skip); } while (0)
 
 /* The kernel backend is chosen and reported; its memory is pinned. */
 TEST_F(lib, kernel_backend)

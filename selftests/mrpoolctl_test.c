@@ -252,7 +252,7 @@ TEST_F(ctl, status_matches_query)
 	char *out = self->out;
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	ASSERT_EQ(0, ctl_run("status", false, out, CTL_OUT_MAX));
 	TH_LOG("status:\n%s", out);
 	EXPECT_NE(NULL, strstr(out, "MRPOOL_IOC_QUERY"));
@@ -275,7 +275,7 @@ TEST_F(ctl, status_follows_a_slice)
 	struct mrpool_alloc a;
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	ASSERT_EQ(0, ctl_run("status", false, out, CTL_OUT_MAX));
 	used0 = ctl_value(out, "used_bytes");
 	allocs0 = ctl_value(out, "allocs");
@@ -311,7 +311,7 @@ TEST_F(ctl, metrics_follow_a_slice)
 	int samples;
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	ASSERT_EQ(0, ctl_run("metrics", false, out, CTL_OUT_MAX));
 	samples = ctl_check_exposition(out, bad, sizeof(bad));
 	EXPECT_LT(10, samples) {
@@ -349,7 +349,7 @@ TEST_F(ctl, debugfs_views_show_the_owner)
 	const char *words[3];
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	if (access(POOL_DEBUGFS "/slices", R_OK))
 		SKIP(return, POOL_DEBUGFS " not readable: %s", strerror(errno));
 	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->q.chunk_size, &a));
@@ -388,7 +388,7 @@ TEST_F(ctl, devices_lists_rxe0)
 	FILE *f;
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	if (access("/sys/class/infiniband/rxe0", F_OK))
 		SKIP(return, "no rxe0 in this guest");
 	snprintf(path, sizeof(path), "/sys/module/mrpool/devices/rxe0/state");
@@ -421,7 +421,7 @@ TEST_F(ctl, set_writes_a_parameter)
 	char want[32];
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	ASSERT_LE(0, old);
 	snprintf(want, sizeof(want), "%lld", old + 64);
 	words[1] = want;
@@ -448,7 +448,7 @@ TEST_F(ctl, set_refuses_with_exit_1)
 	char *out = self->out, args[64];
 
 	if (self->fd < 0)
-		SKIP(return, CTL_NO_POOL);
+		POOL_SKIP(CTL_NO_POOL);
 	EXPECT_EQ(1, ctl_run("set no_such_param 1", true, out, CTL_OUT_MAX));
 	EXPECT_NE(NULL, strstr(out, "no such parameter")) TH_LOG("%s", out);
 

@@ -346,7 +346,7 @@ TEST_F(pool, knob_fail_chunk_alloc)
 	struct mrpool_alloc a;
 
 	if (self->q0.total_bytes + 2 * self->q0.chunk_size > self->q0.max_bytes)
-		SKIP(return, "no room to grow below max_mb");
+		POOL_SKIP("no room to grow below max_mb");
 	ASSERT_EQ(0, pool_set_knob("fail_chunk_alloc", 1));
 	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, need, &a));
 	EXPECT_EQ(cfail + 1, pool_attr("stats/chunk_alloc_failures"));

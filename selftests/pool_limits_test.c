@@ -87,7 +87,7 @@ TEST_F(limits, memlock_unprivileged)
 	pid_t pid;
 
 	if (getuid() != 0)
-		SKIP(return, "needs root to switch to nobody");
+		POOL_SKIP("needs root to switch to nobody");
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
@@ -105,7 +105,7 @@ TEST_F(limits, memlock_privileged)
 	struct mrpool_alloc a;
 
 	if (getuid() != 0)
-		SKIP(return, "needs CAP_IPC_LOCK");
+		POOL_SKIP("needs CAP_IPC_LOCK");
 	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
 	EXPECT_EQ(0, pool_alloc(self->fd, 2 * self->q0.chunk_size, &a));
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
@@ -122,7 +122,7 @@ TEST_F_TIMEOUT(limits, idle_trim, 120)
 	uint64_t grown;
 
 	if (self->q0.total_bytes + 3 * chunk > self->q0.max_bytes)
-		SKIP(return, "no room to grow below max_mb");
+		POOL_SKIP("no room to grow below max_mb");
 	/* Trim off while the pool grows by at least three chunks. */
 	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
 	ASSERT_EQ(0, pool_alloc(self->fd, self->q0.free_bytes + 3 * chunk, &a));

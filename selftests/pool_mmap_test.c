@@ -150,7 +150,7 @@ TEST_F(map, fallback_orders)
 
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	if (q.total_bytes + self->chunk > q.max_bytes)
-		SKIP(return, "no room to grow below max_mb");
+		POOL_SKIP("no room to grow below max_mb");
 	for (n = 0; n < 2; n++) {
 		f = fopen(POOL_SYSFS "/blocks_per_order", "re");
 		ASSERT_NE(NULL, f);

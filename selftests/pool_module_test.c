@@ -184,14 +184,14 @@ TEST_F(mod, params_described)
 	snprintf(cmd, sizeof(cmd), "modinfo -F parm %s 2>/dev/null", self->ko);
 	f = popen(cmd, "r");
 	if (!f)
-		SKIP(return, "modinfo not available");
+		POOL_SKIP("modinfo not available");
 	while (fgets(line, sizeof(line), f))
 		for (i = 0; i < sizeof(param_names) / sizeof(param_names[0]); i++)
 			if (!strncmp(line, param_names[i], strlen(param_names[i])) &&
 			    strlen(line) > strlen(param_names[i]) + 20)
 				found++;
 	if (pclose(f) != 0 && !found)
-		SKIP(return, "modinfo failed");
+		POOL_SKIP("modinfo failed");
 	EXPECT_EQ(sizeof(param_names) / sizeof(param_names[0]), found);
 }
 

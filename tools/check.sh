@@ -3,7 +3,8 @@
 #
 # The project's test command (make check runs it after deps and the build):
 # host unit tests, checkpatch --strict and sparse over the module, the
-# selftests inside the VM, and one VM job from a copy of the tree under
+# selftests inside the VM on both guest kernels (6.1 and 6.12), and one VM
+# job from a copy of the tree under
 # /tmp. Every step's TAP goes to results/check/; results/check/summary.tap
 # lists each distinct test once; the last line is "N passed, N failed, N
 # skipped" over those, and the exit status is non-zero on any failure.
@@ -26,7 +27,7 @@ shopt -s nullglob
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
-eval "$(sed -n 's/^\([A-Z_]*\) := \(.*\)$/\1="\2"/p' .cache/env.mk)"
+eval "$(sed -n 's/^\([A-Z_0-9]*\) := \(.*\)$/\1="\2"/p' .cache/env.mk)"
 out=$top/results/check
 rm -rf "$out"
 mkdir -p "$out"
@@ -41,8 +42,9 @@ sum_args=()
 
 start=$SECONDS
 
-# The library's unit tests, plain, under ASan+UBSan and under valgrind.
-for t in test test-sanitize test-valgrind; do
+# The library's unit tests: plain, under ASan+UBSan, valgrind and TSan, and
+# cross-built for arm64 under qemu-aarch64 user mode.
+for t in test test-sanitize test-valgrind test-tsan test-arm64; do
 	say "host unit tests (lib: make $t)"
 	make -s -C lib "$t" 2>&1 | tee "$out/host-$t.tap"
 	st=${PIPESTATUS[0]}
@@ -113,15 +115,20 @@ if [ -f selftests/vm-runs ]; then
 		runs+=("$l")
 	done <selftests/vm-runs
 fi
-for r in "${runs[@]}"; do
-	IFS='|' read -r name opts cmd <<<"$r"
-	say "VM run '$name': $cmd"
-	# shellcheck disable=SC2086
-	tools/vm/run --name "$name" $opts -- $cmd 2>&1 | tee "$out/vm-$name.log"
-	st=${PIPESTATUS[0]}
-	strict=1
-	[ "$r" = "${runs[0]}" ] && strict=0
-	vm_tap "results/$name" "$strict" "$st"
+# Each run on both guest kernels: Debian 12's 6.1 and its 6.12.
+for kernel in 6.1 6.12; do
+	for r in "${runs[@]}"; do
+		IFS='|' read -r name opts cmd <<<"$r"
+		[ "$kernel" = 6.1 ] || name=$name-$kernel
+		say "VM run '$name' (kernel $kernel): $cmd"
+		# shellcheck disable=SC2086
+		tools/vm/run --name "$name" --kernel "$kernel" $opts -- $cmd 2>&1 |
+			tee "$out/vm-$name.log"
+		st=${PIPESTATUS[0]}
+		strict=1
+		[ "$r" = "${runs[0]}" ] && strict=0
+		vm_tap "results/$name" "$strict" "$st"
+	done
 done
 
 # Issue 10: the guest hides /tmp under a tmpfs; a checkout there must work

@@ -59,6 +59,13 @@ if [ "${TWO_HOSTS:-0}" = 1 ]; then
 fi
 
 cd "$MRPOOL_TOP" || fail "cd $MRPOOL_TOP"
+# Modules built for another guest kernel (tools/vm/run --kernel) stand in
+# for the tree's own, at the same paths, so every test's insmod finds them.
+if [ -n "${MRPOOL_MODS:-}" ]; then
+	for ko in $(cd "$MRPOOL_MODS" && find . -name '*.ko'); do
+		mount --bind "$MRPOOL_MODS/$ko" "$ko" || fail "bind-mount $ko"
+	done
+fi
 if [ "${LOAD_MRPOOL:-1}" = 1 ]; then
 	# shellcheck disable=SC2086
 	insmod kmod/mrpool.ko $MRPOOL_PARAMS || fail "insmod mrpool.ko $MRPOOL_PARAMS"
