@@ -28,11 +28,15 @@
 /* Reads of a page being rewritten: the writer is quick, or misbehaving. */
 #define MRPOOL_CLIENT_STATS_TRIES 4
 
+/* Only in the opener's mm: a MADV_DOFORK child inherits no page. */
 static vm_fault_t mrpool_stats_fault(struct vm_fault *vmf)
 {
-	if (vmf->pgoff != MRPOOL_STATS_MMAP_OFFSET >> PAGE_SHIFT)
+	struct mrpool_client *client = vmf->vma->vm_private_data;
+
+	if (vmf->pgoff != MRPOOL_STATS_MMAP_OFFSET >> PAGE_SHIFT ||
+	    vmf->vma->vm_mm != client->mm)
 		return VM_FAULT_SIGBUS;
-	vmf->page = vmf->vma->vm_private_data;
+	vmf->page = client->stats_page;
 	get_page(vmf->page);
 	return 0;
 }
@@ -70,8 +74,11 @@ int mrpool_client_stats_mmap(struct mrpool_client *client,
 	mutex_unlock(&client->lock);
 
 	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
-	/* No reference of its own: the VMA holds the map file, the client it. */
-	vma->vm_private_data = page;
+	/*
+	 * No reference of its own: the VMA holds the map file, the client it,
+	 * and the client the page, set once and kept until the client goes.
+	 */
+	vma->vm_private_data = client;
 	vma->vm_ops = &mrpool_stats_vm_ops;
 	return 0;
 }

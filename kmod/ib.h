@@ -178,6 +178,7 @@ int mrpool_ib_init(void);
 void mrpool_ib_exit(void);
 int mrpool_ib_chunk_added(struct mrpool_chunk *c);
 bool mrpool_ib_chunk_removing(struct mrpool_chunk *c);
+void mrpool_ib_chunk_leaked(struct mrpool_chunk *c);
 unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c);
 const char *mrpool_ib_state_name(enum mrpool_ib_state state);
 __printf(3, 4)

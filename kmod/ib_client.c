@@ -15,6 +15,11 @@
 DEFINE_MUTEX(mrpool_ib_lock);
 LIST_HEAD(mrpool_ib_devs);
 DEFINE_XARRAY(mrpool_ib_chunks);
+/*
+ * Chunks an MR may still reach after its device was torn down (the device
+ * refused ib_dereg_mr to the end): their pages are never freed.
+ */
+static DEFINE_XARRAY(mrpool_ib_leaked);
 struct mrpool_ib_stats mrpool_ib_stats;
 
 /* Position of the last device listed (mrpool_ib_lock). */
@@ -326,6 +331,8 @@ bool mrpool_ib_chunk_removing(struct mrpool_chunk *c)
 	mutex_lock(&mrpool_ib_lock);
 	xa_erase(&mrpool_ib_chunks, key);
 	mutex_unlock(&mrpool_ib_lock);
+	if (xa_load(&mrpool_ib_leaked, key))
+		safe = false;
 
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
 		mutex_lock(&d->lock);
@@ -337,6 +344,18 @@ bool mrpool_ib_chunk_removing(struct mrpool_chunk *c)
 		mutex_unlock(&d->lock);
 	}
 	return safe;
+}
+
+/**
+ * mrpool_ib_chunk_leaked - an MR over @c outlives its device's teardown
+ * @c: the chunk; mrpool_ib_chunk_removing() says it is unsafe from now on
+ */
+void mrpool_ib_chunk_leaked(struct mrpool_chunk *c)
+{
+	if (xa_err(xa_store(&mrpool_ib_leaked, mrpool_ib_chunk_key(c), c,
+			    GFP_KERNEL)))
+		pr_err("chunk %#lx: cannot record a leaked MR: its pages may be reused\n",
+		       mrpool_ib_chunk_key(c));
 }
 
 /**
@@ -447,4 +466,5 @@ void mrpool_ib_exit(void)
 	mrpool_ib_debugfs_exit();
 	mrpool_ib_sysfs_exit();
 	xa_destroy(&mrpool_ib_chunks);
+	xa_destroy(&mrpool_ib_leaked);
 }

@@ -21,21 +21,24 @@ static const char *const mrpool_ib_debugfs_files[] = {
 };
 
 /*
- * One MR: the iova is printed hashed (%p), never as the kernel address or
- * bus address it is; the chunk's pfn is the key tests match on.
+ * One MR: the iova is printed as its offset in a chunk-aligned block (0
+ * for a chunk mapped in one piece), never as the kernel or bus address it
+ * is: %p would not do, slub_debug on the command line turns its hashing
+ * off. The chunk's pfn is the key tests match on.
  */
 static void mrs_show_one(struct seq_file *m, struct mrpool_ib_dev *d,
 			 struct mrpool_ib_mr *e)
 {
-	seq_printf(m, "%#lx %s %#x %#x %p %u %s %d\n",
+	seq_printf(m, "%#lx %s %#x %#x %#llx %u %s %d\n",
 		   mrpool_ib_chunk_key(e->chunk), d->name, e->lkey,
-		   e->lent ? e->rkey : 0, (void *)(uintptr_t)e->iova,
+		   e->lent ? e->rkey : 0,
+		   e->iova & ((u64)mrpool_pool.chunk_size - 1),
 		   e->page_size, !e->valid ? "invalid" :
 		   e->lent ? "remote" : "local", e->lent);
 }
 
 /*
- * pfn device lkey rkey iova page_size access lent: cached MRs, then
+ * pfn device lkey rkey iova_offset page_size access lent: cached MRs, then
  * lends. Takes each device's lock: waits while that device waits.
  */
 static int mrs_show(struct seq_file *m, void *v)
@@ -44,7 +47,7 @@ static int mrs_show(struct seq_file *m, void *v)
 	struct mrpool_ib_dev *d;
 	unsigned long key;
 
-	seq_puts(m, "pfn device lkey rkey iova page_size access lent\n");
+	seq_puts(m, "pfn device lkey rkey iova_offset page_size access lent\n");
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
 		mutex_lock(&d->lock);
 		xa_for_each(&d->mrs, key, e)

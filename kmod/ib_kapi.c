@@ -92,16 +92,19 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	kb->chunk = list_first_entry(&chunks, struct mrpool_chunk, link);
 	list_del_init(&kb->chunk->link);
 
+	/* Read under the lock: a removal right after frees the lend PD. */
 	mutex_lock(&d->lock);
 	ret = mrpool_ib_lend(d, kb->chunk, size, MRPOOL_KBUF_ACCESS, &m, &safe);
+	if (!ret) {
+		kb->lend = m;
+		kb->buf.lkey = m->lkey;
+		kb->buf.rkey = m->rkey;
+		kb->buf.dma_addr = m->iova;
+		kb->buf.pd = d->loop[MRPOOL_IB_LEND].pd;
+	}
 	mutex_unlock(&d->lock);
 	if (ret)
 		goto return_chunk;
-	kb->lend = m;
-	kb->buf.lkey = m->lkey;
-	kb->buf.rkey = m->rkey;
-	kb->buf.dma_addr = m->iova;
-	kb->buf.pd = d->loop[MRPOOL_IB_LEND].pd;
 
 	kb->buf.vaddr = mrpool_kbuf_map(kb);
 	if (!kb->buf.vaddr) {

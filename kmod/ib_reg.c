@@ -745,6 +745,8 @@ static bool mrpool_ib_mr_final(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 				d->name, m->mr->lkey, ret);
 			d->pd_leaked = true;
 			m->stuck = true;
+			/* Forgotten by the device, remembered for the pool. */
+			mrpool_ib_chunk_leaked(m->chunk);
 			return false;
 		}
 		m->mr = NULL;

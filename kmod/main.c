@@ -187,10 +187,6 @@ static int __init mrpool_init(void)
 	if (ret)
 		return ret;
 
-	ret = mrpool_mapfile_init();
-	if (ret)
-		goto undo_pool;
-
 	mrpool_debugfs_init();
 
 	/* Devices present now are added (and get the node) before prefill. */
@@ -216,8 +212,6 @@ undo_ib:
 	mrpool_ib_exit();
 undo_debugfs:
 	mrpool_debugfs_exit();
-	mrpool_mapfile_exit();
-undo_pool:
 	mrpool_pool_exit();
 	return ret;
 }
@@ -239,7 +233,6 @@ static void __exit mrpool_exit(void)
 	/* Deregisters every chunk on every device before the pages go. */
 	mrpool_ib_exit();
 	mrpool_debugfs_exit();
-	mrpool_mapfile_exit();
 	mrpool_pool_exit();
 }
 

@@ -22,7 +22,13 @@
 
 #define MRPOOL_FS_MAGIC	0x6d72706c	/* "mrpl" */
 
+/*
+ * Pinned by every map file (simple_pin_fs), so the superblock, and through
+ * its file_system_type the module, outlive the last map file's __fput():
+ * that drops the file's module reference (fops_put) before its mount's.
+ */
 static struct vfsmount *mrpool_mnt;
+static int mrpool_mnt_count;
 
 static int mrpool_fs_init_fs_context(struct fs_context *fc)
 {
@@ -30,6 +36,7 @@ static int mrpool_fs_init_fs_context(struct fs_context *fc)
 }
 
 static struct file_system_type mrpool_fs_type = {
+	.owner = THIS_MODULE,
 	.name = "mrpool",
 	.init_fs_context = mrpool_fs_init_fs_context,
 	.kill_sb = kill_anon_super,
@@ -39,6 +46,8 @@ static struct file_system_type mrpool_fs_type = {
 static int mrpool_mapfile_release(struct inode *inode, struct file *file)
 {
 	mrpool_client_put(file->private_data);
+	/* The file's own mount reference keeps the superblock a while yet. */
+	simple_release_fs(&mrpool_mnt, &mrpool_mnt_count);
 	return 0;
 }
 
@@ -59,10 +68,16 @@ struct file *mrpool_mapfile_create(struct mrpool_client *client)
 {
 	struct inode *inode;
 	struct file *file;
+	int ret;
 
+	ret = simple_pin_fs(&mrpool_fs_type, &mrpool_mnt, &mrpool_mnt_count);
+	if (ret)
+		return ERR_PTR(ret);
 	inode = alloc_anon_inode(mrpool_mnt->mnt_sb);
-	if (IS_ERR(inode))
-		return ERR_CAST(inode);
+	if (IS_ERR(inode)) {
+		file = ERR_CAST(inode);
+		goto unpin;
+	}
 	i_size_write(inode, MAX_LFS_FILESIZE);
 	/* The file's f_op pins the module until its release has run. */
 	__module_get(THIS_MODULE);
@@ -71,25 +86,13 @@ struct file *mrpool_mapfile_create(struct mrpool_client *client)
 	if (IS_ERR(file)) {
 		module_put(THIS_MODULE);
 		iput(inode);
-		return file;
+		goto unpin;
 	}
 	kref_get(&client->ref);
 	file->private_data = client;
 	return file;
-}
 
-int mrpool_mapfile_init(void)
-{
-	mrpool_mnt = kern_mount(&mrpool_fs_type);
-	if (IS_ERR(mrpool_mnt)) {
-		pr_err("cannot mount the map file system: %ld\n",
-		       PTR_ERR(mrpool_mnt));
-		return PTR_ERR(mrpool_mnt);
-	}
-	return 0;
-}
-
-void mrpool_mapfile_exit(void)
-{
-	kern_unmount(mrpool_mnt);
+unpin:
+	simple_release_fs(&mrpool_mnt, &mrpool_mnt_count);
+	return file;
 }

@@ -268,8 +268,6 @@ static inline struct page *mrpool_slice_page(struct mrpool_slice *s,
 }
 
 /* ---- mapfile.c ---- */
-int mrpool_mapfile_init(void);
-void mrpool_mapfile_exit(void);
 struct file *mrpool_mapfile_create(struct mrpool_client *client);
 
 /* ---- mmap.c ---- */

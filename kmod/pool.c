@@ -150,8 +150,15 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 		}
 		if (order && !pmd)
 			split_page(page, order);
-		for (i = 0; i < (1U << order); i++)
+		/*
+		 * The fault path compares a folio's index with the file's
+		 * size (6.12, and 6.1 stable): never leave the allocator's.
+		 */
+		for (i = 0; i < (1U << order); i++) {
+			if (!i || !pmd)
+				page[i].index = 0;
 			c->pages[filled++] = page + i;
+		}
 		c->blocks[order]++;
 	}
 	c->nid = page_to_nid(c->pages[0]);
@@ -764,34 +771,43 @@ static void mrpool_defrag_arm(void)
 	schedule_delayed_work(&p->defrag_work, READ_ONCE(p->defrag_wait) * HZ);
 }
 
-static void mrpool_free_list_destroy(struct list_head *list)
+/* Caller holds the pool lock: @list's chunks leave the totals, to @out. */
+static void mrpool_free_list_take_all(struct list_head *list,
+				      struct list_head *out)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 
 	list_for_each_entry_safe(c, tmp, list, link) {
-		list_del(&c->link);
 		if (!mrpool_chunk_whole(c))
 			p->nr_fragmented_free--;
 		mrpool_chunk_account(c, false);
 		p->nr_free--;
-		mrpool_chunk_release(c);
+		list_move_tail(&c->link, out);
 	}
 }
 
+/* Every free chunk, released without the pool lock (devices may wait). */
 static void mrpool_pool_free_all(void)
 {
 	struct mrpool_pool *p = &mrpool_pool;
+	struct mrpool_chunk *c, *tmp;
+	LIST_HEAD(all);
 	int nid;
 
 	mutex_lock(&p->lock);
 	for (nid = 0; nid < nr_node_ids; nid++) {
-		mrpool_free_list_destroy(&p->free[nid].whole);
-		mrpool_free_list_destroy(&p->free[nid].frag);
+		mrpool_free_list_take_all(&p->free[nid].whole, &all);
+		mrpool_free_list_take_all(&p->free[nid].frag, &all);
 	}
 	/* Quarantined chunks hold the module, used ones a client. */
 	WARN_ON(p->nr_total);
 	mutex_unlock(&p->lock);
+
+	list_for_each_entry_safe(c, tmp, &all, link) {
+		list_del_init(&c->link);
+		mrpool_chunk_release(c);
+	}
 }
 
 /* Geometry and workers; the pool starts empty (see mrpool_pool_prefill). */

@@ -184,6 +184,8 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	list_for_each_entry(c, &s->chunks, link)
 		mrpool_chunk_charge(c, t, memlock);
 
+	/* Set before the xarray publishes @s: lookups compare it. */
+	s->client = client;
 	mutex_lock(&client->lock);
 	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
 			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
@@ -199,7 +201,6 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 		goto erase_id;
 	/* Published: the client's list and the xarray now own @s. */
 	kref_get(&client->ref);
-	s->client = client;
 	list_add_tail(&s->node, &client->slices);
 	client->bytes += len;
 	mutex_unlock(&client->lock);
