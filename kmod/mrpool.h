@@ -29,7 +29,8 @@
  *                        never held across a wait, never around the
  *                        others
  *   mrpool_clients_lock  the list of clients; debugfs nests
- *                        client->lock inside it, nothing nests it.
+ *                        client->lock inside it; taken under mmap_lock
+ *                        when a VMA's close frees the last of a client.
  *   mrpool_tenants_lock  (a spinlock) tenants and their counts; innermost,
  *                        nothing sleeps or takes another lock under it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
