@@ -30,92 +30,13 @@
 #include "kselftest_harness.h"
 #pragma GCC diagnostic pop
 
-#include "pool_util.h"
+#include "ib_util.h"
 #include "rdmatest.h"
 
-#define IB_SYSFS	"/sys/module/mrpool/devices"
-#define KTEST_NAME	"mrpool_rdma_ktest"
-#define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
 /* Tests the module reports per usable device, and once for rxe0. */
 #define KTEST_PER_DEV	8
 #define KTEST_FOREIGN	1
 #define CYCLES		20
-
-/* "name value" from debugfs ib_stats, or -1. */
-static long long ib_stat(const char *name)
-{
-	char line[128], key[64];
-	long long v, ret = -1;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/ib_stats", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %lld", key, &v) == 2 &&
-		    !strcmp(key, name))
-			ret = v;
-	fclose(f);
-	return ret;
-}
-
-/* A device's sysfs attribute as text without newline; "" if absent. */
-static void dev_str(const char *dev, const char *attr, char *buf, size_t len)
-{
-	char path[256];
-	ssize_t n;
-	int fd;
-
-	buf[0] = '\0';
-	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-}
-
-static long long dev_ll(const char *dev, const char *attr)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
-	return pool_read_ll(path);
-}
-
-static int dev_listed(const char *dev)
-{
-	char path[256];
-	struct stat st;
-
-	snprintf(path, sizeof(path), IB_SYSFS "/%s", dev);
-	return stat(path, &st) == 0;
-}
-
-static int link_add(const char *dev)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd),
-		 "rdma link add %s type rxe netdev lo >/dev/null 2>&1", dev);
-	return system(cmd);
-}
-
-static int link_del(const char *dev)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rdma link delete %s >/dev/null 2>&1", dev);
-	return system(cmd);
-}
-
-/* Chunks the pool holds now. */
-static long long pool_chunks(void)
-{
-	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
-}
 
 /* Objects that must return to their count when devices come and go. */
 struct ib_census {

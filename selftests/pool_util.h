@@ -292,15 +292,25 @@ static inline long long pool_smaps_kb(const void *addr, const char *field)
  * rxe0, debugfs and the test modules are always there, so a missing
  * precondition is a failure there, not a skip. fmt must be a literal.
  */
-#define POOL_SETUP_SKIP(fmt, ...) do {					\
-	const char *__vm = getenv("MRPOOL_VM");				\
-									\
-	if (__vm && !strcmp(__vm, "1")) {				\
+#define POOL_SETUP_SKIP(fmt, ...) \
+	POOL_SKIP_OR_FAIL(_metadata->passed = 0; return, fmt, ##__VA_ARGS__)
+
+/* Inside the test VM (MRPOOL_VM=1): every precondition is provided. */
+static inline bool pool_in_vm(void)
+{
+	const char *vm = getenv("MRPOOL_VM");
+
+	return vm && !strcmp(vm, "1");
+}
+
+/* SKIP(@statement, ...) outside the VM; in it, fail and return. */
+#define POOL_SKIP_OR_FAIL(statement, fmt, ...) do {			\
+	if (pool_in_vm()) {						\
 		TH_LOG("FAIL, not SKIP (MRPOOL_VM=1): " fmt, ##__VA_ARGS__); \
 		_metadata->passed = 0;					\
 		return;							\
 	}								\
-	SKIP(_metadata->passed = 0; return, fmt, ##__VA_ARGS__);	\
+	SKIP(statement, fmt, ##__VA_ARGS__);				\
 } while (0)
 
 /*
@@ -325,16 +335,7 @@ static inline long long pool_smaps_kb(const void *addr, const char *field)
  * SKIP from a test body for a missing precondition: in the VM (MRPOOL_VM=1)
  * the guest always provides it, so its absence fails the test instead.
  */
-#define POOL_SKIP(fmt, ...) do {					\
-	const char *__vm = getenv("MRPOOL_VM");				\
-									\
-	if (__vm && !strcmp(__vm, "1")) {				\
-		TH_LOG("FAIL, not SKIP (MRPOOL_VM=1): " fmt, ##__VA_ARGS__); \
-		_metadata->passed = 0;					\
-		return;							\
-	}								\
-	SKIP(return, fmt, ##__VA_ARGS__);				\
-} while (0)
+#define POOL_SKIP(fmt, ...) POOL_SKIP_OR_FAIL(return, fmt, ##__VA_ARGS__)
 
 #define POOL_SETUP_SKIPPED() do {					\
 	if (_metadata->skip)						\

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Helpers of the selftests that exercise the ib_core side: the kernel MR
+ * cache's counters (debugfs ib_stats), a device's sysfs attributes, rxe
+ * links added and deleted, the kernel test module's paths.
+ */
+#ifndef IB_UTIL_H
+#define IB_UTIL_H
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "pool_util.h"
+
+#define IB_SYSFS	"/sys/module/mrpool/devices"
+#define KTEST_NAME	"mrpool_rdma_ktest"
+#define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
+
+/* "name value" from debugfs ib_stats, or -1. */
+static inline long long ib_stat(const char *name)
+{
+	char line[128], key[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/ib_stats", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %lld", key, &v) == 2 &&
+		    !strcmp(key, name))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+/* A device's sysfs attribute as text without newline; "" if absent. */
+static inline void dev_str(const char *dev, const char *attr, char *buf, size_t len)
+{
+	char path[512];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+static inline long long dev_ll(const char *dev, const char *attr)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s/%s", dev, attr);
+	return pool_read_ll(path);
+}
+
+static inline int dev_listed(const char *dev)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), IB_SYSFS "/%s", dev);
+	return stat(path, &st) == 0;
+}
+
+static inline int link_add(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rdma link add %s type rxe netdev lo >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+static inline int link_del(const char *dev)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rdma link delete %s >/dev/null 2>&1", dev);
+	return system(cmd);
+}
+
+/* Chunks the pool holds now. */
+static inline long long pool_chunks(void)
+{
+	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
+}
+
+#endif /* IB_UTIL_H */
