@@ -102,9 +102,9 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
  * blocks are split, each page refcounted on its own. Under fragmentation
  * the chunk is assembled from smaller blocks, all on the node of the first
  * one, so a chunk has one node. Only @thisnode keeps the first on @nid.
- * @whole_only (the defrag worker) wants one block or nothing, and is no
- * allocation the debugfs failure knobs aim at. Never retries hard:
- * callers turn failure into -ENOMEM.
+ * @whole_only (the defrag worker) wants one block or nothing: it consumes
+ * no failure knob, and fails while fail_high_order is set. Never retries
+ * hard: callers turn failure into -ENOMEM.
  */
 static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 					       bool whole_only)
@@ -119,6 +119,9 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 
 	if (!whole_only && mrpool_should_fail(&mrpool_fail_chunk_alloc))
 		goto fail;
+	/* While the knob makes high orders fail, a whole chunk fails too. */
+	if (whole_only && atomic_read(&mrpool_fail_high_order) > 0)
+		return NULL;
 	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
 
