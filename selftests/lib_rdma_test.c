@@ -350,6 +350,57 @@ TEST_F(lib, fork_child_error)
 	EXPECT_EQ(0, mrp_free(self->pool, b.addr));
 }
 
+/*
+ * A child forked after the pool was opened does not keep the parent's
+ * slices: the library closes the pool's file in the child at fork, so the
+ * parent's crash returns them while the child lives on.
+ */
+TEST_F(lib, fork_child_does_not_keep_slices)
+{
+	struct mrpool_query q0, q1;
+	int pfd[2], status;
+	pid_t pid, grandchild;
+
+	SKIP_IF_NEEDED();
+	ASSERT_EQ(0, query(&q0));
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct mrp_pool_attr a = {
+			.comp_mask = MRP_POOL_ATTR_BACKEND | MRP_POOL_ATTR_ARENA_SIZE,
+			.backend = MRP_BACKEND_KERNEL, .arena_size = 2 << 20,
+		};
+		struct mrp_pool *p = mrp_pool_open(&a);
+		struct mrp_buf b;
+		pid_t g;
+
+		if (!p || mrp_alloc(p, 2 << 20, NULL, &b))
+			_exit(1);
+		g = fork();
+		if (g == 0) {
+			pause();	/* lives on with what it inherited */
+			_exit(0);
+		}
+		if (g < 0 || write(pfd[1], &g, sizeof(g)) != sizeof(g))
+			_exit(2);
+		pause();	/* killed by the test */
+		_exit(3);
+	}
+	close(pfd[1]);
+	ASSERT_EQ(sizeof(grandchild), read(pfd[0], &grandchild, sizeof(grandchild)));
+	ASSERT_EQ(0, query(&q1));
+	EXPECT_LE(q0.used_bytes + (2 << 20), q1.used_bytes);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	/* The grandchild is alive, and holds no file of the dead process. */
+	EXPECT_EQ(0, kill(grandchild, 0));
+	EXPECT_TRUE(POOL_WAIT(!query(&q1) && q1.used_bytes == q0.used_bytes,
+			      10000));
+	kill(grandchild, SIGKILL);
+	close(pfd[0]);
+}
+
 /* A process that exits without closing gives every slice back. */
 TEST_F(lib, exit_returns_slices)
 {
