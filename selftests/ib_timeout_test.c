@@ -62,29 +62,6 @@ static int ready_others(void)
 	return n;
 }
 
-/* The test module beside this binary, in kmod_rdma/. */
-static int ktest_path(char *buf, size_t len)
-{
-	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
-	char exe[PATH_MAX], *slash;
-	size_t dir;
-	ssize_t n;
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	dir = (size_t)(slash - exe);
-	if (dir + sizeof(rel) > len)
-		return -1;
-	memcpy(buf, exe, dir);
-	memcpy(buf + dir, rel, sizeof(rel));
-	return access(buf, R_OK);
-}
-
 /*
  * Load the test module with mode=lend_once on DEV: one buffer lent and
  * freed. Counts its TAP results; *pfn gets the lent chunk. 0 or -errno.

@@ -8,6 +8,7 @@
 #define IB_UTIL_H
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,29 @@ static inline int link_del(const char *dev)
 static inline long long pool_chunks(void)
 {
 	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
+}
+
+/* The test kernel module beside the running binary, in kmod_rdma/. */
+static inline int ktest_path(char *buf, size_t len)
+{
+	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
+	char exe[PATH_MAX], *slash;
+	size_t dir;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	dir = (size_t)(slash - exe);
+	if (dir + sizeof(rel) > len)
+		return -1;
+	memcpy(buf, exe, dir);
+	memcpy(buf + dir, rel, sizeof(rel));
+	return access(buf, R_OK);
 }
 
 #endif /* IB_UTIL_H */

@@ -134,29 +134,6 @@ static int count_ready(void)
 	return n;
 }
 
-/* The kernel module beside this binary, in kmod_rdma/. */
-static int ktest_path(char *buf, size_t len)
-{
-	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
-	char exe[PATH_MAX], *slash;
-	size_t dir;
-	ssize_t n;
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	dir = (size_t)(slash - exe);
-	if (dir + sizeof(rel) > len)
-		return -1;
-	memcpy(buf, exe, dir);
-	memcpy(buf + dir, rel, sizeof(rel));
-	return access(buf, R_OK);
-}
-
 /*
  * Load the test module with @params, echo its TAP, count its results;
  * 0 or -errno.
