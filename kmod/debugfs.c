@@ -14,7 +14,8 @@
  *   fail_chunk_alloc  N: the next N chunk allocations fail
  *   fail_slice_alloc  N: the next N ALLOCs fail with -ENOMEM
  *   fail_high_order   N: the next N block allocations above order 0 fail,
- *                     so chunks are built of smaller blocks
+ *                     so chunks are built of smaller blocks; writing 0
+ *                     runs the defrag worker now
  */
 #include "mrpool.h"
 
@@ -125,6 +126,28 @@ static int clients_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(clients);
 
+static int fail_high_order_get(void *data, u64 *val)
+{
+	*val = atomic_read(&mrpool_fail_high_order);
+	return 0;
+}
+
+/*
+ * Clearing the knob is "high-order memory is back": the defrag worker,
+ * backed off while the knob failed it, replaces fragmented chunks now.
+ */
+static int fail_high_order_set(void *data, u64 val)
+{
+	if (val > INT_MAX)
+		return -EINVAL;
+	atomic_set(&mrpool_fail_high_order, val);
+	if (!val)
+		mrpool_pool_kick_defrag();
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(fail_high_order_fops, fail_high_order_get,
+			 fail_high_order_set, "%llu\n");
+
 void mrpool_debugfs_init(void)
 {
 	struct dentry *dir;
@@ -139,8 +162,8 @@ void mrpool_debugfs_init(void)
 				&mrpool_fail_chunk_alloc);
 	debugfs_create_atomic_t("fail_slice_alloc", 0600, dir,
 				&mrpool_fail_slice_alloc);
-	debugfs_create_atomic_t("fail_high_order", 0600, dir,
-				&mrpool_fail_high_order);
+	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
+				   &fail_high_order_fops);
 }
 
 void mrpool_debugfs_exit(void)

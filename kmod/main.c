@@ -230,9 +230,13 @@ static void __exit mrpool_exit(void)
 	mrpool_loaded = false;
 	kernel_param_unlock(THIS_MODULE);
 	mrpool_chrdev_exit();
+	/* No knob can kick a worker now, and no worker registers a chunk
+	 * on a device once the ib side is gone.
+	 */
+	mrpool_debugfs_exit();
+	mrpool_pool_quiesce();
 	/* Deregisters every chunk on every device before the pages go. */
 	mrpool_ib_exit();
-	mrpool_debugfs_exit();
 	mrpool_pool_exit();
 }
 

@@ -178,6 +178,7 @@ extern struct mrpool_stats mrpool_stats;
 int mrpool_pool_init(void);
 int mrpool_pool_node(void);
 int mrpool_pool_prefill(void);
+void mrpool_pool_quiesce(void);
 void mrpool_pool_exit(void);
 int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
@@ -185,6 +186,7 @@ void mrpool_pool_return(struct list_head *chunks);
 bool mrpool_chunk_whole(const struct mrpool_chunk *c);
 void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
+void mrpool_pool_kick_defrag(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 
 /* A consistent copy of the pool's totals, in chunks. */

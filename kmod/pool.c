@@ -766,6 +766,15 @@ static void mrpool_defrag_fn(struct work_struct *work)
 	schedule_delayed_work(&p->defrag_work, READ_ONCE(p->defrag_wait) * HZ);
 }
 
+/* High-order memory is back (a test knob cleared): defrag now. */
+void mrpool_pool_kick_defrag(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	WRITE_ONCE(p->defrag_wait, MRPOOL_DEFRAG_FIRST);
+	mod_delayed_work(system_wq, &p->defrag_work, 0);
+}
+
 /* Caller holds the pool lock: a fragmented chunk is free. */
 static void mrpool_defrag_arm(void)
 {
@@ -872,6 +881,20 @@ int mrpool_pool_prefill(void)
 	}
 	atomic64_add(floor, &mrpool_stats.grows);
 	return 0;
+}
+
+/*
+ * Module exit, before the ib side goes: nothing re-arms these workers (no
+ * file is open, no chunk is quarantined, the knobs and idle_trim_sec are
+ * closed), and after this no chunk is registered or deregistered but by
+ * mrpool_ib_exit() and mrpool_pool_exit().
+ */
+void mrpool_pool_quiesce(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	cancel_delayed_work_sync(&p->trim_work);
+	cancel_delayed_work_sync(&p->defrag_work);
 }
 
 void mrpool_pool_exit(void)
