@@ -6,6 +6,7 @@
 #   make demo         deps + build + boot the VM + RDMA transfer through the pool
 #   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
 #                     last line "N passed, N failed, N skipped"
+#   make check-busy   make check while a kernel build loop keeps every CPU busy
 #   make modules-6.12 the module and test modules for the 6.12 guest
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
@@ -26,7 +27,7 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 lib tools selftests deps demo check install modules_install clean
+.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy install modules_install clean
 
 all: module lib tools selftests
 
@@ -69,6 +70,10 @@ check: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	$(MAKE) -f $(TOP)/Makefile modules-6.12
 	tools/check.sh
+
+# No test may depend on timing: the whole check again on a loaded host.
+check-busy: deps
+	tools/busy.sh $(MAKE) -f $(TOP)/Makefile check
 
 install: lib tools
 	$(MAKE) -C lib install
