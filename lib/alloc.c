@@ -143,10 +143,12 @@ fallback:
 /*
  * Thread-cache pop: 0 done, -EINVAL bad PD, 1 take the slow path (empty
  * bin, or the top buffer's arena has no keys of pd: its registration
- * failed or the PD is marked dead).
+ * failed or the PD is marked dead). Always inlined: GCC stops doing so on
+ * its own once the key test is in, and a call costs more than the test.
  */
-static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
-				 struct ibv_pd *pd, struct mrp_buf *buf)
+static inline __attribute__((always_inline))
+int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
+		   struct mrp_buf *buf)
 {
 	unsigned int msb = mrp_size_msb(size);
 	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
