@@ -10,25 +10,34 @@
 
 #include "internal.h"
 
-static void mrp_fill_keys(struct mrp_pool *pool, int slot, struct mrp_buf *buf)
+/*
+ * Keys of arena a in slot (0 without a PD) into buf; an arena the PD
+ * refused at growth is registered now. 0 or the error of mrp_reg_lazy().
+ */
+static int mrp_fill_keys(struct mrp_pool *pool, struct mrp_arena *a, int slot,
+			 struct mrp_buf *buf)
 {
-	struct mrp_arena *a;
+	int ret;
 
-	(void)pool;
-	if (slot < 0) {
-		buf->lkey = 0;
-		buf->rkey = 0;
-		return;
+	buf->lkey = 0;
+	buf->rkey = 0;
+	if (slot < 0)
+		return 0;
+	if (!mrp_arena_has(a, slot)) {
+		ret = mrp_reg_lazy(pool, a, slot);
+		if (ret)
+			return ret;
 	}
-	a = mrp_arena_of((uintptr_t)buf->addr);
 	buf->lkey = a->keys[slot].lkey;
 	buf->rkey = a->keys[slot].rkey;
+	return 0;
 }
 
 /*
  * Checks shared by the calls that take a PD: the pool is this process's
- * (-ECHILD in a forked child) and @pd, when given, is attached (-EINVAL).
- * *slot becomes its key slot, or stays -1 without a PD.
+ * (-ECHILD in a forked child), @pd, when given, is attached (-EINVAL) and
+ * not marked dead (-ENODEV). *slot becomes its key slot, or stays -1
+ * without a PD.
  */
 static int mrp_caller_slot(struct mrp_pool *pool, struct ibv_pd *pd, int *slot)
 {
@@ -38,8 +47,30 @@ static int mrp_caller_slot(struct mrp_pool *pool, struct ibv_pd *pd, int *slot)
 		*slot = mrp_pd_slot(pool, pd);
 		if (*slot < 0)
 			return -EINVAL;
+		if (mrp_slot_dead(pool, *slot))
+			return -ENODEV;
 	}
 	return 0;
+}
+
+/*
+ * The bin's top buffer lacks keys of slot: bring up one that has them, or
+ * register the top one's arena now. The cached buffers stay either way.
+ */
+static int mrp_bin_keyed_top(struct mrp_pool *pool, struct mrp_bin *bin, int slot)
+{
+	uint32_t top = bin->count - 1;
+
+	for (uint32_t i = top; i-- > 0;) {
+		if (mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[i]), slot)) {
+			void *p = bin->slots[i];
+
+			bin->slots[i] = bin->slots[top];
+			bin->slots[top] = p;
+			return 0;
+		}
+	}
+	return mrp_reg_lazy(pool, mrp_arena_of((uintptr_t)bin->slots[top]), slot);
 }
 
 static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
@@ -66,9 +97,13 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 		ret = mrp_large_alloc(pool, size, align, &a);
 		if (ret < 0)
 			goto fallback;
+		ret = mrp_fill_keys(pool, a, slot, buf);
+		if (ret) {
+			mrp_large_free(pool, a->base);
+			return ret;
+		}
 		buf->addr = (void *)a->base;
 		buf->size = a->size;
-		mrp_fill_keys(pool, slot, buf);
 		return 0;
 	}
 
@@ -82,11 +117,18 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 		if (ret < 0)
 			goto fallback;
 	}
+	if (slot >= 0 && !mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[bin->count - 1]),
+					slot)) {
+		ret = mrp_bin_keyed_top(pool, bin, slot);
+		if (ret)
+			return ret;
+	}
 	mrp_inc(&tc->misses);
 	buf->addr = bin->slots[--bin->count];
 	mrp_inc(&bin->allocs);
 	buf->size = mrp_class_size(cls);
-	mrp_fill_keys(pool, slot, buf);
+	/* the top buffer's arena has the keys now: cannot fail */
+	mrp_fill_keys(pool, mrp_arena_of((uintptr_t)buf->addr), slot, buf);
 	/* no background thread to publish the counters: the slow path does */
 	if (!pool->bg_running)
 		mrp_publish(pool, false);
@@ -98,9 +140,15 @@ fallback:
 	return mrp_fallback_alloc(pool, size, align, slot, buf);
 }
 
-/* Thread-cache pop: 0 done, -EINVAL bad PD, 1 take the slow path. */
-static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
-				 struct ibv_pd *pd, struct mrp_buf *buf)
+/*
+ * Thread-cache pop: 0 done, -EINVAL bad PD, 1 take the slow path (empty
+ * bin, or the top buffer's arena has no keys of pd: its registration
+ * failed or the PD is marked dead). Always inlined: GCC stops doing so on
+ * its own once the key test is in, and a call costs more than the test.
+ */
+static inline __attribute__((always_inline))
+int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
+		   struct mrp_buf *buf)
 {
 	unsigned int msb = mrp_size_msb(size);
 	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
@@ -118,9 +166,12 @@ static inline int mrp_alloc_fast(struct mrp_pool *pool, size_t size,
 			slot = 0;
 		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
 			return -EINVAL;
-		p = bin->slots[--bin->count];
+		p = bin->slots[bin->count - 1];
 		/* a cached buffer is in an arena: in the map, no bound test */
 		a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
+		if (unlikely(!mrp_arena_has(a, slot)))
+			return 1;
+		bin->count--;
 		k = a->keys[slot];
 		buf->lkey = k.lkey;
 		buf->rkey = k.rkey;
@@ -337,12 +388,5 @@ MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
 		buf->addr = (void *)(p & ~mrp_buf_mask(a));
 		buf->size = mrp_buf_mask(a) + 1;
 	}
-	if (slot < 0) {
-		buf->lkey = 0;
-		buf->rkey = 0;
-	} else {
-		buf->lkey = a->keys[slot].lkey;
-		buf->rkey = a->keys[slot].rkey;
-	}
-	return 0;
+	return mrp_fill_keys(pool, a, slot, buf);
 }

@@ -13,8 +13,9 @@
  * anything is written, never written past the map's end.
  *
  * An arena is mapped, made reachable from the map and registered in every
- * attached PD before any of its buffers is handed out; it is unpublished
- * and deregistered before it is unmapped. Large buffers (above 2 MiB) are
+ * attached PD that accepts it before any of its buffers is handed out (a
+ * PD whose registration failed gets it lazily, or an error, on its slow
+ * path); it is unpublished and deregistered before it is unmapped. Large buffers (above 2 MiB) are
  * arenas of their own, parked after free for reuse until trimmed.
  */
 #include <errno.h>
@@ -175,11 +176,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		ret = -ENOMEM;
 	if (ret)
 		goto unmap;
-	ret = mrp_reg_arena(pool, a);
-	if (ret && a->retired)
-		goto free_arena;	/* an MR may outlive its failed dereg: leak */
-	if (ret)
-		goto unmap;
+	/* best effort: a PD that refuses the arena only lacks its keys */
+	mrp_reg_arena(pool, a);
 
 	/* reserved above: in range, cannot fail */
 	mrp_map_set(&mrp_map, a->base, a->size, a);

@@ -82,6 +82,15 @@ struct mrp_arena {
 	_Atomic uintptr_t block_mask;
 	uint32_t cls;			/* size class or MRP_LARGE */
 	uint32_t shift;			/* log2 of the buffer size (classes) */
+	/*
+	 * Bit s: keys[s] are those of a live MR in a PD not marked dead.
+	 * Registration per PD is best effort, so an arena may lack some; the
+	 * fast path tests the bit before handing out keys and leaves the rest
+	 * to the slow path (lazy registration, -ENODEV for a dead PD). Set
+	 * with release after keys[s] is written, cleared first when they go;
+	 * both under pool->lock.
+	 */
+	_Atomic uint32_t reg_mask;
 	struct mrp_key keys[MRP_MAX_PDS];	/* per pool->pds slot */
 
 	/* depot, class->lock */
@@ -249,6 +258,14 @@ struct mrp_pool {
 	struct mrp_fallback *fallbacks;
 	struct mrp_mw *mws;		/* bound memory windows */
 	unsigned int access[MRP_MAX_PDS];
+	/*
+	 * Slots whose device went away (mrp_pd_dead()): never registered in
+	 * again, their calls fail with -ENODEV until the detach. Set under
+	 * pool->lock, read without it; cleared when a slot is attached.
+	 */
+	_Atomic uint32_t pd_dead;
+	_Atomic uint64_t pd_reg_failures[MRP_MAX_PDS];	/* per slot, since attach */
+	_Atomic uint64_t pd_dereg_errors[MRP_MAX_PDS];
 	size_t mapped, locked_bytes;
 	uint64_t narenas;
 
@@ -337,6 +354,18 @@ static inline size_t mrp_class_size(unsigned int cls)
 	return (size_t)1 << (cls + MRP_MIN_SHIFT);
 }
 
+/* Is the PD of slot marked dead? */
+static inline bool mrp_slot_dead(struct mrp_pool *pool, int slot)
+{
+	return atomic_load_explicit(&pool->pd_dead, memory_order_acquire) & (1u << slot);
+}
+
+/* Does the arena carry usable keys of slot? (see reg_mask) */
+static inline bool mrp_arena_has(const struct mrp_arena *a, int slot)
+{
+	return atomic_load_explicit(&a->reg_mask, memory_order_acquire) & (1u << slot);
+}
+
 /* PD slot, -1 if pd is not attached. */
 static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 {
@@ -403,7 +432,8 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
-int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot);
 int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf);

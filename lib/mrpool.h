@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	1
+#define MRP_VERSION_MINOR	2
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -207,7 +207,10 @@ int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags);
  * Register every current and future arena of the pool in pd with access
  * (IBV_ACCESS_* flags), once. Returns 0, -EEXIST (already attached), -ENOSPC
  * (MRP_MAX_PDS attached), -EINVAL, or the errno of a failed registration
- * (nothing is left registered then).
+ * (nothing is left registered then). Arenas added later are registered
+ * best effort per PD: one a PD refuses still serves pd NULL and the other
+ * PDs, and is registered in that PD when an allocation asks for its keys
+ * (see mrp_alloc()); mrp_pd_stats() counts the failures.
  */
 #define MRP_MAX_PDS 8
 int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access);
@@ -216,11 +219,51 @@ int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access)
 int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd);
 
 /*
+ * pd's device is gone (IBV_EVENT_DEVICE_FATAL on its context, the device
+ * removed or reset): for the application's async-event thread, safe
+ * against concurrent calls on the pool, including ones naming pd. Once it
+ * returns, allocations and lookups naming pd fail with -ENODEV, no buffer
+ * comes out with pd's keys again (cached ones included), growth and the
+ * fallback skip pd, and pd NULL and the other PDs work on. An allocation
+ * running at the same time may still get pd's keys. pd's MRs stay until
+ * mrp_detach_pd() (or until trim or close releases their arena), where
+ * failures are counted (dereg_errors) but retire nothing: the device
+ * reaches no memory any more. Call mrp_detach_pd() once no thread uses pd.
+ * Idempotent. Returns 0, -ENOENT (not attached), -EINVAL or -ECHILD.
+ * Since 1.2.
+ */
+int mrp_pd_dead(struct mrp_pool *pool, struct ibv_pd *pd);
+
+/* State of an attached PD (mrp_pd_stats.state). */
+enum mrp_pd_state {
+	MRP_PD_LIVE = 1,
+	MRP_PD_DEAD = 2,	/* marked by mrp_pd_dead() */
+};
+
+/*
+ * Counters of one attached PD, since its attach. Pass sizeof(struct
+ * mrp_pd_stats); the library fills at most that many bytes. Since 1.2.
+ */
+struct mrp_pd_stats {
+	uint32_t state;			/* enum mrp_pd_state */
+	uint32_t arenas;		/* arenas whose keys it can hand out now */
+	uint64_t reg_failures;		/* failed ibv_reg_mr/ibv_reg_dmabuf_mr in it */
+	uint64_t dereg_errors;		/* failed ibv_dereg_mr in it */
+};
+
+/* Fill up to size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */
+int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
+		 struct mrp_pd_stats *stats, size_t size);
+
+/*
  * Allocate at least size bytes (size-class aligned: an 8 KiB buffer starts on
  * an 8 KiB boundary, large ones on 2 MiB) and fill buf with the keys of pd
  * (NULL: keys 0). Returns 0, -EINVAL (size 0, pd not attached), -ENOMEM
  * (pool limit reached or backend exhausted, and fallback not allowed),
- * -ECHILD (pool of the parent process).
+ * -ECHILD (pool of the parent process), -ENODEV (pd marked dead), or the
+ * error of registering in pd the arena it is to come from, which pd
+ * refused when it was added (tried again then; the buffers stay for other
+ * callers, and buffers of arenas pd did take are preferred).
  */
 int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	      struct mrp_buf *buf);
@@ -238,7 +281,8 @@ int mrp_free(struct mrp_pool *pool, void *addr);
 /*
  * From any address inside a live buffer, O(1): fill buf with that buffer's
  * start, size and keys in pd (NULL: keys 0). Returns 0, -ENOENT (not in
- * this pool), -EINVAL (pd not attached) or -ECHILD.
+ * this pool), -EINVAL (pd not attached), -ECHILD, -ENODEV (pd marked dead)
+ * or a registration error as for mrp_alloc().
  */
 int mrp_lookup(struct mrp_pool *pool, const void *addr, struct ibv_pd *pd,
 	       struct mrp_buf *buf);
@@ -263,7 +307,8 @@ struct ibv_qp;
  * attached with IBV_ACCESS_MW_BIND in its access. The window is invalidated
  * (deallocated) when the buffer is freed or by mrp_mw_invalidate().
  * Returns 0, -EINVAL (not a pool buffer, range beyond the buffer, PD not
- * attached for binding), -ECHILD, or the error of ibv_alloc_mw/ibv_post_send.
+ * attached for binding), -ECHILD, -ENODEV (PD marked dead), or the error
+ * of ibv_alloc_mw/ibv_post_send.
  */
 int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 		size_t len, unsigned int access, uint64_t wr_id,

@@ -55,6 +55,14 @@ MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 	slot = mrp_pd_slot(pool, qp->pd);
 	if (slot < 0 || !(pool->access[slot] & IBV_ACCESS_MW_BIND))
 		return -EINVAL;
+	if (mrp_slot_dead(pool, slot))
+		return -ENODEV;
+	/* an arena the PD refused at growth: its MR first */
+	if (!mrp_arena_has(a, slot)) {
+		ret = mrp_reg_lazy(pool, a, slot);
+		if (ret)
+			return ret;
+	}
 	if (a->cls == MRP_LARGE) {
 		start = a->base;
 		end = a->base + a->size;

@@ -41,7 +41,7 @@ MRP_EXPORT const char *mrp_strerror(int err)
 	case ENOMEM:
 		return "pool exhausted (limit reached, backend out of memory) and fallback not allowed";
 	case ENODEV:
-		return "mrpool kernel backend unavailable";
+		return "mrpool kernel backend unavailable, or protection domain marked dead";
 	case EEXIST:
 		return "protection domain already attached";
 	case ENOSPC:

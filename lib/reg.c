@@ -3,6 +3,12 @@
  * Registration: each arena once in each attached PD (ibv_reg_dmabuf_mr when
  * the backend exports a dma-buf for it, else ibv_reg_mr), and the counted
  * fallback of malloc + per-buffer registration when arenas run out.
+ *
+ * Growth registers best effort per PD: one PD whose device fails (or went
+ * away) must not take pd NULL and the other PDs down with it. A PD that
+ * refused an arena is counted (reg_failures) and tried again when a caller
+ * asks for its keys (mrp_reg_lazy); a PD marked dead (mrp_pd_dead) is no
+ * longer registered in and its keys are never handed out again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,24 +18,33 @@
 
 #include "internal.h"
 
-/* Register [addr, addr + len) in the PD of slot, timed into the stats. */
+/*
+ * Register [addr, addr + len) in the PD of slot, timed into the stats; a
+ * failure is counted for the PD and leaves its errno set.
+ */
 static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot,
 			      void *addr, size_t len, int dmabuf_fd)
 {
 	int access = (int)pool->access[slot];
 	uint64_t t0 = mrp_now_ns(), dt, max;
 	struct ibv_mr *mr;
+	int err;
 
+	errno = 0;
 	if (dmabuf_fd >= 0)
 		mr = ibv_reg_dmabuf_mr(pd, 0, len, (uintptr_t)addr, dmabuf_fd, access);
 	else
 		mr = ibv_reg_mr(pd, addr, len, access);
+	err = errno;
+	if (!mr)
+		mrp_add(&pool->pd_reg_failures[slot], 1);
 	dt = mrp_now_ns() - t0;
 	mrp_add(&pool->regs, 1);
 	mrp_add(&pool->reg_ns, dt);
 	max = mrp_get(&pool->reg_ns_max);
 	while (dt > max && !atomic_compare_exchange_weak(&pool->reg_ns_max, &max, dt))
 		;
+	errno = err;
 	return mr;
 }
 
@@ -44,6 +59,8 @@ static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 	a->mr[slot] = mr;
 	a->keys[slot].lkey = mr->lkey;
 	a->keys[slot].rkey = mr->rkey;
+	/* release: a fast path that sees the bit sees these keys */
+	atomic_fetch_or_explicit(&a->reg_mask, 1u << slot, memory_order_release);
 	return 0;
 }
 
@@ -52,14 +69,27 @@ static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
  * a device gone): the MR is given up either way, the caller decides what
  * becomes of the memory it covered.
  */
-static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr)
+static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr, int slot)
 {
 	int ret = ibv_dereg_mr(mr);
 
 	if (!ret)
 		return 0;
 	mrp_add(&pool->dereg_errors, 1);
+	mrp_add(&pool->pd_dereg_errors[slot], 1);
 	return ret > 0 ? -ret : -EIO;
+}
+
+/*
+ * The MR of a PD marked dead may fail to go (its device is gone): counted,
+ * not an error, since that device reaches no memory any more.
+ */
+static int mrp_dereg_fb_mr(struct mrp_pool *pool, struct mrp_fallback *fb, int slot)
+{
+	int ret = mrp_dereg_mr(pool, fb->mr[slot], slot);
+
+	fb->mr[slot] = NULL;
+	return mrp_slot_dead(pool, slot) ? 0 : ret;
 }
 
 static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
@@ -68,32 +98,55 @@ static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 
 	if (!a->mr[slot])
 		return 0;
-	ret = mrp_dereg_mr(pool, a->mr[slot]);
+	/* the bit goes first: no fast path hands out these keys from now */
+	atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot), memory_order_release);
+	ret = mrp_dereg_mr(pool, a->mr[slot], slot);
 	a->mr[slot] = NULL;
 	a->keys[slot].lkey = 0;
 	a->keys[slot].rkey = 0;
-	return ret;
+	return mrp_slot_dead(pool, slot) ? 0 : ret;
 }
 
-/* A new arena in every attached PD, all or nothing. pool->lock held. */
-int mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a)
+/*
+ * A new arena in every attached PD that takes it, best effort: a PD that
+ * refuses it (device gone or failing, out of resources) only lacks its
+ * keys (counted in its reg_failures, tried again by mrp_reg_lazy()); pd
+ * NULL and the other PDs are served. Dead PDs are skipped. pool->lock held,
+ * the arena not published yet.
+ */
+void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a)
 {
-	int ret;
+	uint32_t dead = atomic_load(&pool->pd_dead);
 
 	for (int s = 0; s < MRP_MAX_PDS; s++) {
 		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
 
-		if (!pd)
-			continue;
-		ret = mrp_reg_one(pool, pd, a, s);
-		if (ret) {
-			/* not published yet: a failure here is only marked */
-			if (mrp_dereg_arena(pool, a))
-				a->retired = true;
-			return ret;
-		}
+		if (pd && !(dead & (1u << s)))
+			mrp_reg_one(pool, pd, a, s);
 	}
-	return 0;
+}
+
+/*
+ * A caller wants keys of slot from an arena that lacks them: register it
+ * now (the slow paths only). Returns 0 with the keys in place, -ENODEV if
+ * the PD is dead, -EINVAL if it was detached meanwhile, or the error of
+ * the registration (counted, the arena stays without that PD).
+ */
+int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot)
+{
+	struct ibv_pd *pd;
+	int ret = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	pd = atomic_load(&pool->pds[slot]);
+	if (!pd)
+		ret = -EINVAL;
+	else if (mrp_slot_dead(pool, slot))
+		ret = -ENODEV;
+	else if (!mrp_arena_has(a, slot) && !a->mr[slot])
+		ret = mrp_reg_one(pool, pd, a, slot);
+	pthread_mutex_unlock(&pool->lock);
+	return ret;
 }
 
 /* Every MR of the arena; the first error, after trying them all. */
@@ -109,7 +162,7 @@ int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a)
 	return ret;
 }
 
-/* A PD's MR of an arena in use: a failure retires the arena. */
+/* A PD's MR of an arena in use: a failure retires the arena (not for a dead PD). */
 static void mrp_dereg_live(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 {
 	if (mrp_dereg_one(pool, a, slot))
@@ -123,16 +176,39 @@ static int mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
 	return fb->mr[slot] ? 0 : (errno ? -errno : -EIO);
 }
 
+/* Keys of a fallback buffer in slot, registering it now if it lacks them. */
+static int mrp_fb_keys(struct mrp_pool *pool, struct mrp_fallback *fb, int slot,
+		       struct mrp_buf *buf)
+{
+	struct ibv_pd *pd;
+	int ret;
+
+	buf->lkey = 0;
+	buf->rkey = 0;
+	if (slot < 0)
+		return 0;
+	if (mrp_slot_dead(pool, slot))
+		return -ENODEV;
+	pd = atomic_load(&pool->pds[slot]);
+	if (!pd)
+		return -EINVAL;
+	if (!fb->mr[slot]) {
+		ret = mrp_fb_reg(pool, pd, fb, slot);
+		if (ret)
+			return ret;
+	}
+	buf->lkey = fb->mr[slot]->lkey;
+	buf->rkey = fb->mr[slot]->rkey;
+	return 0;
+}
+
 static int mrp_fb_dereg(struct mrp_pool *pool, struct mrp_fallback *fb)
 {
 	int ret = 0;
 
 	for (int s = 0; s < MRP_MAX_PDS; s++)
-		if (fb->mr[s]) {
-			if (mrp_dereg_mr(pool, fb->mr[s]))
-				ret = -EBUSY;
-			fb->mr[s] = NULL;
-		}
+		if (fb->mr[s] && mrp_dereg_fb_mr(pool, fb, s))
+			ret = -EBUSY;
 	return ret;
 }
 
@@ -167,6 +243,10 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 	 * pds[] finds its keys in every arena.
 	 */
 	pool->access[slot] = access;
+	/* a slot starts live, with counters of its own */
+	atomic_fetch_and(&pool->pd_dead, ~(1u << slot));
+	atomic_store(&pool->pd_reg_failures[slot], 0);
+	atomic_store(&pool->pd_dereg_errors[slot], 0);
 	for (a = pool->arenas; a && !ret; a = a->next)
 		ret = mrp_reg_one(pool, pd, a, slot);
 	for (fb = pool->fallbacks; fb && !ret; fb = fb->next)
@@ -175,10 +255,8 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 		for (a = pool->arenas; a; a = a->next)
 			mrp_dereg_live(pool, a, slot);
 		for (fb = pool->fallbacks; fb; fb = fb->next)
-			if (fb->mr[slot]) {
-				mrp_dereg_mr(pool, fb->mr[slot]);
-				fb->mr[slot] = NULL;
-			}
+			if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
+				fb->leak = true;
 	} else {
 		atomic_store(&pool->pds[slot], pd);
 	}
@@ -207,17 +285,45 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	mrp_mw_release_pd_locked(pool, pd);
 	/*
 	 * An MR that fails to go retires its arena: the PD's rkey may still
-	 * reach that memory, so it must not carry other buffers. The detach
+	 * reach that memory, so it must not carry other buffers. Not so for a
+	 * PD marked dead: its device reaches nothing any more. The detach
 	 * itself completes (dereg_errors counts what failed).
 	 */
 	for (a = pool->arenas; a; a = a->next)
 		mrp_dereg_live(pool, a, slot);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
-		if (fb->mr[slot]) {
-			if (mrp_dereg_mr(pool, fb->mr[slot]))
-				fb->leak = true;
-			fb->mr[slot] = NULL;
-		}
+		if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
+			fb->leak = true;
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
+MRP_EXPORT int mrp_pd_dead(struct mrp_pool *pool, struct ibv_pd *pd)
+{
+	uint32_t bit;
+	struct mrp_arena *a;
+	int slot;
+
+	if (!pool || !pd)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	pthread_mutex_lock(&pool->lock);
+	slot = mrp_pd_slot(pool, pd);
+	if (slot < 0) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOENT;
+	}
+	bit = 1u << slot;
+	/*
+	 * Dead first, then every arena's bit (release): a fast path that
+	 * finds the bit gone falls to the slow path, which then sees the PD
+	 * dead and fails with -ENODEV. The MRs stay until the detach (or the
+	 * arena's trim): mrp_mw_bind() may be reading them right now.
+	 */
+	atomic_fetch_or(&pool->pd_dead, bit);
+	for (a = pool->arenas; a; a = a->next)
+		atomic_fetch_and_explicit(&a->reg_mask, ~bit, memory_order_release);
 	pthread_mutex_unlock(&pool->lock);
 	return 0;
 }
@@ -265,13 +371,23 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		mrp_fb_unmap(fb);
 		return ret;
 	}
+	/*
+	 * Best effort per PD, as arenas: only the caller's PD must take it;
+	 * another refusing (or dead) lacks its keys, tried again on lookup.
+	 */
 	pthread_mutex_lock(&pool->lock);
-	for (int s = 0; s < MRP_MAX_PDS && !ret; s++) {
+	for (int s = 0; s < MRP_MAX_PDS; s++) {
 		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
+		int err;
 
-		if (pd)
-			ret = mrp_fb_reg(pool, pd, fb, s);
+		if (!pd || mrp_slot_dead(pool, s))
+			continue;
+		err = mrp_fb_reg(pool, pd, fb, s);
+		if (s == slot)
+			ret = err;
 	}
+	if (!ret && slot >= 0 && mrp_slot_dead(pool, slot))
+		ret = -ENODEV;
 	if (ret) {
 		pthread_mutex_unlock(&pool->lock);
 		if (mrp_fb_dereg(pool, fb))
@@ -326,9 +442,7 @@ int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
 			continue;
 		buf->addr = fb->addr;
 		buf->size = fb->size;
-		buf->lkey = slot >= 0 ? fb->mr[slot]->lkey : 0;
-		buf->rkey = slot >= 0 ? fb->mr[slot]->rkey : 0;
-		ret = 0;
+		ret = mrp_fb_keys(pool, fb, slot, buf);
 		break;
 	}
 	pthread_mutex_unlock(&pool->lock);

@@ -111,3 +111,31 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
 	return 0;
 }
+
+MRP_EXPORT int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
+			    struct mrp_pd_stats *out, size_t size)
+{
+	struct mrp_pd_stats st;
+	struct mrp_arena *a;
+	int slot;
+
+	if (!pool || !pd || !out)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	memset(&st, 0, sizeof(st));
+	pthread_mutex_lock(&pool->lock);
+	slot = mrp_pd_slot(pool, pd);
+	if (slot < 0) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOENT;
+	}
+	st.state = mrp_slot_dead(pool, slot) ? MRP_PD_DEAD : MRP_PD_LIVE;
+	for (a = pool->arenas; a; a = a->next)
+		st.arenas += mrp_arena_has(a, slot);
+	st.reg_failures = mrp_get(&pool->pd_reg_failures[slot]);
+	st.dereg_errors = mrp_get(&pool->pd_dereg_errors[slot]);
+	pthread_mutex_unlock(&pool->lock);
+	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	return 0;
+}

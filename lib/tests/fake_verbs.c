@@ -23,6 +23,12 @@ static uint32_t fake_next_key = 0x100;
 int fake_live, fake_regs, fake_fail_next;
 /* the next n ibv_dereg_mr calls fail with EBUSY, the MR staying live */
 int fake_dereg_fail_next;
+/*
+ * A device gone: every registration in fake_fail_pd fails with EIO, and
+ * every deregistration in fake_dereg_fail_pd fails with EIO, the MR gone
+ * with its device all the same.
+ */
+struct ibv_pd *fake_fail_pd, *fake_dereg_fail_pd;
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
@@ -34,6 +40,11 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 		fake_fail_next--;
 		pthread_mutex_unlock(&fake_lock);
 		errno = EFAULT;
+		return NULL;
+	}
+	if (fake_fail_pd && pd == fake_fail_pd) {
+		pthread_mutex_unlock(&fake_lock);
+		errno = EIO;
 		return NULL;
 	}
 	f = calloc(1, sizeof(*f));
@@ -73,6 +84,7 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	struct fake_mr **pp, *f;
+	int ret = 0;
 
 	pthread_mutex_lock(&fake_lock);
 	if (fake_dereg_fail_next) {
@@ -86,12 +98,14 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	if (f) {
 		*pp = f->next;
 		fake_live--;
+		if (fake_dereg_fail_pd && f->mr.pd == fake_dereg_fail_pd)
+			ret = EIO;
 	}
 	pthread_mutex_unlock(&fake_lock);
 	if (!f)
 		abort();	/* deregistering something never registered */
 	free(f);
-	return 0;
+	return ret;
 }
 
 /* 1 if a live MR of pd with these keys covers [addr, addr + len). */
