@@ -48,8 +48,9 @@ struct worker {
 	bool dies;			/* pd is the one marked dead */
 	pthread_t tid;
 	bool started;
-	/* results, read after the join */
-	unsigned long ok, enodev, errors, late_ok;
+	/* results, read after the join; ok and enodev also while it runs */
+	atomic_ulong ok, enodev;
+	unsigned long errors, late_ok;
 	int first_err;
 };
 
@@ -401,6 +402,11 @@ TEST_F(devloss, delete_device_under_allocators)
 	write_on_rxe0(_metadata, self, 7);
 	EXPECT_EQ(0, mrp_free(self->pool, big.addr));
 	sleep_ms(300);		/* the survivors run on past the removal */
+
+	/* the victim's worker has met the mark, however slowly it runs */
+	until = time(NULL) + GONE_WAIT_S;
+	while (!atomic_load(&self->w[1].enodev) && time(NULL) < until)
+		sleep_ms(20);
 
 	/* the application stops using the PD, then detaches and closes it */
 	worker_stop(&self->w[1]);
