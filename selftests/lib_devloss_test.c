@@ -87,20 +87,6 @@ FIXTURE(devloss) {
 	const char *skip;
 };
 
-static void fill(unsigned char *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (unsigned char)(i * 131 + seed + (i >> 9));
-}
-
-static int same(const unsigned char *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != (unsigned char)(i * 131 + seed + (i >> 9)))
-			return 0;
-	return 1;
-}
-
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -327,12 +313,12 @@ static void write_on_rxe0(struct __test_metadata *_metadata,
 
 	ASSERT_EQ(0, mrp_alloc(self->pool, LEN, self->dev0.pd, &src));
 	ASSERT_EQ(0, mrp_alloc(self->pool, LEN, self->dev0.pd, &dst));
-	fill(src.addr, LEN, seed);
+	rdt_pattern_fill(src.addr, LEN, seed);
 	memset(dst.addr, 0, LEN);
 	ASSERT_EQ(0, rdt_write(&self->lp0, src.addr, src.lkey, (uintptr_t)dst.addr,
 			       dst.rkey, LEN, &status));
 	EXPECT_EQ(IBV_WC_SUCCESS, status);
-	EXPECT_TRUE(same(dst.addr, LEN, seed));
+	EXPECT_TRUE(rdt_pattern_same(dst.addr, LEN, seed));
 	EXPECT_EQ(0, mrp_free(self->pool, src.addr));
 	EXPECT_EQ(0, mrp_free(self->pool, dst.addr));
 }

@@ -42,20 +42,6 @@ FIXTURE(lib) {
 	const char *skip;
 };
 
-static void fill(unsigned char *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (unsigned char)(i * 131 + seed + (i >> 9));
-}
-
-static int same(const unsigned char *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != (unsigned char)(i * 131 + seed + (i >> 9)))
-			return 0;
-	return 1;
-}
-
 /* Query the module on a file of our own (-errno on failure). */
 static int query(struct mrpool_query *q)
 {
@@ -152,22 +138,22 @@ TEST_F(lib, write_read_across_arenas)
 		ASSERT_EQ(0, mrp_alloc(self->pool, 1 << 20, pd, &back));
 		ASSERT_EQ(0, mrp_alloc(self->pool, 1 << 20, pd, &dst));
 		ASSERT_EQ(0, mrp_alloc(self->pool, 3 << 20, pd, &big));	/* own arena */
-		fill(src.addr, LEN, 11 + i);
+		rdt_pattern_fill(src.addr, LEN, 11 + i);
 		memset(dst.addr, 0, LEN);
 		memset(back.addr, 0, LEN);
 
 		ASSERT_EQ(0, rdt_write(&self->lp[i], src.addr, src.lkey,
 				       (uintptr_t)dst.addr, dst.rkey, LEN, &status));
 		EXPECT_EQ(IBV_WC_SUCCESS, status);
-		EXPECT_TRUE(same(dst.addr, LEN, 11 + i));
+		EXPECT_TRUE(rdt_pattern_same(dst.addr, LEN, 11 + i));
 		ASSERT_EQ(0, rdt_read(&self->lp[i], back.addr, back.lkey,
 				      (uintptr_t)dst.addr, dst.rkey, LEN, &status));
-		EXPECT_TRUE(same(back.addr, LEN, 11 + i));
+		EXPECT_TRUE(rdt_pattern_same(back.addr, LEN, 11 + i));
 		/* the large arena (two chunks), across its 2 MiB chunk boundary */
 		ASSERT_EQ(0, rdt_write(&self->lp[i], src.addr, src.lkey,
 				       (uintptr_t)big.addr + (2 << 20) - LEN / 2, big.rkey,
 				       LEN, &status));
-		EXPECT_TRUE(same((unsigned char *)big.addr + (2 << 20) - LEN / 2, LEN, 11 + i));
+		EXPECT_TRUE(rdt_pattern_same((unsigned char *)big.addr + (2 << 20) - LEN / 2, LEN, 11 + i));
 
 		ASSERT_EQ(0, mrp_free(self->pool, src.addr));
 		ASSERT_EQ(0, mrp_free(self->pool, dst.addr));
@@ -192,7 +178,7 @@ TEST_F(lib, keys_are_per_pd)
 	ASSERT_EQ(0, mrp_alloc(self->pool, LEN, self->dev[0].pd, &dst));
 	ASSERT_EQ(0, mrp_lookup(self->pool, dst.addr, self->dev[1].pd, &dst1));
 	ASSERT_NE(dst.rkey, dst1.rkey);
-	fill(src.addr, LEN, 3);
+	rdt_pattern_fill(src.addr, LEN, 3);
 	memset(dst.addr, 0x77, LEN);
 	EXPECT_EQ(-EIO, rdt_write(&self->lp[0], src.addr, src.lkey,
 				  (uintptr_t)dst.addr, dst1.rkey, LEN, &status));
@@ -202,7 +188,7 @@ TEST_F(lib, keys_are_per_pd)
 	ASSERT_EQ(0, rdt_loop_reconnect(&self->lp[0]));
 	ASSERT_EQ(0, rdt_write(&self->lp[0], src.addr, src.lkey,
 			       (uintptr_t)dst.addr, dst.rkey, LEN, &status));
-	EXPECT_TRUE(same(dst.addr, LEN, 3));
+	EXPECT_TRUE(rdt_pattern_same(dst.addr, LEN, 3));
 }
 
 /* Trim while buffers are live: their arena stays mapped and registered. */
@@ -226,10 +212,10 @@ TEST_F(lib, trim_with_live_buffers)
 	/* the slice went back to the module */
 	ASSERT_EQ(0, query(&q1));
 	EXPECT_EQ(q0.used_bytes - (2 << 20), q1.used_bytes);
-	fill(live.addr, LEN, 5);
+	rdt_pattern_fill(live.addr, LEN, 5);
 	ASSERT_EQ(0, rdt_write(&self->lp[0], live.addr, live.lkey,
 			       (uintptr_t)peer.addr, peer.rkey, LEN, &status));
-	EXPECT_TRUE(same(peer.addr, LEN, 5));
+	EXPECT_TRUE(rdt_pattern_same(peer.addr, LEN, 5));
 	EXPECT_EQ(0, mrp_free(self->pool, live.addr));
 	EXPECT_EQ(0, mrp_free(self->pool, peer.addr));
 }
@@ -260,11 +246,11 @@ TEST_F(lib, fallback_buffer_rdma)
 	EXPECT_EQ(2, st.registrations);	/* the arena, and the fallback buffer */
 	/* bytes move from the arena buffer into the fallback one */
 	src = full;
-	fill(src.addr, 65536, 21);
+	rdt_pattern_fill(src.addr, 65536, 21);
 	memset(fb.addr, 0, 65536);
 	ASSERT_EQ(0, rdt_write(&self->lp[0], src.addr, src.lkey,
 			       (uintptr_t)fb.addr, fb.rkey, 65536, &status));
-	EXPECT_TRUE(same(fb.addr, 65536, 21));
+	EXPECT_TRUE(rdt_pattern_same(fb.addr, 65536, 21));
 	EXPECT_EQ(0, mrp_free(p, fb.addr));
 	EXPECT_EQ(0, mrp_free(p, full.addr));
 	EXPECT_EQ(0, mrp_pool_close(p));
@@ -307,11 +293,11 @@ TEST_F(lib, background_growth_registered)
 	EXPECT_LE(2, st.arenas);
 	EXPECT_EQ(st.arenas, st.registrations);
 	/* the last buffer lives in a background arena: its keys work */
-	fill(b[0].addr, 4096, 8);
+	rdt_pattern_fill(b[0].addr, 4096, 8);
 	memset(b[N - 1].addr, 0, 4096);
 	ASSERT_EQ(0, rdt_write(&self->lp[0], b[0].addr, b[0].lkey,
 			       (uintptr_t)b[N - 1].addr, b[N - 1].rkey, 4096, &status));
-	EXPECT_TRUE(same(b[N - 1].addr, 4096, 8));
+	EXPECT_TRUE(rdt_pattern_same(b[N - 1].addr, 4096, 8));
 	for (int i = 0; i < N; i++)
 		ASSERT_EQ(0, mrp_free(p, b[i].addr));
 	EXPECT_EQ(0, mrp_pool_close(p));

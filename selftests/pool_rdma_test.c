@@ -74,14 +74,6 @@ FIXTURE_TEARDOWN(rdma)
 		close(self->fd);
 }
 
-static void fill(uint8_t *p, size_t len, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)(i * 131 + seed + (i >> 9));
-}
-
 /* A slice registers, and WRITE/READ across its chunk boundary are exact. */
 TEST_F(rdma, write_read_across_chunks)
 {
@@ -98,7 +90,7 @@ TEST_F(rdma, write_read_across_chunks)
 	ASSERT_NE(NULL, mr) TH_LOG("ibv_reg_mr on a slice: %s", strerror(errno));
 
 	at = p + chunk - XFER / 2;
-	fill(self->buf, XFER, 5);
+	rdt_pattern_fill(self->buf, XFER, 5);
 	ASSERT_EQ(0, rdt_write(&self->lp, self->buf, self->bmr->lkey,
 			       (uintptr_t)at, mr->rkey, XFER, &st));
 	EXPECT_EQ(IBV_WC_SUCCESS, st);
@@ -107,7 +99,7 @@ TEST_F(rdma, write_read_across_chunks)
 	EXPECT_EQ(0, at[XFER]);
 
 	/* And back out, from the slice's lkey side this time. */
-	fill(at, XFER, 9);
+	rdt_pattern_fill(at, XFER, 9);
 	memset(self->buf, 0, XFER);
 	ASSERT_EQ(0, rdt_read(&self->lp, self->buf, self->bmr->lkey,
 			      (uintptr_t)at, mr->rkey, XFER, &st));
@@ -161,7 +153,7 @@ TEST_F_TIMEOUT(rdma, quarantine_with_live_mr, 120)
 	EXPECT_NE(pfn, other);
 	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
 	/* ...while the MR still reaches it. */
-	fill(self->buf, XFER, 3);
+	rdt_pattern_fill(self->buf, XFER, 3);
 	EXPECT_EQ(0, rdt_write(&self->lp, self->buf, self->bmr->lkey,
 			       (uintptr_t)mr->addr, mr->rkey,
 			       XFER, &st));

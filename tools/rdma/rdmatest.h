@@ -180,4 +180,8 @@ int rdt_send(struct rdt_loop *lp, void *saddr, uint32_t skey,
 /* Monotonic clock in nanoseconds, for the tools' timings. */
 uint64_t rdt_now_ns(void);
 
+/* pattern.c: fill @len bytes with the pattern of @seed, or compare them to it. */
+void rdt_pattern_fill(void *buf, size_t len, unsigned int seed);
+bool rdt_pattern_same(const void *buf, size_t len, unsigned int seed);
+
 #endif /* RDMATEST_H */
