@@ -10,11 +10,12 @@
 # Each binary runs in its own session under `timeout` (MRPOOL_TEST_TIMEOUT
 # seconds, default 1200: a hang catcher, ample on a busy host); whatever it
 # leaves running afterwards (a child a failed ASSERT never killed) is
-# killed with its session, so it cannot hold the output or the pool. Reported as failed tests ("not ok - ..."): a
-# timeout, a binary missing or not executable, a TAP plan (1..N) that does
-# not match the number of results, and a non-zero exit without a failed
-# test. The TAP of every binary, with these lines, is appended to
-# $MRPOOL_RESULTS/selftests.tap when that is set (tools/vm/guest.sh sets it).
+# killed with its session, so it cannot hold the output or the pool.
+# Reported as failed tests ("not ok - ..."): a timeout, a binary missing or
+# not executable, a TAP plan (1..N) that does not match the number of
+# results, and a non-zero exit without a failed test. The TAP of every
+# binary, with these lines, is appended to $MRPOOL_RESULTS/selftests.tap
+# when that is set (tools/vm/guest.sh sets it).
 cd "$(dirname "$0")/.." || exit 1
 set +m	# no job control: a background job is then no group leader, so
 	# setsid(1) calls setsid() without forking and the job's pid is its
