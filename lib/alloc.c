@@ -100,7 +100,7 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 		ret = mrp_fill_keys(pool, a, slot, buf);
 		if (ret) {
 			mrp_large_free(pool, a->base);
-			return ret;
+			goto keyless;
 		}
 		buf->addr = (void *)a->base;
 		buf->size = a->size;
@@ -121,19 +121,30 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 					slot)) {
 		ret = mrp_bin_keyed_top(pool, bin, slot);
 		if (ret)
-			return ret;
+			goto keyless;
 	}
+	/* Keys before the pop: a PD marked dead meanwhile fails here. */
+	ret = mrp_fill_keys(pool, mrp_arena_of((uintptr_t)bin->slots[bin->count - 1]),
+			    slot, buf);
+	if (ret)
+		goto keyless;
 	mrp_inc(&tc->misses);
 	buf->addr = bin->slots[--bin->count];
 	mrp_inc(&bin->allocs);
 	buf->size = mrp_class_size(cls);
-	/* the top buffer's arena has the keys now: cannot fail */
-	mrp_fill_keys(pool, mrp_arena_of((uintptr_t)buf->addr), slot, buf);
 	/* no background thread to publish the counters: the slow path does */
 	if (!pool->bg_running)
 		mrp_publish(pool, false);
 	return 0;
 
+keyless:
+	/*
+	 * A PD dead or detached meanwhile has no buffer to get; one that
+	 * refused the arena (RLIMIT_MEMLOCK, say) may still take the small
+	 * registration of a fallback buffer, as when growth itself failed.
+	 */
+	if (ret == -ENODEV || ret == -EINVAL)
+		return ret;
 fallback:
 	if (!pool->cfg.fallback)
 		return ret;

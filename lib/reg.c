@@ -386,8 +386,9 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		if (s == slot)
 			ret = err;
 	}
-	if (!ret && slot >= 0 && mrp_slot_dead(pool, slot))
-		ret = -ENODEV;
+	/* Dead, or detached since the caller looked it up: no keys to give. */
+	if (!ret && slot >= 0 && !fb->mr[slot])
+		ret = mrp_slot_dead(pool, slot) ? -ENODEV : -EINVAL;
 	if (ret) {
 		pthread_mutex_unlock(&pool->lock);
 		if (mrp_fb_dereg(pool, fb))

@@ -355,7 +355,11 @@ TEST_F(devloss, delete_device_under_allocators)
 		ASSERT_EQ(0, pthread_create(&w->tid, NULL, worker_main, w));
 		w->started = true;
 	}
-	sleep_ms(500);
+	/* every worker has allocated before the device goes, however slow */
+	until = time(NULL) + GONE_WAIT_S;
+	while ((!atomic_load(&self->w[0].ok) || !atomic_load(&self->w[1].ok) ||
+		!atomic_load(&self->w[2].ok)) && time(NULL) < until)
+		sleep_ms(20);
 	ASSERT_EQ(0, pthread_create(&self->del.tid, NULL, deleter_main, &self->del));
 	self->del.started = true;
 

@@ -79,7 +79,8 @@ TEST(growth_one_pd_failing)
 	ps = pd_stats(pool, FAKE_PD(2));
 	EXPECT_EQ(MRP_PD_LIVE, ps.state);
 	EXPECT_EQ(0, ps.arenas);
-	EXPECT_EQ(3, ps.reg_failures);	/* growth, alloc, lookup */
+	/* growth, alloc (the arena, then a fallback buffer), lookup */
+	EXPECT_EQ(4, ps.reg_failures);
 	ps = pd_stats(pool, FAKE_PD(1));
 	EXPECT_EQ(1, ps.arenas);
 	EXPECT_EQ(0, ps.reg_failures);
@@ -114,6 +115,34 @@ TEST(growth_one_pd_failing)
 	ASSERT_EQ(0, mrp_free(pool, l1.addr));
 	ASSERT_EQ(0, mrp_free(pool, f1.addr));
 	EXPECT_EQ(0, test_stats(pool).dereg_errors);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(0, fake_live);
+}
+
+/*
+ * PD 2 refused the arena and its lazy registration fails too (a memlock
+ * limit a whole arena exceeds, say): the allocation falls back to a
+ * buffer of its own, registered in PD 2, as a failed growth always did.
+ */
+TEST(refused_arena_falls_back)
+{
+	struct mrp_pool *pool = pool_2m(true, 0);
+	struct mrp_buf n, b2;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(2), IBV_ACCESS_LOCAL_WRITE));
+	fake_fail_pd = FAKE_PD(2);
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &n));	/* the arena, without PD 2 */
+	fake_fail_pd = NULL;
+	fake_fail_next = 1;				/* the lazy registration */
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(2), &b2));
+	EXPECT_EQ(1, test_stats(pool).fallbacks);
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(2), b2.addr, b2.size, b2.lkey, b2.rkey));
+	EXPECT_EQ(0, pd_stats(pool, FAKE_PD(2)).arenas);
+	EXPECT_EQ(2, pd_stats(pool, FAKE_PD(2)).reg_failures);
+	ASSERT_EQ(0, mrp_free(pool, b2.addr));
+	ASSERT_EQ(0, mrp_free(pool, n.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 	EXPECT_EQ(0, fake_live);
 }
