@@ -9,6 +9,8 @@
 #   make check-busy   make check while a kernel build loop keeps every CPU busy
 #   make modules-6.12 the module and test modules for the 6.12 guest
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
+#   make deb          Debian packages in build/deb/, checked by lintian
+#   make check-deb    install them here, boot both guests with them, purge
 #   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
 #   make modules_install   the module, for the kernel in KDIR
 #   make C=1          the module build under sparse
@@ -27,7 +29,8 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy install modules_install clean
+.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy deb check-deb \
+	install modules_install clean
 
 all: module lib tools selftests
 
@@ -75,6 +78,19 @@ check: deps
 check-busy: deps
 	tools/busy.sh $(MAKE) -f $(TOP)/Makefile check
 
+# From a copy of the tracked (and new, unignored) files: the package build
+# cleans and builds in its tree, which must not touch this one's objects.
+DEB := $(TOP)/build/deb
+deb: deps
+	rm -rf $(DEB) && mkdir -p $(DEB)/src
+	git -C $(TOP) ls-files -co --exclude-standard | \
+		tar -C $(TOP) -cf - -T - | tar -C $(DEB)/src -xf -
+	cd $(DEB)/src && dpkg-buildpackage -us -uc -b
+	lintian --fail-on error,warning --info $(DEB)/*.changes
+
+check-deb: deb
+	tools/deb-test.sh
+
 install: lib tools
 	$(MAKE) -C lib install
 	$(MAKE) -C tools install
@@ -87,4 +103,4 @@ clean:
 	$(MAKE) -C lib clean
 	$(MAKE) -C tools clean
 	$(MAKE) -C selftests clean
-	rm -rf results
+	rm -rf results build
