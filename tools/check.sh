@@ -18,7 +18,8 @@
 #   when all is well);
 # - per VM run, two checks of the whole run: "kernel log clean" and "rmmod
 #   mrpool after the job" (and failures only: hung, no job status, setup);
-# - checkpatch, sparse (each fails if its tool did not run), the /tmp copy.
+# - checkpatch, sparse (each fails if its tool did not run), the /tmp copy,
+#   make deb (lintian) and each check of the packages (tools/deb/test.sh).
 # Steps that merely ran add nothing. A SKIP in a dedicated VM run
 # (selftests/vm-runs) is a failure: that run exists to provide the
 # precondition.
@@ -143,12 +144,26 @@ for kernel in 6.1 6.12; do
 	done
 done
 
+# Issue 10: the Debian packages, built and checked by lintian, installed on
+# this machine, used in both guests (modprobe, udev rule, a pkg-config
+# build moving data), purged (tools/deb/test.sh).
+say "Debian packages: make deb, then installed, used in both guests, purged"
+make -s deb >"$out/deb-build.log" 2>&1
+step "make deb: the packages build and lintian reports nothing (deb-build.log)" $?
+tools/deb/test.sh 2>&1 | tee "$out/deb-test.log"
+st=${PIPESTATUS[0]}
+cp -f results/deb/deb.tap "$out/deb.tap" 2>/dev/null
+sum_args+=("src=deb" "var=" "plan=1" "strict=0" "$out/deb.tap")
+if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/deb.tap" 2>/dev/null; then
+	step "tools/deb/test.sh: exited with status $st without a failed test" 1
+fi
+
 # Issue 10: the guest hides /tmp under a tmpfs; a checkout there must work
 # too. A copy of the built tree (its .cache a link to this one's: nothing
 # is downloaded or rebuilt) runs the demo in the VM.
 say "a checkout under /tmp: the demo in the VM from a copy of the tree there"
 any=$(mktemp -d /tmp/mrpool-anywhere.XXXXXX)
-tar -C "$top" --exclude=./.git --exclude=./results --exclude=./.cache -cf - . |
+tar -C "$top" --exclude=./.git --exclude=./results --exclude=./.cache --exclude=./build -cf - . |
 	tar -C "$any" -xf -
 ln -s "$top/.cache" "$any/.cache"
 "$any/tools/vm/run" --name anywhere -- tools/demo/demo.sh 2>&1 | tee "$out/vm-anywhere.log"

@@ -21,8 +21,9 @@ fail() {
 	exit 2
 }
 
-# The guest's own modules, where modprobe looks for them.
-mount --bind "$GUEST_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
+# The guest's own modules, where modprobe looks for them (with a packaged
+# mrpool added, tools/vm/run --packaged).
+mount --bind "$MODS_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
 	fail "bind-mount guest modules"
 modprobe crc32_generic || fail "crc32_generic"
 modprobe ib_uverbs || fail "ib_uverbs"

@@ -1,0 +1,106 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# make check-deb (issue 10): the Debian packages of build/deb/ (make deb)
+# installed on this machine as a user installs them; dkms builds the module
+# for both guest kernels; each guest boots, loads it with modprobe and runs
+# a program built with 'pkg-config --cflags --libs mrpool' against the
+# installed libmrpool-dev (tools/deb/guest.sh); then 'dpkg --purge' must
+# leave no file, directory, dkms tree or group behind. TAP in
+# results/deb/deb.tap; exit status non-zero on any failure.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 2
+out=$top/results/deb
+rm -rf "$out" && mkdir -p "$out"
+tap=$out/deb.tap
+echo "# selftest: debian-packages" >"$tap"
+n=0 bad=0
+ok() {	# status description
+	local r=ok
+	n=$((n + 1))
+	[ "$1" = 0 ] || { r="not ok"; bad=1; }
+	echo "$r $n - $2" | tee -a "$tap"
+}
+eval "$(sed -n 's/^\([A-Z_0-9]*\) := \(.*\)$/\1="\2"/p' .cache/env.mk)"
+pkgs=(mrpool-dkms libmrpool1 libmrpool-dev mrpool-utils)
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+debs=()
+for p in "${pkgs[@]}"; do
+	d=(build/deb/"${p}"_*.deb)
+	[ -f "${d[0]}" ] || { echo "deb-test: no $p in build/deb: run 'make deb'" >&2; exit 2; }
+	debs+=("${d[0]}")
+done
+[ "$(id -u)" = 0 ] || { echo "deb-test: installs packages: run as root" >&2; exit 2; }
+export DEBIAN_FRONTEND=noninteractive
+
+# What exists outside the packages' reach, before and after.
+snapshot() {
+	find /usr /etc /var/lib/dkms /opt -xdev 2>/dev/null | LC_ALL=C sort
+	getent group mrpool
+}
+purge() { dpkg --purge "${pkgs[@]}" >>"$out/purge.log" 2>&1; }
+purge	# what an earlier, interrupted run left
+snapshot >"$out/before.txt"
+
+apt-get install -y -q --no-install-recommends "${debs[@]/#/./}" >"$out/install.log" 2>&1
+ok $? "apt-get install ./${pkgs[*]} (log: results/deb/install.log)"
+for p in "${pkgs[@]}"; do
+	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ]
+	ok $? "$p installed"
+done
+getent group mrpool >/dev/null
+ok $? "the group mrpool exists"
+[ -f "/usr/src/mrpool-$ver/dkms.conf" ]
+ok $? "module sources in /usr/src/mrpool-$ver (dkms.conf's version)"
+
+# dkms builds for every installed kernel: here, the two guests' headers.
+for k in "$KABI" "$KABI_612"; do
+	dkms install "mrpool/$ver" -k "$k" >"$out/dkms-$k.log" 2>&1
+	ok $? "dkms install mrpool/$ver -k $k (log: results/deb/dkms-$k.log)"
+	dkms status -m mrpool -v "$ver" -k "$k" | grep -q ': installed'
+	ok $? "dkms status: mrpool/$ver installed for $k"
+	modinfo -k "$k" -F vermagic "/lib/modules/$k/updates/dkms/mrpool.ko"* 2>/dev/null |
+		grep -q "^$k "
+	ok $? "/lib/modules/$k/updates/dkms/mrpool.ko built for $k"
+done
+
+# A user program from the installed -dev package, not from the tree.
+flags=$(pkg-config --cflags --libs mrpool)
+ok $? "pkg-config --cflags --libs mrpool: $flags"
+make -s -C tools/rdma >/dev/null
+xfer=$top/results/deb/xfer
+# shellcheck disable=SC2046,SC2086 # the flags are words
+cc -std=gnu11 -Wall -Wextra -Werror -O2 -Itools/rdma -o "$xfer" tools/deb/xfer.c \
+	tools/rdma/librdmatest.a $flags $(pkg-config --libs libibverbs) >"$out/cc.log" 2>&1
+ok $? "xfer.c builds against the installed header and library"
+ldd "$xfer" | tee "$out/ldd.txt" |
+	grep -qE "libmrpool.so.1 => (/usr)?/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libmrpool"
+ok $? "xfer runs with the packaged libmrpool.so.1"
+
+for kern in 6.1 6.12; do
+	tools/vm/run --name "deb-$kern" --kernel "$kern" --packaged -- \
+		tools/deb/guest.sh "$xfer" >"$out/vm-$kern.log" 2>&1
+	st=$?
+	# The guest's own TAP (tools/deb/guest.sh), kept as comments.
+	grep -aE '^(not )?ok [0-9]+ - ' "$out/vm-$kern.log" | tr -d '\r' | sed 's/^/# guest: /' >>"$tap"
+	ok "$st" "guest $kern: packaged module by modprobe, udev rule, RDMA transfer (results/deb-$kern)"
+done
+
+purge
+ok $? "dpkg --purge ${pkgs[*]} (log: results/deb/purge.log)"
+# dkms's depmod leaves an index for kernels whose image is not installed
+# here (only their headers are): not the packages' files; removed.
+for k in "$KABI" "$KABI_612"; do
+	if ! grep -qx "/usr/lib/modules/$k/modules.dep" "$out/before.txt"; then
+		rm -f "/usr/lib/modules/$k"/modules.*
+		rmdir "/usr/lib/modules/$k/updates/dkms" "/usr/lib/modules/$k/updates" 2>/dev/null
+	fi
+done
+# dkms makes its module-signing key (MOK) on its first build, for every
+# module it will build: dkms's state, not the packages'.
+snapshot | grep -vxE '/var/lib/dkms/mok\.(key|pub)' >"$out/after.txt"
+diff "$out/before.txt" "$out/after.txt" >"$out/left.txt"
+ok $? "nothing left behind after the purge ($(grep -c '^>' "$out/left.txt") new paths, results/deb/left.txt)"
+echo "1..$n" >>"$tap"
+exit $bad
