@@ -89,7 +89,7 @@ deb: deps
 	lintian --fail-on error,warning --info $(DEB)/*.changes
 
 check-deb: deb
-	tools/deb-test.sh
+	tools/deb/test.sh
 
 install: lib tools
 	$(MAKE) -C lib install
