@@ -14,6 +14,7 @@
 #   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
 #   make modules_install   the module, for the kernel in KDIR
 #   make C=1          the module build under sparse
+#   make OFA_DIR=DIR  the module against MLNX_OFED/DOCA's ib_core (tools/ofa/test.sh)
 #
 # KDIR defaults to the running kernel's build tree; where there is none (as
 # on the development machines, whose kernel loads no modules) it is the

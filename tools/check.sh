@@ -19,7 +19,8 @@
 # - per VM run, two checks of the whole run: "kernel log clean" and "rmmod
 #   mrpool after the job" (and failures only: hung, no job status, setup);
 # - checkpatch, sparse (each fails if its tool did not run), the /tmp copy,
-#   make deb (lintian) and each check of the packages (tools/deb/test.sh).
+#   make deb (lintian) and each check of the packages (tools/deb/test.sh),
+#   each check of the OFA_DIR build (tools/ofa/test.sh).
 # Steps that merely ran add nothing. A SKIP in a dedicated VM run
 # (selftests/vm-runs) is a failure: that run exists to provide the
 # precondition.
@@ -143,6 +144,16 @@ for kernel in 6.1 6.12; do
 		vm_tap "results/$name" "$strict" "$st"
 	done
 done
+
+# Issue 10: a build against MLNX_OFED/DOCA's ib_core (make OFA_DIR=...),
+# checked against a stand-in OFED tree (there is no OFED here).
+say "OFA_DIR build: OFED's headers and symbol versions (stand-in tree)"
+tools/ofa/test.sh 2>&1 | tee "$out/ofa.tap"
+st=${PIPESTATUS[0]}
+sum_args+=("src=ofa" "var=" "plan=1" "strict=0" "$out/ofa.tap")
+if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/ofa.tap"; then
+	step "tools/ofa/test.sh: exited with status $st without a failed test" 1
+fi
 
 # Issue 10: the Debian packages, built and checked by lintian, installed on
 # this machine, used in both guests (modprobe, udev rule, a pkg-config
