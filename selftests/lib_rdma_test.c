@@ -344,12 +344,13 @@ TEST_F(lib, fork_child_error)
 TEST_F(lib, fork_child_does_not_keep_slices)
 {
 	struct mrpool_query q0, q1;
-	int pfd[2], status;
+	int pfd[2], life[2], status;
 	pid_t pid, grandchild;
 
 	SKIP_IF_NEEDED();
 	ASSERT_EQ(0, query(&q0));
 	ASSERT_EQ(0, pipe(pfd));
+	ASSERT_EQ(0, pipe(life));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -365,12 +366,12 @@ TEST_F(lib, fork_child_does_not_keep_slices)
 			_exit(1);
 		g = fork();
 		if (g == 0) {
-			pause();	/* lives on with what it inherited */
+			pool_child_wait(life);	/* lives on with what it inherited */
 			_exit(0);
 		}
 		if (g < 0 || write(pfd[1], &g, sizeof(g)) != sizeof(g))
 			_exit(2);
-		pause();	/* killed by the test */
+		pool_child_wait(life);	/* killed by the test */
 		_exit(3);
 	}
 	close(pfd[1]);
@@ -391,13 +392,14 @@ TEST_F(lib, fork_child_does_not_keep_slices)
 TEST_F(lib, exit_returns_slices)
 {
 	struct mrpool_query q0, q1;
-	int pfd[2], status, waited = 0;
+	int pfd[2], life[2], status, waited = 0;
 	char c;
 	pid_t pid;
 
 	SKIP_IF_NEEDED();
 	ASSERT_EQ(0, query(&q0));
 	ASSERT_EQ(0, pipe(pfd));
+	ASSERT_EQ(0, pipe(life));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -417,7 +419,7 @@ TEST_F(lib, exit_returns_slices)
 				_exit(2);
 		if (write(pfd[1], "x", 1) != 1)
 			_exit(3);
-		pause();	/* killed by the parent, pool and MRs still live */
+		pool_child_wait(life);	/* killed by the parent, pool and MRs still live */
 		_exit(4);
 	}
 	close(pfd[1]);

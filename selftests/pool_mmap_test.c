@@ -436,12 +436,13 @@ TEST_F(map, child_cannot_map)
 TEST_F(map, kill9_returns_slices)
 {
 	struct mrpool_query before, after;
-	int pipefd[2], status;
+	int pipefd[2], life[2], status;
 	char c;
 	pid_t pid;
 
 	ASSERT_EQ(0, pool_query(self->fd, &before));
 	ASSERT_EQ(0, pipe(pipefd));
+	ASSERT_EQ(0, pipe(life));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -459,7 +460,7 @@ TEST_F(map, kill9_returns_slices)
 		}
 		if (write(pipefd[1], "r", 1) != 1)
 			_exit(3);
-		pause();
+		pool_child_wait(life);	/* killed by the test */
 		_exit(0);
 	}
 	ASSERT_EQ(1, read(pipefd[0], &c, 1));

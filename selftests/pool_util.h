@@ -40,6 +40,22 @@
 #define POOL_DEBUGFS	"/sys/kernel/debug/mrpool"
 #define MIB		(1024UL * 1024UL)
 
+/*
+ * What a child that waits to be killed does instead of pause(), with
+ * @life a pipe the test made before fork(): it also returns when the test
+ * process is gone (the last write end closes), so a failed ASSERT before
+ * the test's kill() cannot leave it holding the TAP pipe open, hanging
+ * the run until its timeout. Its caller then exits.
+ */
+static inline void pool_child_wait(int life[2])
+{
+	char c;
+
+	close(life[1]);
+	while (read(life[0], &c, 1) < 0 && errno == EINTR)
+		;
+}
+
 static inline int pool_ioctl(int fd, unsigned long cmd, void *arg)
 {
 	int ret;
