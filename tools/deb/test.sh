@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # make check-deb (issue 10): the Debian packages of build/deb/ (make deb)
-# installed on this machine as a user installs them; their postinst has dkms
-# build the module for both guest kernels; each guest boots, loads it with modprobe and runs
-# a program built with 'pkg-config --cflags --libs mrpool' against the
-# installed libmrpool-dev (tools/deb/guest.sh); then 'dpkg --purge' must
-# leave no file, directory, dkms tree or group behind. TAP in
-# results/deb/deb.tap; exit status non-zero on any failure.
+# installed on this machine as a user installs them; their postinst has
+# dkms build the module for both guest kernels; each guest boots, loads it
+# with modprobe and runs a program built with 'pkg-config --cflags --libs
+# mrpool' against the installed libmrpool-dev (tools/deb/guest.sh); then
+# 'dpkg --purge' must leave no file, directory, dkms tree or group behind.
+# TAP in results/deb/deb.tap; exit status non-zero on any failure.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 2
