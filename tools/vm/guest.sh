@@ -90,12 +90,15 @@ if [ "${LOAD_MRPOOL:-1}" = 1 ]; then
 	# shellcheck disable=SC2086
 	insmod kmod/mrpool.ko $MRPOOL_PARAMS || fail "insmod mrpool.ko $MRPOOL_PARAMS"
 fi
-say "ready: $(rdma link show | tr '\n' ' ')"
+up=$(cut -d' ' -f1 /proc/uptime)
+say "ready after ${up%.*} s of uptime: $(rdma link show | tr '\n' ' ')"
 
 export MRPOOL_VM=1 MRPOOL_RESULTS=$res
+t0=$SECONDS
 bash "$res/job.sh"
 st=$?
-say "job exited with status $st"
+say "job exited with status $st after $((SECONDS - t0)) s"
+printf 'ready_s=%s\njob_s=%s\n' "${up%.*}" $((SECONDS - t0)) >"$res/times"
 # Every run ends by unloading the module: it refuses while anything is
 # still held (a slice, a mapping, an open file), so a leak fails the run.
 # A job that left the module unloaded fails too, and the module must load
