@@ -94,17 +94,22 @@ else
 	fi
 fi
 
-# The TAP a VM run left, for the summary (src VM:NAME).
-vm_tap() {	# name strict status
-	local f
-	for f in selftests guest vm; do
-		[ -f "$1/$f.tap" ] || continue
-		cp -f "$1/$f.tap" "$out/vm-$(basename "$1")-$f.tap"
-		sum_args+=("src=VM:$(basename "$1")" "var=" "plan=0" "strict=$2" \
-			"$out/vm-$(basename "$1")-$f.tap")
+# The TAP a VM run left, for the summary (src VM:NAME, or VM:NAME/hostN
+# for each guest of a --hosts 2 run).
+vm_tap() {	# dir strict status
+	local f d tag
+	for d in "$1" "$1"/host[0-9]; do
+		tag=$(basename "$1")
+		[ "$d" = "$1" ] || tag+=/$(basename "$d")
+		for f in selftests guest vm; do
+			[ -f "$d/$f.tap" ] || continue
+			cp -f "$d/$f.tap" "$out/vm-${tag//\//-}-$f.tap"
+			sum_args+=("src=VM:$tag" "var=" "plan=0" "strict=$2" \
+				"$out/vm-${tag//\//-}-$f.tap")
+		done
+		cp -f "$d/dmesg.txt" "$out/dmesg-${tag//\//-}.txt" 2>/dev/null
 	done
-	cp -f "$1/dmesg.txt" "$out/dmesg-$(basename "$1").txt" 2>/dev/null
-	if [ "$3" != 0 ] && ! cat "$1"/*.tap 2>/dev/null | grep -q '^not ok'; then
+	if [ "$3" != 0 ] && ! cat "$1"/*.tap "$1"/host[0-9]/*.tap 2>/dev/null | grep -q '^not ok'; then
 		step "VM run $(basename "$1"): exited with status $3 without a failed test" 1
 	fi
 }
@@ -117,25 +122,44 @@ if [ -f selftests/vm-runs ]; then
 		runs+=("$l")
 	done <selftests/vm-runs
 fi
-# Each run on both guest kernels: Debian 12's 6.1 and its 6.12.
+# Each run on both guest kernels: Debian 12's 6.1 and its 6.12. A run
+# whose options name its kernels (--kernel 6.1,6.12 for two hosts) runs
+# once, on those.
 for kernel in 6.1 6.12; do
 	for r in "${runs[@]}"; do
 		IFS='|' read -r name opts cmd <<<"$r"
-		[ "$kernel" = 6.1 ] || name=$name-$kernel
-		say "VM run '$name' (kernel $kernel): $cmd"
+		kopt=(--kernel "$kernel")
+		if [[ " $opts " == *" --kernel "* ]]; then
+			[ "$kernel" = 6.1 ] || continue
+			kopt=()
+		elif [ "$kernel" != 6.1 ]; then
+			name=$name-$kernel
+		fi
+		say "VM run '$name' (kernel ${kopt[1]:-as in its options}): $cmd"
 		# shellcheck disable=SC2086
-		tools/vm/run --name "$name" --kernel "$kernel" $opts -- $cmd 2>&1 |
+		tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd 2>&1 |
 			tee "$out/vm-$name.log"
 		st=${PIPESTATUS[0]}
 		# A guest that died before the job began (no guest.tap: TCG has
 		# crashed an untainted 6.12 kernel at boot) gets one more boot;
-		# the first one's console stays beside the second's.
-		if [ "$st" != 0 ] && [ ! -f "results/$name/guest.tap" ]; then
-			mv "results/$name/console.log" "$out/vm-$name-boot1.console.log" 2>/dev/null
-			echo "# $name: the guest died before its job; booting it once more" |
+		# the first one's console stays beside the second's. Two guests
+		# boot again when either died.
+		want=1 got=0
+		[ -d "results/$name/host1" ] && want=2
+		for g in "results/$name"/guest.tap "results/$name"/host[0-9]/guest.tap; do
+			[ ! -f "$g" ] || got=$((got + 1))
+		done
+		if [ "$st" != 0 ] && ((got < want)); then
+			for c in "results/$name"/console.log "results/$name"/host[0-9]/console.log; do
+				[ -f "$c" ] || continue
+				d=${c#results/}
+				d=${d%/console.log}
+				mv "$c" "$out/vm-${d//\//-}-boot1.console.log"
+			done
+			echo "# $name: a guest died before its job; booting once more" |
 				tee -a "$out/steps.tap"
 			# shellcheck disable=SC2086
-			tools/vm/run --name "$name" --kernel "$kernel" $opts -- $cmd 2>&1 |
+			tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd 2>&1 |
 				tee "$out/vm-$name.log"
 			st=${PIPESTATUS[0]}
 		fi

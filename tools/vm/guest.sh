@@ -28,11 +28,30 @@ mount --bind "$MODS_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
 modprobe crc32_generic || fail "crc32_generic"
 modprobe ib_uverbs || fail "ib_uverbs"
 modprobe rdma_rxe || fail "rdma_rxe"
-modprobe dummy || fail "dummy"
 ip link set lo up
-ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy || fail "add dummy0"
-ip addr add 10.77.0.1/24 dev dummy0 && ip link set dummy0 up || fail "dummy0"
-rdma link add rxe0 type rxe netdev dummy0 || fail "rxe0"
+if [ -n "${HOST_INDEX:-}" ]; then
+	# tools/vm/run --hosts 2: rxe0 on the NIC QEMU joined to the other
+	# guest's, found by the MAC the runner gave it.
+	modprobe virtio_net || fail "virtio_net"
+	nic=
+	for _ in $(seq 50); do
+		for d in /sys/class/net/*; do
+			[ "$(cat "$d/address" 2>/dev/null)" = "$HOST_MAC" ] && nic=${d##*/}
+		done
+		[ -n "$nic" ] && break
+		sleep 0.1
+	done
+	[ -n "$nic" ] || fail "no NIC with MAC $HOST_MAC"
+	{ ip addr add "$HOST_IP/24" dev "$nic" && ip link set "$nic" up; } ||
+		fail "$nic $HOST_IP"
+	rdma link add rxe0 type rxe netdev "$nic" || fail "rxe0 on $nic"
+	export MRPOOL_HOST_INDEX=$HOST_INDEX MRPOOL_PEER_IP=$PEER_IP
+else
+	modprobe dummy || fail "dummy"
+	ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy || fail "add dummy0"
+	ip addr add 10.77.0.1/24 dev dummy0 && ip link set dummy0 up || fail "dummy0"
+	rdma link add rxe0 type rxe netdev dummy0 || fail "rxe0"
+fi
 
 if [ "${TWO_HOSTS:-0}" = 1 ]; then
 	# A second "host": rxe1 on veth0 (10.77.1.1) and rxe2 on veth1
@@ -71,12 +90,15 @@ if [ "${LOAD_MRPOOL:-1}" = 1 ]; then
 	# shellcheck disable=SC2086
 	insmod kmod/mrpool.ko $MRPOOL_PARAMS || fail "insmod mrpool.ko $MRPOOL_PARAMS"
 fi
-say "ready: $(rdma link show | tr '\n' ' ')"
+up=$(cut -d' ' -f1 /proc/uptime)
+say "ready after ${up%.*} s of uptime: $(rdma link show | tr '\n' ' ')"
 
 export MRPOOL_VM=1 MRPOOL_RESULTS=$res
+t0=$SECONDS
 bash "$res/job.sh"
 st=$?
-say "job exited with status $st"
+say "job exited with status $st after $((SECONDS - t0)) s"
+printf 'ready_s=%s\njob_s=%s\n' "${up%.*}" $((SECONDS - t0)) >"$res/times"
 # Every run ends by unloading the module: it refuses while anything is
 # still held (a slice, a mapping, an open file), so a leak fails the run.
 # A job that left the module unloaded fails too, and the module must load
