@@ -91,7 +91,7 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 		if (ret)
 			return ret;
 	}
-	bin->count = got;
+	atomic_store_explicit(&bin->count, got, memory_order_relaxed);
 	mrp_add(&c->refills, 1);
 	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
 	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)

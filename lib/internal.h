@@ -13,6 +13,7 @@
  * allocator.
  *
  * Locks, outermost first: mrp_global_lock (pool slots, tcache lists),
+ * tcache->lock (a cache against its reclaimer, never on a fast path),
  * pool->lock (arena list, PDs, large and fallback lists), class->lock
  * (depot of one class). pool->bg_lock only guards the thread's wakeups.
  */
@@ -156,10 +157,17 @@ struct mrp_class {
 	_Atomic uint64_t refills, flushes;
 } __attribute__((aligned(64)));
 
-/* One thread's cache of one class: a stack of buffer addresses. */
+/*
+ * One thread's cache of one class: a stack of buffer addresses. Only the
+ * owner writes count and slots; an idle reclaim reads them and writes cap
+ * (tcache.c).
+ */
 struct mrp_bin {
-	uint32_t count;			/* buffers held */
-	uint32_t cap;			/* 0 in the empty cache: forces slow paths */
+	_Atomic uint32_t count;		/* buffers held; release-stored by free */
+	uint32_t cap;			/* 0 in the empty cache, and in a reclaimed
+					 * one: forces slow paths. Stored by a
+					 * reclaim under the cache's lock; the fast
+					 * paths read it with mrp_bin_cap_racy() */
 	void **slots;
 	_Atomic uint64_t allocs;	/* written by the owner thread only */
 	_Atomic uint64_t frees;
@@ -177,6 +185,13 @@ struct mrp_tcache {
 	uint32_t sample_left;		/* allocations until the next timed one */
 	_Atomic uint64_t misses;
 	struct mrp_tcache *next, *prev;	/* pool->tcaches, mrp_global_lock */
+
+	/* idle reclaim (tcache.c): the owner's slow paths and the reclaimer */
+	pthread_mutex_t lock;		/* bins off the fast paths, reclaimed, taken */
+	bool reclaimed;			/* caps are 0; taken counts what went */
+	uint32_t taken[MRP_NCLASSES];	/* per bin: slots[0, taken) are the depot's */
+	uint64_t seen_ops, seen_ns;	/* activity last seen and when: reclaimer's,
+					 * mrp_global_lock */
 } __attribute__((aligned(64)));
 
 /* Settings after attributes, environment and defaults are merged. */
@@ -294,6 +309,7 @@ struct mrp_pool {
 	_Atomic uint64_t regs, reg_ns, reg_ns_max;
 	_Atomic uint64_t double_frees;	/* frees of buffers not live */
 	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
+	_Atomic uint64_t tcache_reclaims;	/* idle caches returned to the depot */
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -375,16 +391,54 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 	return -1;
 }
 
+/*
+ * Ordering of the idle reclaim's handshake (tcache.c): the allocation fast
+ * path stores a bin's count, then loads its cap; the reclaimer stores the
+ * cap, then loads the count. Natively the reclaimer's membarrier() orders
+ * the owner's side, which costs the fast path nothing; ThreadSanitizer does
+ * not know membarrier(), so there both sides are seq_cst and the handshake
+ * is one its model checks.
+ */
+#ifdef __SANITIZE_THREAD__
+#define MRP_HANDSHAKE		memory_order_seq_cst
+#define MRP_HANDSHAKE_ACQUIRE	memory_order_seq_cst
+#else
+#define MRP_HANDSHAKE		memory_order_relaxed
+#define MRP_HANDSHAKE_ACQUIRE	memory_order_acquire
+#endif
+
 /* tcache.c */
 extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec")));
+
+/*
+ * The fast paths' read of a bin's cap, which a reclaim may store meanwhile.
+ * Natively a plain load, the kernel's data_race() idiom: one aligned 32-bit
+ * load the compiler folds into the compare (an atomic load it does not
+ * fold), and either value is handled (an old cap is a call in flight,
+ * which the reclaim allows for); the allocation path orders it after its
+ * count store with a compiler barrier. Under TSan an atomic load, so the
+ * checker sees every access of the handshake.
+ */
+static inline uint32_t mrp_bin_cap_racy(const struct mrp_bin *b, int order)
+{
+#ifdef __SANITIZE_THREAD__
+	return __atomic_load_n(&b->cap, order);
+#else
+	(void)order;
+	return b->cap;
+#endif
+}
 extern struct mrp_tcache mrp_tcache_empty;
 extern pthread_mutex_t mrp_global_lock;
 extern _Atomic unsigned int mrp_fork_gen;
 int mrp_global_init(void);
 struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);
+void mrp_tcache_put(struct mrp_tcache *tc);
+int mrp_tcache_flush_self(struct mrp_pool *pool);
 void mrp_tcache_flush(struct mrp_tcache *tc);
 void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
+int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns);
 
 /*
  * The address map: an arena pointer for every 2 MiB of the address space
@@ -473,6 +527,7 @@ extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
 size_t mrp_os_page_size(void);
+int mrp_os_membarrier(void);
 
 #pragma GCC visibility pop
 

@@ -95,7 +95,9 @@ struct mrp_pool_attr {
 					 * default 256K, at least one buffer */
 	uint32_t trim_delay_ms;		/* MRPOOL_TRIM_DELAY_MS: idle arenas are released
 					 * this long after their last buffer came back,
-					 * default 5000 (background thread only) */
+					 * and the buffers cached by a thread idle this
+					 * long go back to the pool, default 5000
+					 * (background thread; else in mrp_trim()) */
 	size_t max_bytes;		/* MRPOOL_MAX_BYTES: arena bytes the pool may map,
 					 * 0 (default) = no limit of its own */
 	int fallback;			/* MRPOOL_FALLBACK: when arenas run out, serve
@@ -169,6 +171,10 @@ struct mrp_stats {
 	uint64_t dereg_errors;		/* ibv_dereg_mr failures: the arena (or
 					 * fallback buffer) is retired, never
 					 * handed out, unmapped or given back */
+	/* since 1.2 */
+	uint64_t tcache_reclaims;	/* thread caches whose owner stayed idle
+					 * for the trim delay, returned to the
+					 * depot by the pool */
 };
 
 /* Library version, MRP_VERSION layout. */

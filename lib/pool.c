@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Pool life cycle: open (settings, backend, slot), the background thread
- * that grows classes ahead of demand, trims idle arenas and publishes the
- * counters (publish.c), explicit trim,
- * close (also from a forked child).
+ * that grows classes ahead of demand, reclaims idle threads' caches
+ * (tcache.c), trims idle arenas and publishes the counters (publish.c),
+ * explicit trim, close (also from a forked child).
  */
 #include <errno.h>
 #include <signal.h>
@@ -121,6 +121,8 @@ static void *mrp_bg_main(void *arg)
 		pool->bg_kick = false;
 		pthread_mutex_unlock(&pool->bg_lock);
 		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
+		/* caches first: what they return is idle_since now, trimmed later */
+		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(), delay);
 		mrp_trim_idle(pool, mrp_now_ns(), delay, true);
 		mrp_publish(pool, false);
 		pthread_mutex_lock(&pool->bg_lock);
@@ -359,16 +361,21 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	return 0;
 }
 
+/*
+ * Without a pool thread, this is where other threads' idle caches are
+ * reclaimed (idle for the trim delay, as seen by successive calls), as it
+ * is where idle arenas are trimmed.
+ */
 MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 {
-	struct mrp_tcache *tc;
-
 	if (!pool || (flags & ~MRP_TRIM_FLUSH))
 		return -EINVAL;
 	if (mrp_forked(pool))
 		return -ECHILD;
-	tc = mrp_tls[pool->idx];
-	if ((flags & MRP_TRIM_FLUSH) && tc != &mrp_tcache_empty && tc->pool == pool)
-		mrp_tcache_flush(tc);
+	if (flags & MRP_TRIM_FLUSH)
+		mrp_tcache_flush_self(pool);
+	if (!pool->bg_running)
+		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(),
+					 (uint64_t)pool->cfg.trim_delay_ms * 1000000ull);
 	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);
 }

@@ -1,12 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Per-thread caches and the process-wide state they hang from: the TLS
- * slots, the thread-exit flush, and the fork handler.
+ * slots, the thread-exit flush, the fork handler, and the reclaim of the
+ * caches of idle threads.
  *
  * mrp_tls[] starts pointing at mrp_tcache_empty, whose bins all have
  * capacity 0: the fast paths need no "initialised?" test, the first use of
  * a pool in a thread simply fails the bin test and the slow path installs a
  * real cache. Closing a pool, and forking, turn caches back into that state.
+ *
+ * Idle reclaim. A thread that stops calling keeps its cached buffers, and
+ * with them whole arenas, pinned and registered. The pool thread (or
+ * mrp_trim()) takes them back from a cache whose counters have not moved
+ * for the trim delay, with no lock and no read-modify-write added to the
+ * fast paths. Under tcache->lock, which every slow path touching the bins
+ * holds (so no slow path is under way):
+ *   1. it stores 0 in every bin's cap, which sends the owner's next free to
+ *      its slow path, and its next allocation too (below);
+ *   2. membarrier(): each owner call in flight at that point has its stores
+ *      so far visible, and each later one sees the zero caps;
+ *   3. it hands slots[0, count) of each bin to the depot and records that
+ *      count as taken; it never writes count.
+ * The allocation fast path pops (count stored), then loads cap: a zero cap
+ * means the pop may have raced step 3, so it puts the count back and takes
+ * the slow path, which under the lock drops the taken slots and restores
+ * the caps (mrp_tcache_settle()). Store count, load cap (owner) against
+ * store cap, load count (reclaimer): with the barrier between, one of them
+ * sees the other, so a buffer is never both popped and taken. A free in
+ * flight pushes at or above the count the reclaimer reads (which free
+ * release-stores, so the slots below are visible): what it pushes stays in
+ * the cache, and a later pass takes it. Only the owner, thread exit and
+ * pool close free a cache.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,20 +56,63 @@ static int mrp_init_err;
 
 static void mrp_tcache_free(struct mrp_tcache *tc)
 {
+	pthread_mutex_destroy(&tc->lock);
 	free(tc->bins[0].slots);
 	free(tc);
 }
 
-/* Return every cached buffer of tc to its pool's depot. */
-void mrp_tcache_flush(struct mrp_tcache *tc)
+static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
 {
+	size_t cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
+
+	if (cap < 1)
+		cap = 1;
+	if (cap > MRP_MAX_BIN)
+		cap = MRP_MAX_BIN;
+	return (uint32_t)cap;
+}
+
+/*
+ * tc->lock held, by the owner (or by close and thread exit, which no call
+ * on it races): take a reclaimed cache back. The taken slots are the
+ * depot's; buffers pushed above them by a free that was in flight stay,
+ * moved down; the caps come back.
+ */
+static void mrp_tcache_settle(struct mrp_tcache *tc)
+{
+	if (!tc->reclaimed)
+		return;
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
+		uint32_t n = atomic_load_explicit(&b->count, memory_order_relaxed);
+		uint32_t t = tc->taken[c];
 
-		if (b->count)
-			mrp_depot_put(tc->pool, c, b->slots, b->count);
-		b->count = 0;
+		n = n > t ? n - t : 0;
+		memmove(b->slots, b->slots + t, n * sizeof(void *));
+		atomic_store_explicit(&b->count, n, memory_order_relaxed);
+		b->cap = mrp_bin_cap(tc->pool, c);
+		tc->taken[c] = 0;
 	}
+	tc->reclaimed = false;
+}
+
+/*
+ * Return every cached buffer of tc to its pool's depot: by its owner, or by
+ * close and thread exit.
+ */
+void mrp_tcache_flush(struct mrp_tcache *tc)
+{
+	pthread_mutex_lock(&tc->lock);
+	mrp_tcache_settle(tc);
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+		struct mrp_bin *b = &tc->bins[c];
+		uint32_t n = atomic_load_explicit(&b->count, memory_order_relaxed);
+
+		if (n)
+			mrp_depot_put(tc->pool, c, b->slots, n);
+		atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&tc->lock);
 }
 
 /* Fold a dying cache's counters into its pool; mrp_global_lock held. */
@@ -123,18 +190,11 @@ int mrp_global_init(void)
 	return mrp_init_err;
 }
 
-static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
-{
-	size_t cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
-
-	if (cap < 1)
-		cap = 1;
-	if (cap > MRP_MAX_BIN)
-		cap = MRP_MAX_BIN;
-	return (uint32_t)cap;
-}
-
-/* The calling thread's cache for pool, created on first use. */
+/*
+ * The calling thread's cache for pool, created on first use, locked
+ * against a reclaim (and settled if one happened): the caller works on its
+ * bins, then calls mrp_tcache_put().
+ */
 struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 {
 	struct mrp_tcache *tc = mrp_tls[pool->idx];
@@ -142,8 +202,11 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 	void **slots;
 
 	if (tc != &mrp_tcache_empty) {
-		if (tc->pool == pool)
+		if (tc->pool == pool) {
+			pthread_mutex_lock(&tc->lock);
+			mrp_tcache_settle(tc);
 			return tc;
+		}
 		/* left behind by a closed pool that had this slot */
 		mrp_tls[pool->idx] = &mrp_tcache_empty;
 		mrp_tcache_free(tc);
@@ -161,11 +224,13 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		tc->bins[c].slots = slots;
 		tc->bins[c].cap = mrp_bin_cap(pool, c);
-		slots += tc->bins[c].cap;
+		slots += mrp_bin_cap(pool, c);
 	}
 	tc->pool = pool;
 	tc->idx = pool->idx;
 	tc->sample_left = pool->cfg.sample_every;
+	pthread_mutex_init(&tc->lock, NULL);
+	pthread_mutex_lock(&tc->lock);
 	/* Any non-NULL value makes the key's destructor run at thread exit. */
 	pthread_setspecific(mrp_exit_key, &mrp_tcache_empty);
 
@@ -177,6 +242,21 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 	pthread_mutex_unlock(&mrp_global_lock);
 	mrp_tls[pool->idx] = tc;
 	return tc;
+}
+
+void mrp_tcache_put(struct mrp_tcache *tc)
+{
+	pthread_mutex_unlock(&tc->lock);
+}
+
+/* mrp_thread_flush(), MRP_TRIM_FLUSH: the calling thread's cache of pool. */
+int mrp_tcache_flush_self(struct mrp_pool *pool)
+{
+	struct mrp_tcache *tc = mrp_tls[pool->idx];
+
+	if (tc != &mrp_tcache_empty && tc->pool == pool)
+		mrp_tcache_flush(tc);
+	return 0;
 }
 
 /*
@@ -196,10 +276,13 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 			mrp_tcache_free(tc);
 			continue;
 		}
+		/* the pool thread has stopped and no call races close: no reclaim */
 		for (unsigned int c = 0; c <= MRP_NCLASSES; c++) {
-			tc->bins[c].count = 0;
+			atomic_store_explicit(&tc->bins[c].count, 0, memory_order_relaxed);
 			tc->bins[c].cap = 0;
 		}
+		memset(tc->taken, 0, sizeof(tc->taken));
+		tc->reclaimed = false;
 		tc->pool = NULL;
 		tc->next = NULL;
 		tc->prev = NULL;
@@ -209,4 +292,92 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 	mrp_tls[pool->idx] = &mrp_tcache_empty;
 	if (!forked && tc != &mrp_tcache_empty)
 		mrp_tcache_free(tc);
+}
+
+/* Owner calls on tc so far: moves whenever its thread uses the pool. */
+static uint64_t mrp_tcache_ops(struct mrp_tcache *tc)
+{
+	uint64_t ops = mrp_get(&tc->misses);
+
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+		ops += mrp_get(&tc->bins[c].allocs) + mrp_get(&tc->bins[c].frees);
+	return ops;
+}
+
+/*
+ * Steps 1 to 3 of the idle reclaim (top of file) on a cache; tc->lock
+ * held. On a cache already reclaimed, takes what frees in flight pushed
+ * since (no new barrier: its caps are 0 since the first one). Returns the
+ * number of buffers taken, or 0 without membarrier() (an owner mid-pop
+ * cannot be told apart then: the cache is left alone).
+ */
+static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
+{
+	uint32_t got = 0;
+
+	if (!tc->reclaimed) {
+		bool holds = false;
+
+		/* an empty cache is left alone: no barrier, no slow path after */
+		for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+			holds |= atomic_load_explicit(&tc->bins[c].count,
+						      memory_order_relaxed) != 0;
+		if (!holds)
+			return 0;
+		for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+			__atomic_store_n(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
+		if (mrp_os_membarrier()) {
+			for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+				__atomic_store_n(&tc->bins[c].cap, mrp_bin_cap(tc->pool, c),
+						 __ATOMIC_RELAXED);
+			return 0;
+		}
+		tc->reclaimed = true;
+	}
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+		struct mrp_bin *b = &tc->bins[c];
+		uint32_t n = atomic_load_explicit(&b->count, MRP_HANDSHAKE_ACQUIRE);
+
+		if (n <= tc->taken[c])
+			continue;
+		mrp_depot_put(tc->pool, c, b->slots + tc->taken[c], n - tc->taken[c]);
+		got += n - tc->taken[c];
+		tc->taken[c] = n;
+	}
+	return got;
+}
+
+/*
+ * Return to the depot the buffers of every cache of pool whose owner made
+ * no call for delay_ns (as successive passes saw it), so that trim can
+ * release their arenas. The pool thread calls it on each wakeup, mrp_trim()
+ * when there is no pool thread. Returns the number of caches reclaimed.
+ */
+int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns)
+{
+	struct mrp_tcache *tc;
+	int n = 0;
+
+	pthread_mutex_lock(&mrp_global_lock);
+	for (tc = pool->tcaches; tc; tc = tc->next) {
+		uint64_t ops = mrp_tcache_ops(tc);
+
+		if (ops != tc->seen_ops || !tc->seen_ns) {
+			tc->seen_ops = ops;
+			tc->seen_ns = now;
+			continue;
+		}
+		if (now - tc->seen_ns < delay_ns)
+			continue;
+		/* held: its owner is in a slow path, so not idle */
+		if (pthread_mutex_trylock(&tc->lock))
+			continue;
+		if (mrp_tcache_take(tc))
+			n++;
+		pthread_mutex_unlock(&tc->lock);
+	}
+	pthread_mutex_unlock(&mrp_global_lock);
+	if (n)
+		mrp_add(&pool->tcache_reclaims, (uint64_t)n);
+	return n;
 }
