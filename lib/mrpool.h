@@ -302,6 +302,14 @@ int mrp_lookup(struct mrp_pool *pool, const void *addr, struct ibv_pd *pd,
 #define MRP_TRIM_FLUSH	(1U << 0)
 int mrp_trim(struct mrp_pool *pool, unsigned int flags);
 
+/*
+ * Return the calling thread's cached buffers of pool to the pool, so that
+ * trim can release their arenas: for a thread about to go idle, or before
+ * mrp_trim() from another one. The pool does the same by itself for
+ * threads idle for the trim delay. Returns 0, -EINVAL or -ECHILD. Since 1.2.
+ */
+int mrp_thread_flush(struct mrp_pool *pool);
+
 struct ibv_qp;
 
 /*

@@ -3,7 +3,7 @@
  * Pool life cycle: open (settings, backend, slot), the background thread
  * that grows classes ahead of demand, reclaims idle threads' caches
  * (tcache.c), trims idle arenas and publishes the counters (publish.c),
- * explicit trim, close (also from a forked child).
+ * explicit trim and flush, close (also from a forked child).
  */
 #include <errno.h>
 #include <signal.h>
@@ -378,4 +378,13 @@ MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(),
 					 (uint64_t)pool->cfg.trim_delay_ms * 1000000ull);
 	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);
+}
+
+MRP_EXPORT int mrp_thread_flush(struct mrp_pool *pool)
+{
+	if (!pool)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	return mrp_tcache_flush_self(pool);
 }
