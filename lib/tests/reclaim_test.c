@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Host unit tests of the reclaim of idle threads' caches: the pool thread
+ * (or mrp_trim() without one) returns the buffers of threads that stopped
+ * calling so that their arenas can be trimmed, mrp_thread_flush() does it
+ * for the calling thread, and a thread that resumes while its cache is
+ * being reclaimed never gets a buffer someone else holds. Waits are polls
+ * with a generous bound: nothing here asserts how long anything takes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "helpers.h"
+
+#define WAIT_MS		20000	/* bound of every poll */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Poll the stats until the pool has no arena, or WAIT_MS; with_trim: no pool thread. */
+static struct mrp_stats wait_no_arena(struct mrp_pool *pool, int with_trim)
+{
+	uint64_t t0 = now_ms();
+	struct mrp_stats st;
+
+	for (;;) {
+		if (with_trim)
+			mrp_trim(pool, 0);
+		st = test_stats(pool);
+		if (!st.arenas || now_ms() - t0 > WAIT_MS)
+			return st;
+		sleep_ms(10);
+	}
+}
+
+/* Each buffer carries its owner and a serial at both ends. */
+static void mark(const struct mrp_buf *b, uint32_t owner, uint32_t serial)
+{
+	uint64_t v = (uint64_t)owner << 32 | serial;
+
+	memcpy(b->addr, &v, sizeof(v));
+	memcpy((char *)b->addr + b->size - sizeof(v), &v, sizeof(v));
+}
+
+static int marked(const struct mrp_buf *b, uint32_t owner, uint32_t serial)
+{
+	uint64_t v = (uint64_t)owner << 32 | serial, head, tail;
+
+	memcpy(&head, b->addr, sizeof(head));
+	memcpy(&tail, (char *)b->addr + b->size - sizeof(tail), sizeof(tail));
+	return head == v && tail == v;
+}
+
+enum { NBUF = 48 };
+
+struct idler {
+	struct mrp_pool *pool;
+	pthread_barrier_t *step;
+	uint32_t id;
+	int errors;
+};
+
+/* Sizes of three classes, so that several bins of each cache hold buffers. */
+static size_t idler_size(int i)
+{
+	return (size_t)4096 << (i % 3 * 2);	/* 4K, 16K, 64K */
+}
+
+/*
+ * Fill the cache (alloc, mark, free), go idle until the main thread has
+ * seen the reclaim, then use the pool again: allocations after the
+ * reclaim work and hand out buffers no other thread holds.
+ */
+static void *cache_then_idle(void *arg)
+{
+	struct idler *w = arg;
+	struct mrp_buf b[NBUF], held[3];
+
+	for (int i = 0; i < NBUF; i++)
+		if (mrp_alloc(w->pool, idler_size(i), NULL, &b[i]))
+			w->errors++;
+	for (int i = 0; i < 3; i++) {
+		held[i] = b[i];
+		mark(&held[i], w->id, (uint32_t)i);
+	}
+	for (int i = 3; i < NBUF; i++)
+		if (mrp_free(w->pool, b[i].addr))
+			w->errors++;
+	/* the held ones go back before the idle wait: then nothing is in use */
+	for (int i = 0; i < 3; i++) {
+		if (!marked(&held[i], w->id, (uint32_t)i) || mrp_free(w->pool, held[i].addr))
+			w->errors++;
+	}
+	pthread_barrier_wait(w->step);	/* cached */
+	pthread_barrier_wait(w->step);	/* reclaimed: resume */
+	for (int i = 0; i < NBUF; i++) {
+		if (mrp_alloc(w->pool, idler_size(i), NULL, &b[i])) {
+			w->errors++;
+			continue;
+		}
+		mark(&b[i], w->id, (uint32_t)i);
+	}
+	for (int i = 0; i < NBUF; i++)
+		if (b[i].addr && (!marked(&b[i], w->id, (uint32_t)i) ||
+				  mrp_free(w->pool, b[i].addr)))
+			w->errors++;
+	return NULL;
+}
+
+/* Threads that cache buffers then block: run them, wait for the reclaim, resume. */
+static void idle_threads(struct __test_metadata *_metadata, int background)
+{
+	enum { NT = 8 };
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_TRIM_DELAY |
+			     MRP_POOL_ATTR_ARENA_SIZE,
+		.background = background, .trim_delay_ms = 100, .arena_size = 2 << 20,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	pthread_barrier_t step;
+	struct idler w[NT];
+	pthread_t t[NT];
+	struct mrp_stats st;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, NT + 1));
+	for (int i = 0; i < NT; i++) {
+		w[i] = (struct idler){ .pool = pool, .step = &step, .id = (uint32_t)i + 1 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, cache_then_idle, &w[i]));
+	}
+	pthread_barrier_wait(&step);
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.bytes_in_use);
+	/* the idle caches pin arenas (not asserted: a stalled host may reclaim first) */
+	TH_LOG("idle: %llu arenas, %llu bytes mapped",
+	       (unsigned long long)st.arenas, (unsigned long long)st.bytes_mapped);
+
+	st = wait_no_arena(pool, !background);
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_EQ(0, st.bytes_mapped);
+	EXPECT_EQ(0, st.bytes_locked);
+	EXPECT_LE(NT, st.tcache_reclaims);	/* every idle cache */
+	EXPECT_EQ(0, st.double_frees);
+
+	pthread_barrier_wait(&step);
+	for (int i = 0; i < NT; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, w[i].errors);
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(0, st.double_frees);
+	pthread_barrier_destroy(&step);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * Eight threads cache buffers and go idle, alive: the pool thread returns
+ * their caches and trims every arena; then they resume.
+ */
+TEST(idle_threads_background)
+{
+	idle_threads(_metadata, 1);
+}
+
+/* Without a pool thread, mrp_trim() reclaims the caches of idle threads. */
+TEST(idle_threads_trim)
+{
+	idle_threads(_metadata, 0);
+}
+
+/* A busy thread's cache is not reclaimed: its arenas stay. */
+TEST(busy_not_reclaimed)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY, .trim_delay_ms = 60000,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_stats st;
+	struct mrp_buf b;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	/* idle for far less than the delay */
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(0, mrp_trim(pool, 0));
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, st.tcache_reclaims);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* mrp_thread_flush() hands the caller's cached buffers to the depot. */
+TEST(thread_flush)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf b[40], c;
+	struct mrp_stats st;
+
+	ASSERT_NE(NULL, pool);
+	EXPECT_EQ(-EINVAL, mrp_thread_flush(NULL));
+	EXPECT_EQ(0, mrp_thread_flush(pool));	/* no cache yet */
+	for (int i = 0; i < 40; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, i & 1 ? 8192 : 65536, NULL, &b[i]));
+	for (int i = 0; i < 40; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(2, st.arenas);
+	/* cached buffers keep both arenas busy */
+	EXPECT_EQ(0, mrp_trim(pool, 0));
+	EXPECT_EQ(0, mrp_thread_flush(pool));
+	EXPECT_EQ(2, mrp_trim(pool, 0));
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_EQ(0, st.bytes_mapped);
+	EXPECT_EQ(2, st.arenas_trimmed);
+	EXPECT_EQ(0, st.tcache_reclaims);	/* flushes are not reclaims */
+	/* the cache refills as before */
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &c));
+	ASSERT_EQ(0, mrp_free(pool, c.addr));
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b[0]));
+	EXPECT_EQ(c.addr, b[0].addr);
+	ASSERT_EQ(0, mrp_free(pool, b[0].addr));
+	st = test_stats(pool);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* A flush of another pool's slot, or twice, is harmless. */
+TEST(thread_flush_other_pool)
+{
+	struct mrp_pool *p1 = test_pool(NULL), *p2 = test_pool(NULL);
+	struct mrp_buf b;
+
+	ASSERT_NE(NULL, p1);
+	ASSERT_NE(NULL, p2);
+	ASSERT_EQ(0, mrp_alloc(p1, 4096, NULL, &b));
+	ASSERT_EQ(0, mrp_free(p1, b.addr));
+	EXPECT_EQ(0, mrp_thread_flush(p2));
+	EXPECT_EQ(0, mrp_trim(p1, 0));		/* p1's cache untouched */
+	EXPECT_EQ(0, mrp_thread_flush(p1));
+	EXPECT_EQ(0, mrp_thread_flush(p1));
+	EXPECT_EQ(1, mrp_trim(p1, 0));
+	EXPECT_EQ(0, mrp_pool_close(p1));
+	EXPECT_EQ(0, mrp_pool_close(p2));
+}
+
+struct racer {
+	struct mrp_pool *pool;
+	pthread_barrier_t *step;
+	uint32_t id;
+	unsigned int seed;
+	int errors;
+};
+
+/*
+ * Bursts of allocations (every buffer marked with its owner), checks and
+ * frees, separated by short random pauses, some buffers held across them:
+ * the pool thread reclaims the cache in a pause, often just as the next
+ * burst starts. A buffer handed out twice shows as a mark overwritten.
+ */
+static void *burst_and_pause(void *arg)
+{
+	enum { HELD = 4, BURST = 24, ROUNDS = 150 };
+	struct racer *w = arg;
+	struct mrp_buf held[HELD], b[BURST];
+	uint32_t serial = 0, hs[HELD];
+
+	for (int i = 0; i < HELD; i++) {
+		if (mrp_alloc(w->pool, 8192, NULL, &held[i])) {
+			w->errors++;
+			return NULL;
+		}
+		hs[i] = serial++;
+		mark(&held[i], w->id, hs[i]);
+	}
+	pthread_barrier_wait(w->step);
+	for (int r = 0; r < ROUNDS; r++) {
+		int n = 1 + (int)(rand_r(&w->seed) % BURST);
+		int h = (int)(rand_r(&w->seed) % HELD);
+
+		for (int i = 0; i < n; i++) {
+			if (mrp_alloc(w->pool, i & 1 ? 8192 : 4096, NULL, &b[i])) {
+				w->errors++;
+				b[i].addr = NULL;
+				continue;
+			}
+			mark(&b[i], w->id, serial + (uint32_t)i);
+		}
+		/* swap one held buffer: frees and allocations across pauses */
+		if (!marked(&held[h], w->id, hs[h]) || mrp_free(w->pool, held[h].addr))
+			w->errors++;
+		if (mrp_alloc(w->pool, 8192, NULL, &held[h]))
+			w->errors++;
+		hs[h] = serial + BURST;
+		mark(&held[h], w->id, hs[h]);
+		for (int i = 0; i < n; i++)
+			if (b[i].addr && (!marked(&b[i], w->id, serial + (uint32_t)i) ||
+					  mrp_free(w->pool, b[i].addr)))
+				w->errors++;
+		serial += BURST + 1;
+		if (rand_r(&w->seed) % 4)
+			sleep_ms((int)(rand_r(&w->seed) % 12));
+	}
+	for (int i = 0; i < HELD; i++)
+		if (!marked(&held[i], w->id, hs[i]) || mrp_free(w->pool, held[i].addr))
+			w->errors++;
+	return NULL;
+}
+
+/*
+ * Reclaims race threads that resume allocating (trim delay 0: any pause
+ * the pool thread sees is idle): no buffer is handed out twice, counts
+ * add up, and the race was exercised.
+ */
+TEST(reclaim_races_resume)
+{
+	enum { NT = 4 };
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_TRIM_DELAY |
+			     MRP_POOL_ATTR_TCACHE_BYTES,
+		.background = 1, .trim_delay_ms = 0, .tcache_bytes = 64 << 10,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	pthread_barrier_t step;
+	struct racer w[NT];
+	pthread_t t[NT];
+	struct mrp_stats st;
+	uint64_t t0;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, NT));
+	for (int i = 0; i < NT; i++) {
+		w[i] = (struct racer){ .pool = pool, .step = &step,
+				       .id = (uint32_t)i + 1, .seed = (unsigned int)i * 7919u + 1 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, burst_and_pause, &w[i]));
+	}
+	for (int i = 0; i < NT; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, w[i].errors);
+	}
+	st = test_stats(pool);
+	TH_LOG("%llu reclaims during %llu allocations",
+	       (unsigned long long)st.tcache_reclaims, (unsigned long long)st.allocs);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(0, st.double_frees);
+	/* the exited threads' caches went back; ours holds nothing */
+	t0 = now_ms();
+	while (st.tcache_reclaims == 0 && now_ms() - t0 < WAIT_MS) {
+		/* pauses too short on this host: one more thread that idles */
+		struct mrp_buf b;
+
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+		sleep_ms(50);
+		st = test_stats(pool);
+	}
+	EXPECT_LT(0, st.tcache_reclaims);
+	pthread_barrier_destroy(&step);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+TEST_HARNESS_MAIN
