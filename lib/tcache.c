@@ -230,7 +230,6 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 	tc->idx = pool->idx;
 	tc->sample_left = pool->cfg.sample_every;
 	pthread_mutex_init(&tc->lock, NULL);
-	pthread_mutex_lock(&tc->lock);
 	/* Any non-NULL value makes the key's destructor run at thread exit. */
 	pthread_setspecific(mrp_exit_key, &mrp_tcache_empty);
 
@@ -240,6 +239,8 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 		tc->next->prev = tc;
 	pool->tcaches = tc;
 	pthread_mutex_unlock(&mrp_global_lock);
+	/* after mrp_global_lock, which a reclaim holds around it */
+	pthread_mutex_lock(&tc->lock);
 	mrp_tls[pool->idx] = tc;
 	return tc;
 }
