@@ -8,7 +8,9 @@
  * attached to the pool, and carves arenas into power-of-two buffers (4 KiB
  * to 2 MiB; larger requests get an arena of their own). Allocation and free
  * go through a bounded per-thread cache: no lock and no system call on that
- * path, and never a registration.
+ * path, and never a registration. A thread's cached buffers go back to the
+ * pool when it exits, calls mrp_thread_flush(), or makes no call on the
+ * pool for the trim delay.
  *
  * Error rule: calls returning int return 0 (or a documented non-negative
  * value) on success and a negative errno value on failure; calls returning
