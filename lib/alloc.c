@@ -190,7 +190,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	p = bin->slots[n - 1];
 	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
 	atomic_signal_fence(memory_order_seq_cst);
-	if (unlikely(!mrp_bin_cap_racy(bin, MRP_HANDSHAKE)))
+	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE)))
 		goto unpop;
 	if (pd) {
 		/* most programs attach one PD: try its slot before the scan */
@@ -363,7 +363,8 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	}
 	bin = &tc->bins[a->cls];
 	count = atomic_load_explicit(&bin->count, memory_order_relaxed);
-	cap = bin->cap;		/* a reclaim writes it under the lock we hold */
+	/* a reclaim stores it only under the lock we hold */
+	cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
 	if (count >= cap) {
 		/* Return the oldest half: the newest stay hot in this cache. */
 		n = cap / 2 ? cap / 2 : 1;
@@ -399,8 +400,9 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
 		goto slow;
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
+	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
-	if (unlikely(n > mrp_bin_cap_racy(bin, __ATOMIC_RELAXED)))
+	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
 		goto slow;
 	bin->slots[n - 1] = addr;
 	/* release: an idle reclaim that reads this count reads the slot */

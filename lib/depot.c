@@ -65,7 +65,8 @@ int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin)
 {
 	struct mrp_class *c = &pool->cls[cls];
-	uint32_t want = c->batch < bin->cap ? c->batch : bin->cap;
+	uint32_t cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
+	uint32_t want = c->batch < cap ? c->batch : cap;
 	uint32_t got = 0;
 	struct mrp_arena *a;
 	int ret;

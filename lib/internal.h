@@ -164,10 +164,10 @@ struct mrp_class {
  */
 struct mrp_bin {
 	_Atomic uint32_t count;		/* buffers held; release-stored by free */
-	uint32_t cap;			/* 0 in the empty cache, and in a reclaimed
+	_Atomic uint32_t cap;		/* 0 in the empty cache, and in a reclaimed
 					 * one: forces slow paths. Stored by a
-					 * reclaim under the cache's lock; the fast
-					 * paths read it with mrp_bin_cap_racy() */
+					 * reclaim under the cache's lock, read by
+					 * the owner's fast paths without it */
 	void **slots;
 	_Atomic uint64_t allocs;	/* written by the owner thread only */
 	_Atomic uint64_t frees;
@@ -411,24 +411,6 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec")));
 
-/*
- * The fast paths' read of a bin's cap, which a reclaim may store meanwhile.
- * Natively a plain load, the kernel's data_race() idiom: one aligned 32-bit
- * load the compiler folds into the compare (an atomic load it does not
- * fold), and either value is handled (an old cap is a call in flight,
- * which the reclaim allows for); the allocation path orders it after its
- * count store with a compiler barrier. Under TSan an atomic load, so the
- * checker sees every access of the handshake.
- */
-static inline uint32_t mrp_bin_cap_racy(const struct mrp_bin *b, int order)
-{
-#ifdef __SANITIZE_THREAD__
-	return __atomic_load_n(&b->cap, order);
-#else
-	(void)order;
-	return b->cap;
-#endif
-}
 extern struct mrp_tcache mrp_tcache_empty;
 extern pthread_mutex_t mrp_global_lock;
 extern _Atomic unsigned int mrp_fork_gen;

@@ -90,7 +90,8 @@ static void mrp_tcache_settle(struct mrp_tcache *tc)
 		n = n > t ? n - t : 0;
 		memmove(b->slots, b->slots + t, n * sizeof(void *));
 		atomic_store_explicit(&b->count, n, memory_order_relaxed);
-		b->cap = mrp_bin_cap(tc->pool, c);
+		atomic_store_explicit(&b->cap, mrp_bin_cap(tc->pool, c),
+				      memory_order_relaxed);
 		tc->taken[c] = 0;
 	}
 	tc->reclaimed = false;
@@ -223,7 +224,7 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 	memset(tc, 0, sizeof(*tc));
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		tc->bins[c].slots = slots;
-		tc->bins[c].cap = mrp_bin_cap(pool, c);
+		atomic_init(&tc->bins[c].cap, mrp_bin_cap(pool, c));
 		slots += mrp_bin_cap(pool, c);
 	}
 	tc->pool = pool;
@@ -280,7 +281,7 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 		/* the pool thread has stopped and no call races close: no reclaim */
 		for (unsigned int c = 0; c <= MRP_NCLASSES; c++) {
 			atomic_store_explicit(&tc->bins[c].count, 0, memory_order_relaxed);
-			tc->bins[c].cap = 0;
+			atomic_store_explicit(&tc->bins[c].cap, 0, memory_order_relaxed);
 		}
 		memset(tc->taken, 0, sizeof(tc->taken));
 		tc->reclaimed = false;
@@ -326,11 +327,11 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
 		if (!holds)
 			return 0;
 		for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-			__atomic_store_n(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
+			atomic_store_explicit(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
 		if (mrp_os_membarrier()) {
 			for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-				__atomic_store_n(&tc->bins[c].cap, mrp_bin_cap(tc->pool, c),
-						 __ATOMIC_RELAXED);
+				atomic_store_explicit(&tc->bins[c].cap, mrp_bin_cap(tc->pool, c),
+						      memory_order_relaxed);
 			return 0;
 		}
 		tc->reclaimed = true;
