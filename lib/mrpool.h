@@ -10,7 +10,8 @@
  * go through a bounded per-thread cache: no lock and no system call on that
  * path, and never a registration. A thread's cached buffers go back to the
  * pool when it exits, calls mrp_thread_flush(), or makes no call on the
- * pool for the trim delay.
+ * pool for the trim delay (where membarrier(2) allows: see
+ * mrp_thread_flush()).
  *
  * Error rule: calls returning int return 0 (or a documented non-negative
  * value) on success and a negative errno value on failure; calls returning
@@ -176,7 +177,8 @@ struct mrp_stats {
 	/* since 1.2 */
 	uint64_t tcache_reclaims;	/* thread caches whose owner stayed idle
 					 * for the trim delay, returned to the
-					 * depot by the pool */
+					 * depot by the pool (always 0 without
+					 * membarrier: see mrp_thread_flush) */
 };
 
 /* Library version, MRP_VERSION layout. */
@@ -308,7 +310,11 @@ int mrp_trim(struct mrp_pool *pool, unsigned int flags);
  * Return the calling thread's cached buffers of pool to the pool, so that
  * trim can release their arenas: for a thread about to go idle, or before
  * mrp_trim() from another one. The pool does the same by itself for
- * threads idle for the trim delay. Returns 0, -EINVAL or -ECHILD. Since 1.2.
+ * threads idle for the trim delay, using membarrier(2)'s private expedited
+ * command (Linux 4.14); where that cannot be registered (an older kernel, a
+ * seccomp filter) there is no idle reclaim, and cached buffers go back only
+ * by this call, MRP_TRIM_FLUSH or thread exit. Returns 0, -EINVAL or
+ * -ECHILD. Since 1.2.
  */
 int mrp_thread_flush(struct mrp_pool *pool);
 

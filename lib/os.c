@@ -85,26 +85,35 @@ size_t mrp_os_page_size(void)
  * A full memory barrier on every running thread of the process, as if each
  * had executed one where it stands: the heavy side of an asymmetric fence
  * (the idle reclaim's, tcache.c), whose light side is a compiler barrier.
- * The expedited command needs a one-time registration (Linux 4.14); the
- * global one (4.3, an RCU grace period) is the slow fallback. Returns 0,
- * or a negative errno when the kernel offers neither.
+ * Only the private expedited command (Linux 4.14) is used: it interrupts
+ * just the CPUs running this process, in microseconds. The global one
+ * waits for an RCU grace period (milliseconds), too slow for a pass that
+ * holds mrp_global_lock, so without the private one there is no barrier
+ * and no idle reclaim.
+ *
+ * mrp_os_membarrier_register(): the one-time registration the command
+ * needs; 0, or the negative errno it failed with (ENOSYS: no membarrier,
+ * EINVAL: no private expedited command, EPERM: a seccomp filter), the same
+ * for every later call. mrp_os_membarrier(): the barrier, once registered.
  */
 static pthread_once_t mrp_mb_once = PTHREAD_ONCE_INIT;
-static int mrp_mb_cmd = -1;
+static int mrp_mb_err;
 
 static void mrp_os_membarrier_init(void)
 {
-	if (!syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0))
-		mrp_mb_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
-	else if (syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0 &&
-		 !syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0))
-		mrp_mb_cmd = MEMBARRIER_CMD_GLOBAL;
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0))
+		mrp_mb_err = -errno;
+}
+
+int mrp_os_membarrier_register(void)
+{
+	pthread_once(&mrp_mb_once, mrp_os_membarrier_init);
+	return mrp_mb_err;
 }
 
 int mrp_os_membarrier(void)
 {
-	pthread_once(&mrp_mb_once, mrp_os_membarrier_init);
-	if (mrp_mb_cmd < 0)
-		return -ENOSYS;
-	return syscall(__NR_membarrier, mrp_mb_cmd, 0, 0) ? -errno : 0;
+	if (mrp_os_membarrier_register())
+		return mrp_mb_err;
+	return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) ? -errno : 0;
 }

@@ -217,6 +217,13 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_global_init();
 	if (ret)
 		goto out;
+	/*
+	 * The idle reclaim's barrier, registered once per process and before
+	 * this pool's thread starts: with one thread the kernel has nothing
+	 * to synchronise (with more, some kernels wait for a grace period).
+	 * A failure only turns the idle reclaim off.
+	 */
+	mrp_os_membarrier_register();
 	pool = aligned_alloc(64, sizeof(*pool));
 	if (!pool) {
 		ret = -ENOMEM;

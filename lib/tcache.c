@@ -360,6 +360,9 @@ int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay
 	struct mrp_tcache *tc;
 	int n = 0;
 
+	/* no private expedited membarrier, no handshake: idle caches stay (os.c) */
+	if (mrp_os_membarrier_register())
+		return 0;
 	pthread_mutex_lock(&mrp_global_lock);
 	for (tc = pool->tcaches; tc; tc = tc->next) {
 		uint64_t ops = mrp_tcache_ops(tc);
