@@ -157,6 +157,13 @@ struct mrp_class {
 	_Atomic uint64_t refills, flushes;
 } __attribute__((aligned(64)));
 
+/* Where an idle reclaim stands with a thread cache (tcache.c). */
+enum {
+	MRP_TC_LIVE,			/* caps as configured */
+	MRP_TC_MARKED,			/* caps 0, the pass's barrier to come */
+	MRP_TC_TAKEN,			/* caps 0 since a barrier; taken went */
+};
+
 /*
  * One thread's cache of one class: a stack of buffer addresses. Only the
  * owner writes count and slots; an idle reclaim reads them and writes cap
@@ -164,9 +171,9 @@ struct mrp_class {
  */
 struct mrp_bin {
 	_Atomic uint32_t count;		/* buffers held; release-stored by free */
-	_Atomic uint32_t cap;		/* 0 in the empty cache, and in a reclaimed
-					 * one: forces slow paths. Stored by a
-					 * reclaim under the cache's lock, read by
+	_Atomic uint32_t cap;		/* 0 in the empty cache, and in one an idle
+					 * reclaim marked: forces slow paths.
+					 * Stored under the cache's lock, read by
 					 * the owner's fast paths without it */
 	void **slots;
 	_Atomic uint64_t allocs;	/* written by the owner thread only */
@@ -187,11 +194,12 @@ struct mrp_tcache {
 	struct mrp_tcache *next, *prev;	/* pool->tcaches, mrp_global_lock */
 
 	/* idle reclaim (tcache.c): the owner's slow paths and the reclaimer */
-	pthread_mutex_t lock;		/* bins off the fast paths, reclaimed, taken */
-	bool reclaimed;			/* caps are 0; taken counts what went */
+	pthread_mutex_t lock;		/* bins off the fast paths, reclaim, taken */
+	uint8_t reclaim;		/* MRP_TC_*: caps are 0 unless LIVE */
 	uint32_t taken[MRP_NCLASSES];	/* per bin: slots[0, taken) are the depot's */
-	uint64_t seen_ops, seen_ns;	/* activity last seen and when: reclaimer's,
-					 * mrp_global_lock */
+	/* the reclaimer's, mrp_global_lock */
+	bool in_pass;			/* marked by the pass under way */
+	uint64_t seen_ops, seen_ns;	/* activity last seen and when */
 } __attribute__((aligned(64)));
 
 /* Settings after attributes, environment and defaults are merged. */
@@ -421,6 +429,7 @@ int mrp_tcache_flush_self(struct mrp_pool *pool);
 void mrp_tcache_flush(struct mrp_tcache *tc);
 void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
 int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns);
+int mrp_tcaches_reclaim_now(struct mrp_pool *pool);
 
 /*
  * The address map: an arena pointer for every 2 MiB of the address space

@@ -11,26 +11,33 @@
  *
  * Idle reclaim. A thread that stops calling keeps its cached buffers, and
  * with them whole arenas, pinned and registered. The pool thread (or
- * mrp_trim()) takes them back from a cache whose counters have not moved
- * for the trim delay, with no lock and no read-modify-write added to the
- * fast paths. Under tcache->lock, which every slow path touching the bins
- * holds (so no slow path is under way):
- *   1. it stores 0 in every bin's cap, which sends the owner's next free to
- *      its slow path, and its next allocation too (below);
- *   2. membarrier(): each owner call in flight at that point has its stores
- *      so far visible, and each later one sees the zero caps;
- *   3. it hands slots[0, count) of each bin to the depot and records that
- *      count as taken; it never writes count.
+ * mrp_trim()) takes them back from the caches whose counters have not
+ * moved for the trim delay, with no lock and no read-modify-write added to
+ * the fast paths. A pass (mrp_tcaches_reclaim()) goes in three steps:
+ *   1. mark: under each idle cache's tcache->lock, which every slow path
+ *      touching the bins holds, it stores 0 in every bin's cap, which sends
+ *      the owner's next free to its slow path, and its next allocation too
+ *      (below);
+ *   2. one membarrier() for every cache marked: each owner call in flight
+ *      at that point has its stores so far visible, and each later one
+ *      sees the zero caps;
+ *   3. take: under the lock again, from each cache still marked, it hands
+ *      slots[0, count) of each bin to the depot and records that count as
+ *      taken; it never writes count.
+ * The locks are not held across the barrier: an owner whose slow path runs
+ * in between finds its cache marked and puts the caps back
+ * (mrp_tcache_settle()), and step 3 leaves that cache alone. A cache still
+ * marked has had zero caps from before the barrier to the take.
+ *
  * The allocation fast path pops (count stored), then loads cap: a zero cap
  * means the pop may have raced step 3, so it puts the count back and takes
  * the slow path, which under the lock drops the taken slots and restores
- * the caps (mrp_tcache_settle()). Store count, load cap (owner) against
- * store cap, load count (reclaimer): with the barrier between, one of them
- * sees the other, so a buffer is never both popped and taken. A free in
- * flight pushes at or above the count the reclaimer reads (which free
- * release-stores, so the slots below are visible): what it pushes stays in
- * the cache, and a later pass takes it. Only the owner, thread exit and
- * pool close free a cache.
+ * the caps. Store count, load cap (owner) against store cap, load count
+ * (reclaimer): with the barrier between, one of them sees the other, so a
+ * buffer is never both popped and taken. A free in flight pushes at or
+ * above the count the reclaimer reads (which free release-stores, so the
+ * slots below are visible): what it pushes stays in the cache, and a later
+ * pass takes it. Only the owner, thread exit and pool close free a cache.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -74,27 +81,29 @@ static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
 
 /*
  * tc->lock held, by the owner (or by close and thread exit, which no call
- * on it races): take a reclaimed cache back. The taken slots are the
- * depot's; buffers pushed above them by a free that was in flight stay,
- * moved down; the caps come back.
+ * on it races): take a marked or reclaimed cache back. The taken slots are
+ * the depot's; buffers pushed above them by a free that was in flight
+ * stay, moved down; the caps come back.
  */
 static void mrp_tcache_settle(struct mrp_tcache *tc)
 {
-	if (!tc->reclaimed)
+	if (tc->reclaim == MRP_TC_LIVE)
 		return;
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
 		uint32_t n = atomic_load_explicit(&b->count, memory_order_relaxed);
 		uint32_t t = tc->taken[c];
 
-		n = n > t ? n - t : 0;
-		memmove(b->slots, b->slots + t, n * sizeof(void *));
-		atomic_store_explicit(&b->count, n, memory_order_relaxed);
+		if (t) {
+			n = n > t ? n - t : 0;
+			memmove(b->slots, b->slots + t, n * sizeof(void *));
+			atomic_store_explicit(&b->count, n, memory_order_relaxed);
+			tc->taken[c] = 0;
+		}
 		atomic_store_explicit(&b->cap, mrp_bin_cap(tc->pool, c),
 				      memory_order_relaxed);
-		tc->taken[c] = 0;
 	}
-	tc->reclaimed = false;
+	tc->reclaim = MRP_TC_LIVE;
 }
 
 /*
@@ -284,7 +293,7 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 			atomic_store_explicit(&tc->bins[c].cap, 0, memory_order_relaxed);
 		}
 		memset(tc->taken, 0, sizeof(tc->taken));
-		tc->reclaimed = false;
+		tc->reclaim = MRP_TC_LIVE;
 		tc->pool = NULL;
 		tc->next = NULL;
 		tc->prev = NULL;
@@ -306,36 +315,47 @@ static uint64_t mrp_tcache_ops(struct mrp_tcache *tc)
 	return ops;
 }
 
+/* Made no call for delay_ns, as successive passes saw it; mrp_global_lock held. */
+static bool mrp_tcache_idle(struct mrp_tcache *tc, uint64_t now, uint64_t delay_ns)
+{
+	uint64_t ops = mrp_tcache_ops(tc);
+
+	if (ops != tc->seen_ops || !tc->seen_ns) {
+		tc->seen_ops = ops;
+		tc->seen_ns = now;
+		return false;
+	}
+	return now - tc->seen_ns >= delay_ns;
+}
+
 /*
- * Steps 1 to 3 of the idle reclaim (top of file) on a cache; tc->lock
- * held. On a cache already reclaimed, takes what frees in flight pushed
- * since (no new barrier: its caps are 0 since the first one). Returns the
- * number of buffers taken, or 0 without membarrier() (an owner mid-pop
- * cannot be told apart then: the cache is left alone).
+ * Step 1 (top of file) on a live cache, tc->lock held. An empty cache is
+ * left alone: nothing to take, no barrier, no slow path after. Returns
+ * whether it was marked.
+ */
+static bool mrp_tcache_mark(struct mrp_tcache *tc)
+{
+	bool holds = false;
+
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+		holds |= atomic_load_explicit(&tc->bins[c].count, memory_order_relaxed) != 0;
+	if (!holds)
+		return false;
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
+		atomic_store_explicit(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
+	tc->reclaim = MRP_TC_MARKED;
+	return true;
+}
+
+/*
+ * Step 3 on a cache whose caps have been 0 since a barrier, tc->lock held:
+ * what its bins hold above what was taken goes to the depot. Returns the
+ * number of buffers.
  */
 static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
 {
 	uint32_t got = 0;
 
-	if (!tc->reclaimed) {
-		bool holds = false;
-
-		/* an empty cache is left alone: no barrier, no slow path after */
-		for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-			holds |= atomic_load_explicit(&tc->bins[c].count,
-						      memory_order_relaxed) != 0;
-		if (!holds)
-			return 0;
-		for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-			atomic_store_explicit(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
-		if (mrp_os_membarrier()) {
-			for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-				atomic_store_explicit(&tc->bins[c].cap, mrp_bin_cap(tc->pool, c),
-						      memory_order_relaxed);
-			return 0;
-		}
-		tc->reclaimed = true;
-	}
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
 		uint32_t n = atomic_load_explicit(&b->count, MRP_HANDSHAKE_ACQUIRE);
@@ -346,7 +366,67 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
 		got += n - tc->taken[c];
 		tc->taken[c] = n;
 	}
+	tc->reclaim = MRP_TC_TAKEN;
 	return got;
+}
+
+/*
+ * One pass of the idle reclaim (top of file) over the caches of pool: those
+ * whose owner made no call for delay_ns, or all with force. A cache whose
+ * lock is held is skipped: its owner is in a slow path, so not idle. One
+ * barrier serves the whole batch; without one (os.c) nothing is marked.
+ * Returns the number of caches reclaimed.
+ */
+static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
+			       bool force)
+{
+	struct mrp_tcache *tc;
+	int marked = 0, n = 0;
+	bool barrier;
+
+	if (mrp_os_membarrier_register())
+		return 0;
+	pthread_mutex_lock(&mrp_global_lock);
+	for (tc = pool->tcaches; tc; tc = tc->next) {
+		if (!mrp_tcache_idle(tc, now, delay_ns) && !force)
+			continue;
+		if (pthread_mutex_trylock(&tc->lock))
+			continue;
+		if (tc->reclaim == MRP_TC_TAKEN) {
+			/* caps 0 since an earlier barrier: what frees in flight pushed */
+			if (mrp_tcache_take(tc))
+				n++;
+		} else if (mrp_tcache_mark(tc)) {
+			tc->in_pass = true;
+			marked++;
+		}
+		pthread_mutex_unlock(&tc->lock);
+	}
+	if (!marked)
+		goto out;
+	barrier = !mrp_os_membarrier();
+	for (tc = pool->tcaches; tc; tc = tc->next) {
+		if (!tc->in_pass)
+			continue;
+		tc->in_pass = false;
+		/* held: its owner is in a slow path, which unmarks the cache */
+		if (pthread_mutex_trylock(&tc->lock))
+			continue;
+		if (tc->reclaim == MRP_TC_MARKED) {
+			if (barrier) {
+				mrp_tcache_take(tc);
+				n++;
+			} else {
+				mrp_tcache_settle(tc);
+			}
+		}
+		pthread_mutex_unlock(&tc->lock);
+	}
+out:
+	pthread_mutex_unlock(&mrp_global_lock);
+	if (n)
+		mrp_add(&pool->tcache_reclaims, (uint64_t)n);
+	return n;
 }
 
 /*
@@ -357,32 +437,11 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
  */
 int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns)
 {
-	struct mrp_tcache *tc;
-	int n = 0;
+	return mrp_tcaches_reclaim(pool, now, delay_ns, false);
+}
 
-	/* no private expedited membarrier, no handshake: idle caches stay (os.c) */
-	if (mrp_os_membarrier_register())
-		return 0;
-	pthread_mutex_lock(&mrp_global_lock);
-	for (tc = pool->tcaches; tc; tc = tc->next) {
-		uint64_t ops = mrp_tcache_ops(tc);
-
-		if (ops != tc->seen_ops || !tc->seen_ns) {
-			tc->seen_ops = ops;
-			tc->seen_ns = now;
-			continue;
-		}
-		if (now - tc->seen_ns < delay_ns)
-			continue;
-		/* held: its owner is in a slow path, so not idle */
-		if (pthread_mutex_trylock(&tc->lock))
-			continue;
-		if (mrp_tcache_take(tc))
-			n++;
-		pthread_mutex_unlock(&tc->lock);
-	}
-	pthread_mutex_unlock(&mrp_global_lock);
-	if (n)
-		mrp_add(&pool->tcache_reclaims, (uint64_t)n);
-	return n;
+/* Tests only (reclaim_test.c): a pass now that takes every cache it can lock. */
+int mrp_tcaches_reclaim_now(struct mrp_pool *pool)
+{
+	return mrp_tcaches_reclaim(pool, mrp_now_ns(), 0, true);
 }
