@@ -8,14 +8,20 @@
  * with a generous bound: nothing here asserts how long anything takes.
  */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "kselftest_harness.h"
 #include "helpers.h"
+#include "internal.h"
 
 #define WAIT_MS		20000	/* bound of every poll */
 
@@ -33,6 +39,19 @@ static void sleep_ms(int ms)
 
 	nanosleep(&ts, NULL);
 }
+
+/*
+ * The idle reclaim needs membarrier's private expedited command, which the
+ * library registers once per process (os.c; each test is a process of its
+ * own): without it there is nothing to test but its absence (no_membarrier).
+ */
+#define NEED_MEMBARRIER() do {						\
+	int _err = mrp_os_membarrier_register();			\
+									\
+	if (_err)							\
+		SKIP(return, "no idle reclaim: membarrier(PRIVATE_EXPEDITED) "	\
+		     "cannot be registered (%s)", strerror(-_err));	\
+} while (0)
 
 /* Poll the stats until the pool has no arena, or WAIT_MS; with_trim: no pool thread. */
 static struct mrp_stats wait_no_arena(struct mrp_pool *pool, int with_trim)
@@ -139,6 +158,7 @@ static void idle_threads(struct __test_metadata *_metadata, int background)
 	pthread_t t[NT];
 	struct mrp_stats st;
 
+	NEED_MEMBARRIER();
 	ASSERT_NE(NULL, pool);
 	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, NT + 1));
 	for (int i = 0; i < NT; i++) {
@@ -348,6 +368,7 @@ TEST(reclaim_races_resume)
 	struct mrp_stats st;
 	uint64_t t0;
 
+	NEED_MEMBARRIER();
 	ASSERT_NE(NULL, pool);
 	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, NT));
 	for (int i = 0; i < NT; i++) {
@@ -378,6 +399,60 @@ TEST(reclaim_races_resume)
 	}
 	EXPECT_LT(0, st.tcache_reclaims);
 	pthread_barrier_destroy(&step);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* Make membarrier() fail with EPERM in this process, as a seccomp policy may. */
+static int deny_membarrier(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = ARRAY_SIZE(f), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -errno : 0;
+}
+
+/*
+ * Without membarrier (denied before the first pool opens) the idle reclaim
+ * is off: an idle cache keeps its buffers, forced passes included, and
+ * mrp_thread_flush() still returns them.
+ */
+TEST(no_membarrier)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY, .trim_delay_ms = 0,
+	};
+	struct mrp_pool *pool;
+	struct mrp_stats st;
+	struct mrp_buf b;
+	int ret;
+
+	ret = deny_membarrier();
+	if (ret)
+		SKIP(return, "cannot install a seccomp filter: %s", strerror(-ret));
+	pool = test_pool(&a);
+	ASSERT_NE(NULL, pool);
+	EXPECT_EQ(-EPERM, mrp_os_membarrier_register());
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, mrp_tcaches_reclaim_now(pool));
+		EXPECT_EQ(0, mrp_trim(pool, 0));	/* idle, but cached */
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, st.tcache_reclaims);
+	EXPECT_EQ(0, mrp_thread_flush(pool));
+	EXPECT_EQ(1, mrp_trim(pool, 0));
+	/* the cache works as before */
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
