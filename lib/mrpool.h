@@ -177,8 +177,9 @@ struct mrp_stats {
 	/* since 1.2 */
 	uint64_t tcache_reclaims;	/* thread caches whose owner stayed idle
 					 * for the trim delay, returned to the
-					 * depot by the pool (always 0 without
-					 * membarrier: see mrp_thread_flush) */
+					 * depot by the pool: once per idle
+					 * period (always 0 without membarrier:
+					 * see mrp_thread_flush) */
 };
 
 /* Library version, MRP_VERSION layout. */

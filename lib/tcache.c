@@ -375,7 +375,8 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
  * whose owner made no call for delay_ns, or all with force. A cache whose
  * lock is held is skipped: its owner is in a slow path, so not idle. One
  * barrier serves the whole batch; without one (os.c) nothing is marked.
- * Returns the number of caches reclaimed.
+ * Returns the number of caches reclaimed (live, then taken), which
+ * tcache_reclaims counts.
  */
 static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			       bool force)
@@ -393,9 +394,11 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 		if (pthread_mutex_trylock(&tc->lock))
 			continue;
 		if (tc->reclaim == MRP_TC_TAKEN) {
-			/* caps 0 since an earlier barrier: what frees in flight pushed */
-			if (mrp_tcache_take(tc))
-				n++;
+			/*
+			 * Caps 0 since an earlier barrier: what frees in flight
+			 * pushed. The same idle period, not another reclaim.
+			 */
+			mrp_tcache_take(tc);
 		} else if (mrp_tcache_mark(tc)) {
 			tc->in_pass = true;
 			marked++;

@@ -402,6 +402,109 @@ TEST(reclaim_races_resume)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+/*
+ * What mrp_free()'s fast path does when it read the cap before a reclaim
+ * stored 0 there: the push lands above what the reclaim took.
+ */
+static void free_in_flight(struct mrp_pool *pool, void *addr)
+{
+	struct mrp_arena *a = mrp_arena_of((uintptr_t)addr);
+	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[a->cls];
+	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+
+	bin->slots[n - 1] = addr;
+	atomic_store_explicit(&bin->count, n, memory_order_release);
+	mrp_inc(&bin->frees);
+}
+
+struct counted {
+	struct mrp_pool *pool;
+	pthread_barrier_t *step;
+	int late;		/* hold one buffer, free it "in flight" */
+	int errors;
+};
+
+/* Cache buffers, idle through the reclaims, then use the pool again. */
+static void *cache_and_wait(void *arg)
+{
+	struct counted *w = arg;
+	struct mrp_buf b[8], late;
+
+	for (int i = 0; i < 8; i++)
+		if (mrp_alloc(w->pool, 8192, NULL, &b[i]))
+			w->errors++;
+	if (mrp_alloc(w->pool, 8192, NULL, &late))
+		w->errors++;
+	for (int i = 0; i < 8; i++)
+		if (mrp_free(w->pool, b[i].addr))
+			w->errors++;
+	if (!w->late && mrp_free(w->pool, late.addr))
+		w->errors++;
+	pthread_barrier_wait(w->step);	/* cached */
+	pthread_barrier_wait(w->step);	/* reclaimed */
+	if (w->late)
+		free_in_flight(w->pool, late.addr);
+	pthread_barrier_wait(w->step);	/* pushed */
+	pthread_barrier_wait(w->step);	/* swept: resume */
+	for (int i = 0; i < 8; i++)
+		if (mrp_alloc(w->pool, 8192, NULL, &b[i]))
+			w->errors++;
+	for (int i = 0; i < 8; i++)
+		if (mrp_free(w->pool, b[i].addr))
+			w->errors++;
+	return NULL;
+}
+
+/*
+ * tcache_reclaims counts each idle period of a cache once: passes over a
+ * cache already reclaimed add nothing, even when they take what a free in
+ * flight pushed there after the reclaim.
+ */
+TEST(reclaims_counted_once)
+{
+	enum { NT = 4 };
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY, .trim_delay_ms = 600000,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	pthread_barrier_t step;
+	struct counted w[NT];
+	pthread_t t[NT];
+	struct mrp_stats st;
+
+	NEED_MEMBARRIER();
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, NT + 1));
+	for (int i = 0; i < NT; i++) {
+		w[i] = (struct counted){ .pool = pool, .step = &step, .late = i == 0 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, cache_and_wait, &w[i]));
+	}
+	pthread_barrier_wait(&step);
+	EXPECT_EQ(NT, mrp_tcaches_reclaim_now(pool));
+	EXPECT_EQ(0, mrp_tcaches_reclaim_now(pool));
+	EXPECT_EQ(NT, test_stats(pool).tcache_reclaims);
+	pthread_barrier_wait(&step);
+	pthread_barrier_wait(&step);
+	/* the late free's buffer goes too, and the count stays */
+	EXPECT_EQ(0, mrp_tcaches_reclaim_now(pool));
+	EXPECT_EQ(1, mrp_trim(pool, 0));	/* nothing cached, nothing in use */
+	st = test_stats(pool);
+	EXPECT_EQ(NT, st.tcache_reclaims);
+	EXPECT_EQ(0, st.bytes_in_use);
+	pthread_barrier_wait(&step);
+	for (int i = 0; i < NT; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, w[i].errors);
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(NT, st.tcache_reclaims);	/* resuming counts nothing */
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(0, st.double_frees);
+	pthread_barrier_destroy(&step);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
 /* Make membarrier() fail with EPERM in this process, as a seccomp policy may. */
 static int deny_membarrier(void)
 {
