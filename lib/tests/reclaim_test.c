@@ -4,13 +4,18 @@
  * (or mrp_trim() without one) returns the buffers of threads that stopped
  * calling so that their arenas can be trimmed, mrp_thread_flush() does it
  * for the calling thread, and a thread that resumes while its cache is
- * being reclaimed never gets a buffer someone else holds. Waits are polls
- * with a generous bound: nothing here asserts how long anything takes.
+ * being reclaimed never gets a buffer someone else holds. Some tests force
+ * passes whatever the idle time with mrp_tcaches_reclaim_now(), internal
+ * (internal.h, the static library): exact counts, and a stress of passes
+ * against threads that never stop. Waits are polls with a generous bound:
+ * nothing here asserts how long anything takes.
  */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -503,6 +508,189 @@ TEST(reclaims_counted_once)
 	EXPECT_EQ(0, st.double_frees);
 	pthread_barrier_destroy(&step);
 	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* What the stress test's threads share. */
+struct stress {
+	struct mrp_pool *pool;
+	_Atomic int stop;
+	_Atomic uint32_t started, done;	/* forced passes begun, ended */
+};
+
+struct churner {
+	struct stress *s;
+	uint32_t id;
+	unsigned int seed;
+	_Atomic uint64_t beats;		/* progress: the reclaimer paces on it */
+	uint64_t allocs;
+	int errors;
+};
+
+/* Check a held buffer's stamp, free it. */
+static void churn_free(struct churner *w, struct mrp_buf *b, uint32_t serial)
+{
+	if (b->addr && (!marked(b, w->id, serial) || mrp_free(w->s->pool, b->addr)))
+		w->errors++;
+	b->addr = NULL;
+}
+
+/*
+ * Allocate and free without pause until told to stop, keeping a window of
+ * buffers of three classes, each stamped with its owner and a serial and
+ * checked before its free; now and then the whole window goes back at
+ * once, which fills the cache. Every few passes the thread sits out one
+ * whole pass, which then takes its cache for sure (a busy owner mostly
+ * takes its cache back before the take), and resumes. A buffer handed out
+ * twice, or taken from a cache just as its owner popped it, shows as a
+ * stamp overwritten.
+ */
+static void *churn(void *arg)
+{
+	enum { HOLD = 16 };
+	struct churner *w = arg;
+	struct stress *s = w->s;
+	struct mrp_buf held[HOLD];
+	uint32_t hs[HOLD], serial = 0, pause = 1 + rand_r(&w->seed) % 16;
+
+	memset(held, 0, sizeof(held));
+	while (!atomic_load(&s->stop)) {
+		uint32_t p = atomic_load(&s->started);
+		int i;
+
+		if (p >= pause) {
+			/* read the count, then beat: the pass this beat paces is later */
+			atomic_fetch_add(&w->beats, 1);
+			while (atomic_load(&s->done) <= p && !atomic_load(&s->stop))
+				sched_yield();
+			pause = p + 4 + rand_r(&w->seed) % 16;
+			continue;
+		}
+		i = (int)(rand_r(&w->seed) % HOLD);
+		churn_free(w, &held[i], hs[i]);
+		if (rand_r(&w->seed) % 64 == 0)
+			for (int j = 0; j < HOLD; j++)
+				churn_free(w, &held[j], hs[j]);
+		if (mrp_alloc(s->pool, idler_size((int)serial), NULL, &held[i])) {
+			w->errors++;
+			held[i].addr = NULL;
+			continue;
+		}
+		hs[i] = serial++;
+		mark(&held[i], w->id, hs[i]);
+		atomic_fetch_add_explicit(&w->beats, 1, memory_order_relaxed);
+		/* let the reclaimer in where threads run one at a time (valgrind) */
+		if (++w->allocs % 128 == 0)
+			sched_yield();
+	}
+	for (int i = 0; i < HOLD; i++)
+		churn_free(w, &held[i], hs[i]);
+	return NULL;
+}
+
+struct reclaimer {
+	struct stress *s;
+	struct churner *w;
+	int nw, passes;
+	long reclaims;
+};
+
+static uint64_t beats(const struct reclaimer *r)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < r->nw; i++)
+		n += atomic_load_explicit(&r->w[i].beats, memory_order_relaxed);
+	return n;
+}
+
+/*
+ * Forced reclaim passes (and now and then a trim), each after some
+ * progress of the churners however slowly they run here; then stop them.
+ */
+static void *reclaim_loop(void *arg)
+{
+	struct reclaimer *r = arg;
+	struct stress *s = r->s;
+	uint64_t seen = 0;
+
+	for (int i = 0; i < r->passes; i++) {
+		while (beats(r) == seen)
+			sched_yield();
+		seen = beats(r);
+		atomic_fetch_add(&s->started, 1);
+		r->reclaims += mrp_tcaches_reclaim_now(s->pool);
+		if (i % 16 == 15)
+			mrp_trim(s->pool, 0);
+		atomic_fetch_add(&s->done, 1);
+	}
+	atomic_store(&s->stop, 1);
+	return NULL;
+}
+
+/*
+ * Threads allocate and free continuously while another one forces reclaim
+ * passes over their caches, a bounded number: no buffer is handed out
+ * twice (stamps, and in debug mode the library's own check), none is lost
+ * (all come back: every arena can be trimmed at the end), and every
+ * reclaim is counted once.
+ */
+static void stress(struct __test_metadata *_metadata, int debug)
+{
+	enum { NT = 3, PASSES = 500 };
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY | MRP_POOL_ATTR_ARENA_SIZE,
+		.trim_delay_ms = 600000, .arena_size = 2 << 20,
+	};
+	struct stress s = { 0 };
+	struct churner w[NT];
+	struct reclaimer r = { .s = &s, .w = w, .nw = NT, .passes = PASSES };
+	pthread_t t[NT], rt;
+	struct mrp_stats st;
+	uint64_t allocs = 0;
+
+	NEED_MEMBARRIER();
+	if (debug)
+		ASSERT_EQ(0, setenv("MRPOOL_DEBUG", "1", 1));
+	s.pool = test_pool(&a);
+	ASSERT_NE(NULL, s.pool);
+	for (int i = 0; i < NT; i++) {
+		w[i] = (struct churner){ .s = &s, .id = (uint32_t)i + 1,
+					 .seed = (unsigned int)i * 104729u + 7 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, churn, &w[i]));
+	}
+	ASSERT_EQ(0, pthread_create(&rt, NULL, reclaim_loop, &r));
+	ASSERT_EQ(0, pthread_join(rt, NULL));
+	for (int i = 0; i < NT; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, w[i].errors);
+		allocs += w[i].allocs;
+	}
+	st = test_stats(s.pool);
+	TH_LOG("%ld caches reclaimed in %d passes, %llu allocations",
+	       r.reclaims, PASSES, (unsigned long long)allocs);
+	EXPECT_LT(0, r.reclaims);
+	EXPECT_EQ(r.reclaims, st.tcache_reclaims);
+	EXPECT_EQ(allocs, st.allocs);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(0, st.double_frees);
+	/* the churners' caches went back when they exited: nothing is held */
+	mrp_trim(s.pool, 0);
+	st = test_stats(s.pool);
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_EQ(0, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_pool_close(s.pool));
+}
+
+TEST(reclaim_stress)
+{
+	stress(_metadata, 0);
+}
+
+/* The same in debug mode, which checks every hand-out and free itself. */
+TEST(reclaim_stress_debug)
+{
+	stress(_metadata, 1);
 }
 
 /* Make membarrier() fail with EPERM in this process, as a seccomp policy may. */
