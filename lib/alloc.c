@@ -190,8 +190,10 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	p = bin->slots[n - 1];
 	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
 	atomic_signal_fence(memory_order_seq_cst);
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
 	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE)))
 		goto unpop;
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_CAP_SEEN);
 	if (pd) {
 		/* most programs attach one PD: try its slot before the scan */
 		if (likely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) == pd))
@@ -404,6 +406,7 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
 	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
 		goto slow;
+	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
 	bin->slots[n - 1] = addr;
 	/* release: an idle reclaim that reads this count reads the slot */
 	atomic_store_explicit(&bin->count, n, memory_order_release);

@@ -419,6 +419,32 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 #define MRP_HANDSHAKE_ACQUIRE	memory_order_acquire
 #endif
 
+/*
+ * Test hooks (tests/reclaim_hooks_test.c): a call at the points of the
+ * reclaim handshake where one interleaving matters and a stress test cannot
+ * land, a single instruction apart. Only objects built with MRP_TEST_HOOKS
+ * (lib/Makefile, build/hooks/) have them; the library has none.
+ */
+enum mrp_test_hook {
+	MRP_HOOK_ALLOC_POPPED,		/* alloc fast path: count stored, cap not loaded */
+	MRP_HOOK_ALLOC_CAP_SEEN,	/* alloc fast path: cap seen, keys not tested */
+	MRP_HOOK_FREE_CAP_SEEN,		/* free fast path: cap seen, slot not stored */
+	MRP_HOOK_PASS_MARKED,		/* reclaim pass: caches marked, no barrier yet */
+	MRP_HOOK_N
+};
+#ifdef MRP_TEST_HOOKS
+extern void (*_Atomic mrp_test_hooks[MRP_HOOK_N])(void);
+#define MRP_TEST_HOOK(h) do {							\
+	void (*_f)(void) = atomic_load_explicit(&mrp_test_hooks[h],		\
+						memory_order_acquire);		\
+										\
+	if (_f)									\
+		_f();								\
+} while (0)
+#else
+#define MRP_TEST_HOOK(h) do { } while (0)
+#endif
+
 /* tcache.c */
 extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec")));

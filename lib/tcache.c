@@ -57,6 +57,10 @@ _Static_assert(MRP_MAX_POOLS == 32, "mrp_tls initialiser");
 pthread_mutex_t mrp_global_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic unsigned int mrp_fork_gen;
 
+#ifdef MRP_TEST_HOOKS
+void (*_Atomic mrp_test_hooks[MRP_HOOK_N])(void);
+#endif
+
 static pthread_once_t mrp_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mrp_exit_key;
 static int mrp_init_err;
@@ -407,6 +411,7 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 	}
 	if (!marked)
 		goto out;
+	MRP_TEST_HOOK(MRP_HOOK_PASS_MARKED);
 	barrier = !mrp_os_membarrier();
 	for (tc = pool->tcaches; tc; tc = tc->next) {
 		if (!tc->in_pass)
