@@ -23,7 +23,8 @@
  *      sees the zero caps;
  *   3. take: under the lock again, from each cache still marked, it hands
  *      slots[0, count) of each bin to the depot and records that count as
- *      taken; it never writes count.
+ *      taken; it never writes count. A cache the owner emptied meanwhile
+ *      gets its caps back: no reclaim.
  * The locks are not held across the barrier: an owner whose slow path runs
  * in between finds its cache marked and puts the caps back
  * (mrp_tcache_settle()), and step 3 leaves that cache alone. A cache still
@@ -87,7 +88,9 @@ static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
  * tc->lock held, by the owner (or by close and thread exit, which no call
  * on it races): take a marked or reclaimed cache back. The taken slots are
  * the depot's; buffers pushed above them by a free that was in flight
- * stay, moved down; the caps come back.
+ * stay, moved down; the caps come back. A pass that took nothing settles
+ * too: with no slot taken it only stores the caps, which the owner's fast
+ * paths may read meanwhile.
  */
 static void mrp_tcache_settle(struct mrp_tcache *tc)
 {
@@ -379,7 +382,7 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
  * whose owner made no call for delay_ns, or all with force. A cache whose
  * lock is held is skipped: its owner is in a slow path, so not idle. One
  * barrier serves the whole batch; without one (os.c) nothing is marked.
- * Returns the number of caches reclaimed (live, then taken), which
+ * Returns the number of caches reclaimed (live, then buffers taken), which
  * tcache_reclaims counts.
  */
 static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
@@ -421,12 +424,11 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 		if (pthread_mutex_trylock(&tc->lock))
 			continue;
 		if (tc->reclaim == MRP_TC_MARKED) {
-			if (barrier) {
-				mrp_tcache_take(tc);
+			/* nothing to take (the owner popped it all): not a reclaim */
+			if (barrier && mrp_tcache_take(tc))
 				n++;
-			} else {
+			else
 				mrp_tcache_settle(tc);
-			}
 		}
 		pthread_mutex_unlock(&tc->lock);
 	}

@@ -317,4 +317,78 @@ TEST(owner_frees_between_mark_and_barrier)
 	resume_between_mark_and_barrier(_metadata, 1);
 }
 
+/*
+ * The owner pops its last cached buffer while a pass is between its mark
+ * and its barrier, and reaches its cap test after the take: the pass took
+ * nothing, which is no reclaim, and it puts the caps back; the owner keeps
+ * the buffer.
+ */
+static void *last_owner(void *arg)
+{
+	(void)arg;
+	ow_ret = mrp_alloc(hp, SZ, NULL, &ow_b[0]);
+	/* the refill cached more: keep only the one freed */
+	if (!ow_ret)
+		ow_ret = mrp_thread_flush(hp);
+	if (!ow_ret)
+		ow_ret = mrp_free(hp, ow_b[0].addr);
+	ow_set(IDLE);
+	ow_wait(GO);
+	ow_ret = mrp_alloc(hp, SZ, NULL, &ow_x);	/* pops, hooks, then cap */
+	ow_set(DONE);
+	ow_wait(FINISH);
+	if (!ow_ret)
+		ow_ret = mrp_free(hp, ow_x.addr);
+	return NULL;
+}
+
+/* In the owner's pop: let the pass go on, then wait until it is over. */
+static void owner_popped(void)
+{
+	set_hook(MRP_HOOK_ALLOC_POPPED, NULL);
+	ow_set(GO + 10);
+	ow_wait(GO + 20);
+}
+
+/* The pass marked the cache: the owner pops now. */
+static void owner_pops(void)
+{
+	set_hook(MRP_HOOK_PASS_MARKED, NULL);
+	set_hook(MRP_HOOK_ALLOC_POPPED, owner_popped);
+	ow_set(GO);
+	ow_wait(GO + 10);
+}
+
+TEST(owner_empties_cache_during_pass)
+{
+	struct mrp_stats st;
+	pthread_t t;
+
+	NEED_MEMBARRIER();
+	hp = test_pool(NULL);
+	ASSERT_NE(NULL, hp);
+	ow_state = -1;
+	ASSERT_EQ(0, pthread_create(&t, NULL, last_owner, NULL));
+	ow_wait(IDLE);
+	ASSERT_EQ(0, ow_ret);
+	set_hook(MRP_HOOK_PASS_MARKED, owner_pops);
+	EXPECT_EQ(0, mrp_tcaches_reclaim_now(hp));	/* marked, nothing to take */
+	EXPECT_EQ(0, test_stats(hp).tcache_reclaims);
+	ow_set(GO + 20);
+	ow_wait(DONE);
+	EXPECT_EQ(0, ow_ret);
+	EXPECT_EQ(ow_b[0].addr, ow_x.addr);
+	EXPECT_NE(MRP_BUF_FREE, buf_state(ow_x.addr));
+	ow_set(FINISH);
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, ow_ret);
+	st = test_stats(hp);
+	EXPECT_EQ(0, st.double_frees);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(0, st.tcache_reclaims);
+	EXPECT_EQ(1, mrp_trim(hp, 0));
+	EXPECT_EQ(0, mrp_pool_close(hp));
+}
+
 TEST_HARNESS_MAIN
