@@ -66,9 +66,11 @@ static pthread_once_t mrp_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mrp_exit_key;
 static int mrp_init_err;
 
-static void mrp_tcache_free(struct mrp_tcache *tc)
+/* forked: in a child, where a thread that did not fork may have held tc->lock */
+static void mrp_tcache_free(struct mrp_tcache *tc, bool forked)
 {
-	pthread_mutex_destroy(&tc->lock);
+	if (!forked)
+		pthread_mutex_destroy(&tc->lock);
 	free(tc->bins[0].slots);
 	free(tc);
 }
@@ -152,7 +154,7 @@ static void mrp_tcache_retire(struct mrp_tcache *tc)
 			tc->next->prev = tc->prev;
 	}
 	mrp_tls[tc->idx] = &mrp_tcache_empty;
-	mrp_tcache_free(tc);
+	mrp_tcache_free(tc, false);
 }
 
 static void mrp_thread_exit(void *arg)
@@ -226,7 +228,7 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 		}
 		/* left behind by a closed pool that had this slot */
 		mrp_tls[pool->idx] = &mrp_tcache_empty;
-		mrp_tcache_free(tc);
+		mrp_tcache_free(tc, false);
 	}
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
 		nslots += mrp_bin_cap(pool, c);
@@ -291,7 +293,7 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 	for (tc = pool->tcaches; tc; tc = next) {
 		next = tc->next;
 		if (forked) {
-			mrp_tcache_free(tc);
+			mrp_tcache_free(tc, true);
 			continue;
 		}
 		/* the pool thread has stopped and no call races close: no reclaim */
@@ -309,7 +311,7 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 	tc = mrp_tls[pool->idx];
 	mrp_tls[pool->idx] = &mrp_tcache_empty;
 	if (!forked && tc != &mrp_tcache_empty)
-		mrp_tcache_free(tc);
+		mrp_tcache_free(tc, false);
 }
 
 /* Owner calls on tc so far: moves whenever its thread uses the pool. */
