@@ -407,9 +407,10 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
  * Ordering of the idle reclaim's handshake (tcache.c): the allocation fast
  * path stores a bin's count, then loads its cap; the reclaimer stores the
  * cap, then loads the count. Natively the reclaimer's membarrier() orders
- * the owner's side, which costs the fast path nothing; ThreadSanitizer does
- * not know membarrier(), so there both sides are seq_cst and the handshake
- * is one its model checks.
+ * the owner's side, which costs the fast path nothing. ThreadSanitizer does
+ * not know membarrier(), so its build makes both sides seq_cst: what it
+ * checks there is that build for data races, not that this ordering is
+ * right; reclaim_hooks_test checks that, with a pass between the two.
  */
 #ifdef __SANITIZE_THREAD__
 #define MRP_HANDSHAKE		memory_order_seq_cst
