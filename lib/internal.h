@@ -215,6 +215,7 @@ struct mrp_cfg {
 	bool hugetlb;
 	uint32_t sample_every;
 	uint32_t low_water;
+	bool idle_reclaim;		/* 0: never a membarrier() call */
 	bool debug;			/* MRPOOL_DEBUG: check every free */
 };
 

@@ -79,6 +79,7 @@ enum {
 	MRP_POOL_ATTR_HUGETLB		= 1 << 8,
 	MRP_POOL_ATTR_SAMPLE_EVERY	= 1 << 9,
 	MRP_POOL_ATTR_LOW_WATER		= 1 << 10,
+	MRP_POOL_ATTR_IDLE_RECLAIM	= 1 << 11,	/* since 1.2 */
 };
 
 /*
@@ -114,6 +115,11 @@ struct mrp_pool_attr {
 	uint32_t low_water;		/* MRPOOL_LOW_WATER: free buffers per used class under
 					 * which the background thread adds an arena,
 					 * default 0 = half an arena's buffers */
+	int idle_reclaim;		/* MRPOOL_IDLE_RECLAIM: take back the buffers
+					 * cached by threads idle for the trim delay,
+					 * default 1; 0: no membarrier(2) call at all,
+					 * for seccomp policies that kill on it (see
+					 * mrp_thread_flush). Since 1.2 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -313,9 +319,10 @@ int mrp_trim(struct mrp_pool *pool, unsigned int flags);
  * mrp_trim() from another one. The pool does the same by itself for
  * threads idle for the trim delay, using membarrier(2)'s private expedited
  * command (Linux 4.14); where that cannot be registered (an older kernel, a
- * seccomp filter) there is no idle reclaim, and cached buffers go back only
- * by this call, MRP_TRIM_FLUSH or thread exit. Returns 0, -EINVAL or
- * -ECHILD. Since 1.2.
+ * seccomp filter that denies it) or with idle_reclaim 0 (a policy that kills
+ * on it: then the pool never calls it) there is no idle reclaim, and cached
+ * buffers go back only by this call, MRP_TRIM_FLUSH or thread exit.
+ * Returns 0, -EINVAL or -ECHILD. Since 1.2.
  */
 int mrp_thread_flush(struct mrp_pool *pool);
 

@@ -217,13 +217,6 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_global_init();
 	if (ret)
 		goto out;
-	/*
-	 * The idle reclaim's barrier, registered once per process and before
-	 * this pool's thread starts: with one thread the kernel has nothing
-	 * to synchronise (with more, some kernels wait for a grace period).
-	 * A failure only turns the idle reclaim off.
-	 */
-	mrp_os_membarrier_register();
 	pool = aligned_alloc(64, sizeof(*pool));
 	if (!pool) {
 		ret = -ENOMEM;
@@ -234,6 +227,16 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_cfg_load(&pool->cfg, attr);
 	if (ret)
 		goto free_pool;
+	/*
+	 * The idle reclaim's barrier, registered once per process and before
+	 * this pool's thread starts: with one thread the kernel has nothing
+	 * to synchronise (with more, some kernels wait for a grace period).
+	 * A failure only turns the idle reclaim off. Without idle_reclaim
+	 * the pool makes no membarrier() call: a seccomp policy may kill the
+	 * process on one rather than refuse it.
+	 */
+	if (pool->cfg.idle_reclaim)
+		mrp_os_membarrier_register();
 	pool->debug = pool->cfg.debug;
 	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);

@@ -383,7 +383,8 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
  * One pass of the idle reclaim (top of file) over the caches of pool: those
  * whose owner made no call for delay_ns, or all with force. A cache whose
  * lock is held is skipped: its owner is in a slow path, so not idle. One
- * barrier serves the whole batch; without one (os.c) nothing is marked.
+ * barrier serves the whole batch; without one (os.c), or without
+ * idle_reclaim, nothing is marked.
  * Returns the number of caches reclaimed (live, then buffers taken), which
  * tcache_reclaims counts.
  */
@@ -394,7 +395,7 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 	int marked = 0, n = 0;
 	bool barrier;
 
-	if (mrp_os_membarrier_register())
+	if (!pool->cfg.idle_reclaim || mrp_os_membarrier_register())
 		return 0;
 	pthread_mutex_lock(&mrp_global_lock);
 	for (tc = pool->tcaches; tc; tc = tc->next) {

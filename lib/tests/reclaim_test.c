@@ -15,6 +15,7 @@
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -745,6 +746,111 @@ TEST(no_membarrier)
 	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
 	ASSERT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* Kill the process on membarrier(), as a strict seccomp policy may. */
+static int kill_on_membarrier(void)
+{
+#ifdef SECCOMP_RET_KILL_PROCESS
+	const unsigned int kill = SECCOMP_RET_KILL_PROCESS;
+#else
+	const unsigned int kill = SECCOMP_RET_KILL;
+#endif
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, kill),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = ARRAY_SIZE(f), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -errno : 0;
+}
+
+/*
+ * With idle_reclaim 0 (attribute or MRPOOL_IDLE_RECLAIM=0) the pool never
+ * calls membarrier(): under a filter that kills on it, the pool opens,
+ * serves, trims, flushes and closes; forced and trim passes take nothing.
+ */
+static void no_idle_reclaim(struct __test_metadata *_metadata, int use_env)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY, .trim_delay_ms = 0,
+	};
+	struct mrp_pool *pool;
+	struct mrp_stats st;
+	struct mrp_buf b;
+	int ret;
+
+	if (use_env) {
+		ASSERT_EQ(0, setenv("MRPOOL_IDLE_RECLAIM", "0", 1));
+	} else {
+		a.comp_mask |= MRP_POOL_ATTR_IDLE_RECLAIM;
+		a.idle_reclaim = 0;
+	}
+	ret = kill_on_membarrier();
+	if (ret)
+		SKIP(return, "cannot install a seccomp filter: %s", strerror(-ret));
+	pool = test_pool(&a);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, mrp_tcaches_reclaim_now(pool));
+		EXPECT_EQ(0, mrp_trim(pool, 0));	/* idle, but cached */
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, st.tcache_reclaims);
+	EXPECT_EQ(0, mrp_thread_flush(pool));
+	EXPECT_EQ(1, mrp_trim(pool, 0));
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+TEST(idle_reclaim_off_attr)
+{
+	no_idle_reclaim(_metadata, 0);
+}
+
+TEST(idle_reclaim_off_env)
+{
+	no_idle_reclaim(_metadata, 1);
+}
+
+/* The filter above does kill: the default pool registers at open. */
+TEST_SIGNAL(idle_reclaim_on_killed, SIGSYS)
+{
+	int ret = kill_on_membarrier();
+
+	if (ret)
+		SKIP(raise(SIGSYS), "cannot install a seccomp filter: %s", strerror(-ret));
+	test_pool(NULL);
+}
+
+/* The attribute wins over the variable; a malformed variable fails the open. */
+TEST(idle_reclaim_attr_over_env)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_IDLE_RECLAIM, .idle_reclaim = 1,
+	};
+	struct mrp_pool *pool;
+	struct mrp_buf b;
+
+	NEED_MEMBARRIER();
+	ASSERT_EQ(0, setenv("MRPOOL_IDLE_RECLAIM", "0", 1));
+	pool = test_pool(&a);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(1, mrp_tcaches_reclaim_now(pool));
+	EXPECT_EQ(1, test_stats(pool).tcache_reclaims);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	ASSERT_EQ(0, setenv("MRPOOL_IDLE_RECLAIM", "2", 1));
+	EXPECT_EQ(NULL, test_pool(NULL));
 }
 
 TEST_HARNESS_MAIN
