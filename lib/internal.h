@@ -198,7 +198,8 @@ struct mrp_tcache {
 	uint8_t reclaim;		/* MRP_TC_*: caps are 0 unless LIVE */
 	uint32_t taken[MRP_NCLASSES];	/* per bin: slots[0, taken) are the depot's */
 	/* the reclaimer's, mrp_global_lock */
-	bool in_pass;			/* marked by the pass under way */
+	bool in_pass;			/* in a pass's batch: not freed until it ends */
+	struct mrp_tcache *pass_next;	/* that batch, walked without the lock */
 	uint64_t seen_ops, seen_ns;	/* activity last seen and when */
 } __attribute__((aligned(64)));
 

@@ -86,10 +86,12 @@ size_t mrp_os_page_size(void)
  * had executed one where it stands: the heavy side of an asymmetric fence
  * (the idle reclaim's, tcache.c), whose light side is a compiler barrier.
  * Only the private expedited command (Linux 4.14) is used: it interrupts
- * just the CPUs running this process, in microseconds. The global one
- * waits for an RCU grace period (milliseconds), too slow for a pass that
- * holds mrp_global_lock, so without the private one there is no barrier
- * and no idle reclaim.
+ * just the CPUs running this process, and waits for no RCU grace period
+ * as the global one does (milliseconds). It is not bounded either: recent
+ * kernels (6.11, and stable backports) serialize the expedited commands
+ * system-wide behind one mutex, so a call may wait for other processes'.
+ * A reclaim pass therefore holds no lock across it (tcache.c); without the
+ * private command there is no barrier and no idle reclaim.
  *
  * mrp_os_membarrier_register(): the one-time registration the command
  * needs; 0, or the negative errno it failed with (ENOSYS: no membarrier,

@@ -25,10 +25,13 @@
  *      slots[0, count) of each bin to the depot and records that count as
  *      taken; it never writes count. A cache the owner emptied meanwhile
  *      gets its caps back: no reclaim.
- * The locks are not held across the barrier: an owner whose slow path runs
- * in between finds its cache marked and puts the caps back
- * (mrp_tcache_settle()), and step 3 leaves that cache alone. A cache still
- * marked has had zero caps from before the barrier to the take.
+ * No lock is held across the barrier, which recent kernels serialize
+ * system-wide (os.c): an owner whose slow path runs in between finds its
+ * cache marked and puts the caps back (mrp_tcache_settle()), and step 3
+ * leaves that cache alone. A cache still marked has had zero caps from
+ * before the barrier to the take. Nor is mrp_global_lock: thread exit,
+ * first use, mrp_stats() and open and close go on meanwhile; the marked
+ * caches are pinned (in_pass), their thread's exit waits for the pass.
  *
  * The allocation fast path pops (count stored), then loads cap: a zero cap
  * means the pop may have raced step 3, so it puts the count back and takes
@@ -62,6 +65,8 @@ _Atomic unsigned int mrp_fork_gen;
 void (*_Atomic mrp_test_hooks[MRP_HOOK_N])(void);
 #endif
 
+/* a pass unpinned its batch (in_pass); with mrp_global_lock */
+static pthread_cond_t mrp_pass_done = PTHREAD_COND_INITIALIZER;
 static pthread_once_t mrp_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mrp_exit_key;
 static int mrp_init_err;
@@ -140,6 +145,9 @@ static void mrp_tcache_retire(struct mrp_tcache *tc)
 	struct mrp_pool *pool = tc->pool;
 
 	if (pool) {
+		/* a pass walks its batch without mrp_global_lock */
+		while (tc->in_pass)
+			pthread_cond_wait(&mrp_pass_done, &mrp_global_lock);
 		mrp_tcache_flush(tc);
 		for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 			mrp_add(&pool->dead_allocs[c], mrp_get(&tc->bins[c].allocs));
@@ -185,6 +193,7 @@ static void mrp_fork_parent(void)
 static void mrp_fork_child(void)
 {
 	pthread_mutex_init(&mrp_global_lock, NULL);
+	pthread_cond_init(&mrp_pass_done, NULL);
 	atomic_fetch_add(&mrp_fork_gen, 1);
 	mrp_pools_fork_child();
 	for (unsigned int i = 0; i < MRP_MAX_POOLS; i++)
@@ -391,14 +400,17 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
 static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			       bool force)
 {
-	struct mrp_tcache *tc;
-	int marked = 0, n = 0;
+	struct mrp_tcache *tc, *batch = NULL;
 	bool barrier;
+	int n = 0;
 
 	if (!pool->cfg.idle_reclaim || mrp_os_membarrier_register())
 		return 0;
 	pthread_mutex_lock(&mrp_global_lock);
 	for (tc = pool->tcaches; tc; tc = tc->next) {
+		/* in another pass's batch (two mrp_trim() calls): that pass's */
+		if (tc->in_pass)
+			continue;
 		if (!mrp_tcache_idle(tc, now, delay_ns) && !force)
 			continue;
 		if (pthread_mutex_trylock(&tc->lock))
@@ -411,18 +423,17 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 			mrp_tcache_take(tc);
 		} else if (mrp_tcache_mark(tc)) {
 			tc->in_pass = true;
-			marked++;
+			tc->pass_next = batch;
+			batch = tc;
 		}
 		pthread_mutex_unlock(&tc->lock);
 	}
-	if (!marked)
-		goto out;
+	pthread_mutex_unlock(&mrp_global_lock);
+	if (!batch)
+		return 0;
 	MRP_TEST_HOOK(MRP_HOOK_PASS_MARKED);
 	barrier = !mrp_os_membarrier();
-	for (tc = pool->tcaches; tc; tc = tc->next) {
-		if (!tc->in_pass)
-			continue;
-		tc->in_pass = false;
+	for (tc = batch; tc; tc = tc->pass_next) {
 		/* held: its owner is in a slow path, which unmarks the cache */
 		if (pthread_mutex_trylock(&tc->lock))
 			continue;
@@ -435,7 +446,10 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 		}
 		pthread_mutex_unlock(&tc->lock);
 	}
-out:
+	pthread_mutex_lock(&mrp_global_lock);
+	for (tc = batch; tc; tc = tc->pass_next)
+		tc->in_pass = false;
+	pthread_cond_broadcast(&mrp_pass_done);
 	pthread_mutex_unlock(&mrp_global_lock);
 	if (n)
 		mrp_add(&pool->tcache_reclaims, (uint64_t)n);

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "kselftest_harness.h"
 #include "helpers.h"
@@ -387,6 +388,80 @@ TEST(owner_empties_cache_during_pass)
 	EXPECT_EQ(st.allocs, st.frees);
 	EXPECT_EQ(0, st.bytes_in_use);
 	EXPECT_EQ(0, st.tcache_reclaims);
+	EXPECT_EQ(1, mrp_trim(hp, 0));
+	EXPECT_EQ(0, mrp_pool_close(hp));
+}
+
+/*
+ * A pass holds no lock across its barrier (which kernels may serialize
+ * system-wide): between mark and barrier mrp_global_lock is free and
+ * mrp_stats() runs, while the exit of a marked cache's thread waits for
+ * the pass to end (the pass still walks that cache).
+ */
+static int gl_free = -1, gl_stats = -1, exit_waited = -1;
+static pthread_t exiting;
+
+static void *exit_owner(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < NB; i++)
+		ow_ret |= mrp_alloc(hp, SZ, NULL, &ow_b[i]);
+	for (int i = 0; i < NB; i++)
+		ow_ret |= mrp_free(hp, ow_b[i].addr);
+	ow_set(IDLE);
+	ow_wait(GO);
+	return NULL;	/* thread exit: the cache goes back, once the pass is over */
+}
+
+static void checks_in_pass(void)
+{
+	struct mrp_stats st;
+
+	set_hook(MRP_HOOK_PASS_MARKED, NULL);
+	gl_free = !pthread_mutex_trylock(&mrp_global_lock);
+	if (gl_free)
+		pthread_mutex_unlock(&mrp_global_lock);
+	gl_stats = mrp_stats(hp, &st, sizeof(st));
+	ow_set(GO);
+	/* the owner exits now: it must not get past its cache */
+	exit_waited = 1;
+	for (int i = 0; i < 20; i++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		if (!pthread_tryjoin_np(exiting, NULL)) {
+			exit_waited = 0;
+			break;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
+TEST(pass_barrier_unlocked)
+{
+	struct mrp_stats st;
+
+	NEED_MEMBARRIER();
+	hp = test_pool(NULL);
+	ASSERT_NE(NULL, hp);
+	ow_state = -1;
+	ow_ret = 0;
+	ASSERT_EQ(0, pthread_create(&exiting, NULL, exit_owner, NULL));
+	ow_wait(IDLE);
+	ASSERT_EQ(0, ow_ret);
+	set_hook(MRP_HOOK_PASS_MARKED, checks_in_pass);
+	EXPECT_EQ(1, mrp_tcaches_reclaim_now(hp));
+	EXPECT_EQ(1, gl_free);
+	EXPECT_EQ(0, gl_stats);
+	EXPECT_EQ(1, exit_waited);
+	if (exit_waited)
+		pthread_join(exiting, NULL);
+	for (int i = 0; i < NB; i++)
+		EXPECT_EQ(MRP_BUF_FREE, buf_state(ow_b[i].addr));
+	st = test_stats(hp);
+	EXPECT_EQ(0, st.double_frees);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_EQ(1, st.tcache_reclaims);
 	EXPECT_EQ(1, mrp_trim(hp, 0));
 	EXPECT_EQ(0, mrp_pool_close(hp));
 }
