@@ -59,7 +59,7 @@ static int mrp_caller_slot(struct mrp_pool *pool, struct ibv_pd *pd, int *slot)
  */
 static int mrp_bin_keyed_top(struct mrp_pool *pool, struct mrp_bin *bin, int slot)
 {
-	uint32_t top = bin->count - 1;
+	uint32_t top = atomic_load_explicit(&bin->count, memory_order_relaxed) - 1;
 
 	for (uint32_t i = top; i-- > 0;) {
 		if (mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[i]), slot)) {
@@ -81,6 +81,7 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
 	unsigned int cls;
+	uint32_t n;
 	size_t need;
 	int slot = -1;
 	int ret;
@@ -112,25 +113,33 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 	if (!tc)
 		return -ENOMEM;
 	bin = &tc->bins[cls];
-	if (!bin->count) {
+	n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+	if (!n) {
 		ret = mrp_depot_refill(pool, cls, bin);
-		if (ret < 0)
+		if (ret < 0) {
+			mrp_tcache_put(tc);
 			goto fallback;
+		}
+		n = atomic_load_explicit(&bin->count, memory_order_relaxed);
 	}
-	if (slot >= 0 && !mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[bin->count - 1]),
-					slot)) {
+	if (slot >= 0 && !mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[n - 1]), slot)) {
 		ret = mrp_bin_keyed_top(pool, bin, slot);
-		if (ret)
+		if (ret) {
+			mrp_tcache_put(tc);
 			goto keyless;
+		}
 	}
 	/* Keys before the pop: a PD marked dead meanwhile fails here. */
-	ret = mrp_fill_keys(pool, mrp_arena_of((uintptr_t)bin->slots[bin->count - 1]),
-			    slot, buf);
-	if (ret)
+	ret = mrp_fill_keys(pool, mrp_arena_of((uintptr_t)bin->slots[n - 1]), slot, buf);
+	if (ret) {
+		mrp_tcache_put(tc);
 		goto keyless;
+	}
 	mrp_inc(&tc->misses);
-	buf->addr = bin->slots[--bin->count];
+	buf->addr = bin->slots[--n];
+	atomic_store_explicit(&bin->count, n, memory_order_relaxed);
 	mrp_inc(&bin->allocs);
+	mrp_tcache_put(tc);
 	buf->size = mrp_class_size(cls);
 	/* no background thread to publish the counters: the slow path does */
 	if (!pool->bg_running)
@@ -152,10 +161,11 @@ fallback:
 }
 
 /*
- * Thread-cache pop: 0 done, -EINVAL bad PD, 1 take the slow path (empty
- * bin, or the top buffer's arena has no keys of pd: its registration
- * failed or the PD is marked dead). Always inlined: GCC stops doing so on
- * its own once the key test is in, and a call costs more than the test.
+ * Thread-cache pop: 0 done, 1 take the slow path: empty bin, a reclaim
+ * under way (tcache.c), a PD not attached (the slow path says so), or the
+ * top buffer's arena has no keys of pd (its registration failed or the PD
+ * is marked dead). Always inlined: GCC stops doing so on its own once the
+ * key test is in, and a call costs more than the test.
  */
 static inline __attribute__((always_inline))
 int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
@@ -164,30 +174,39 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	unsigned int msb = mrp_size_msb(size);
 	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
 	struct mrp_arena *a;
+	uint32_t n;
 	int slot;
 	void *p;
 
-	if (unlikely(!bin->count))
+	/* one register for the bin from here on, not its cache and offset */
+	__asm__("" : "+r"(bin));
+	n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+	if (unlikely(!n))
 		return 1;
+	/*
+	 * Store the count, then load the cap: a zero cap means an idle
+	 * reclaim may have taken the buffer meanwhile (tcache.c).
+	 */
+	p = bin->slots[n - 1];
+	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
+	atomic_signal_fence(memory_order_seq_cst);
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
+	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE)))
+		goto unpop;
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_CAP_SEEN);
 	if (pd) {
-		struct mrp_key k;
-
 		/* most programs attach one PD: try its slot before the scan */
 		if (likely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) == pd))
 			slot = 0;
 		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
-			return -EINVAL;
-		p = bin->slots[bin->count - 1];
+			goto unpop;
 		/* a cached buffer is in an arena: in the map, no bound test */
 		a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
 		if (unlikely(!mrp_arena_has(a, slot)))
-			return 1;
-		bin->count--;
-		k = a->keys[slot];
-		buf->lkey = k.lkey;
-		buf->rkey = k.rkey;
+			goto unpop;
+		buf->lkey = a->keys[slot].lkey;
+		buf->rkey = a->keys[slot].rkey;
 	} else {
-		p = bin->slots[--bin->count];
 		buf->lkey = 0;
 		buf->rkey = 0;
 	}
@@ -195,6 +214,16 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	buf->addr = p;
 	buf->size = (size_t)2 << msb;
 	return 0;
+unpop:
+	/*
+	 * The pop raced a reclaim (the reclaim took the buffer, or leaves it
+	 * to the slow path's settle), or the PD is not attached or has no keys
+	 * in the buffer's arena (the slow path deals with it): undo it.
+	 */
+	atomic_store_explicit(&bin->count,
+			      atomic_load_explicit(&bin->count, memory_order_relaxed) + 1,
+			      memory_order_release);
+	return 1;
 }
 
 /*
@@ -292,7 +321,7 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	struct mrp_tcache *tc;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
-	uint32_t n;
+	uint32_t n, count, cap;
 
 	if (!pool)
 		return -EINVAL;
@@ -335,17 +364,22 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 		return 0;
 	}
 	bin = &tc->bins[a->cls];
-	if (bin->count >= bin->cap) {
+	count = atomic_load_explicit(&bin->count, memory_order_relaxed);
+	/* a reclaim stores it only under the lock we hold */
+	cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
+	if (count >= cap) {
 		/* Return the oldest half: the newest stay hot in this cache. */
-		n = bin->cap / 2 ? bin->cap / 2 : 1;
+		n = cap / 2 ? cap / 2 : 1;
 		mrp_depot_put(pool, a->cls, bin->slots, n);
-		bin->count -= n;
-		memmove(bin->slots, bin->slots + n, bin->count * sizeof(void *));
+		count -= n;
+		memmove(bin->slots, bin->slots + n, count * sizeof(void *));
 		atomic_fetch_add_explicit(&pool->cls[a->cls].flushes, 1,
 					  memory_order_relaxed);
 	}
-	bin->slots[bin->count++] = addr;
+	bin->slots[count++] = addr;
+	atomic_store_explicit(&bin->count, count, memory_order_relaxed);
 	mrp_inc(&bin->frees);
+	mrp_tcache_put(tc);
 	return 0;
 
 bad:
@@ -359,6 +393,7 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	size_t i = p >> MRP_MAP_SHIFT;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
+	uint32_t n;
 
 	if (unlikely(!pool || i >= mrp_map.entries))
 		goto slow;
@@ -367,9 +402,14 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
 		goto slow;
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
-	if (unlikely(bin->count >= bin->cap))
+	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
+	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
 		goto slow;
-	bin->slots[bin->count++] = addr;
+	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
+	bin->slots[n - 1] = addr;
+	/* release: an idle reclaim that reads this count reads the slot */
+	atomic_store_explicit(&bin->count, n, memory_order_release);
 	mrp_inc(&bin->frees);
 	return 0;
 slow:

@@ -65,7 +65,8 @@ int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin)
 {
 	struct mrp_class *c = &pool->cls[cls];
-	uint32_t want = c->batch < bin->cap ? c->batch : bin->cap;
+	uint32_t cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
+	uint32_t want = c->batch < cap ? c->batch : cap;
 	uint32_t got = 0;
 	struct mrp_arena *a;
 	int ret;
@@ -91,7 +92,7 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 		if (ret)
 			return ret;
 	}
-	bin->count = got;
+	atomic_store_explicit(&bin->count, got, memory_order_relaxed);
 	mrp_add(&c->refills, 1);
 	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
 	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)

@@ -13,6 +13,7 @@
  * allocator.
  *
  * Locks, outermost first: mrp_global_lock (pool slots, tcache lists),
+ * tcache->lock (a cache against its reclaimer, never on a fast path),
  * pool->lock (arena list, PDs, large and fallback lists), class->lock
  * (depot of one class). pool->bg_lock only guards the thread's wakeups.
  */
@@ -156,10 +157,24 @@ struct mrp_class {
 	_Atomic uint64_t refills, flushes;
 } __attribute__((aligned(64)));
 
-/* One thread's cache of one class: a stack of buffer addresses. */
+/* Where an idle reclaim stands with a thread cache (tcache.c). */
+enum {
+	MRP_TC_LIVE,			/* caps as configured */
+	MRP_TC_MARKED,			/* caps 0, the pass's barrier to come */
+	MRP_TC_TAKEN,			/* caps 0 since a barrier; taken went */
+};
+
+/*
+ * One thread's cache of one class: a stack of buffer addresses. Only the
+ * owner writes count and slots; an idle reclaim reads them and writes cap
+ * (tcache.c).
+ */
 struct mrp_bin {
-	uint32_t count;			/* buffers held */
-	uint32_t cap;			/* 0 in the empty cache: forces slow paths */
+	_Atomic uint32_t count;		/* buffers held; release-stored by free */
+	_Atomic uint32_t cap;		/* 0 in the empty cache, and in one an idle
+					 * reclaim marked: forces slow paths.
+					 * Stored under the cache's lock, read by
+					 * the owner's fast paths without it */
 	void **slots;
 	_Atomic uint64_t allocs;	/* written by the owner thread only */
 	_Atomic uint64_t frees;
@@ -177,6 +192,15 @@ struct mrp_tcache {
 	uint32_t sample_left;		/* allocations until the next timed one */
 	_Atomic uint64_t misses;
 	struct mrp_tcache *next, *prev;	/* pool->tcaches, mrp_global_lock */
+
+	/* idle reclaim (tcache.c): the owner's slow paths and the reclaimer */
+	pthread_mutex_t lock;		/* bins off the fast paths, reclaim, taken */
+	uint8_t reclaim;		/* MRP_TC_*: caps are 0 unless LIVE */
+	uint32_t taken[MRP_NCLASSES];	/* per bin: slots[0, taken) are the depot's */
+	/* the reclaimer's, mrp_global_lock */
+	bool in_pass;			/* in a pass's batch: not freed until it ends */
+	struct mrp_tcache *pass_next;	/* that batch, walked without the lock */
+	uint64_t seen_ops, seen_ns;	/* activity last seen and when */
 } __attribute__((aligned(64)));
 
 /* Settings after attributes, environment and defaults are merged. */
@@ -192,6 +216,7 @@ struct mrp_cfg {
 	bool hugetlb;
 	uint32_t sample_every;
 	uint32_t low_water;
+	bool idle_reclaim;		/* 0: never a membarrier() call */
 	bool debug;			/* MRPOOL_DEBUG: check every free */
 };
 
@@ -294,6 +319,7 @@ struct mrp_pool {
 	_Atomic uint64_t regs, reg_ns, reg_ns_max;
 	_Atomic uint64_t double_frees;	/* frees of buffers not live */
 	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
+	_Atomic uint64_t tcache_reclaims;	/* idle caches returned to the depot */
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -360,10 +386,14 @@ static inline bool mrp_slot_dead(struct mrp_pool *pool, int slot)
 	return atomic_load_explicit(&pool->pd_dead, memory_order_acquire) & (1u << slot);
 }
 
-/* Does the arena carry usable keys of slot? (see reg_mask) */
+/*
+ * Does the arena carry usable keys of slot? (see reg_mask) Shifted, not
+ * masked: GCC tests the bit in place and the allocation fast path keeps
+ * no register for 1 << slot (which cost it a push and pop).
+ */
 static inline bool mrp_arena_has(const struct mrp_arena *a, int slot)
 {
-	return atomic_load_explicit(&a->reg_mask, memory_order_acquire) & (1u << slot);
+	return (atomic_load_explicit(&a->reg_mask, memory_order_acquire) >> slot) & 1;
 }
 
 /* PD slot, -1 if pd is not attached. */
@@ -375,16 +405,64 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 	return -1;
 }
 
+/*
+ * Ordering of the idle reclaim's handshake (tcache.c): the allocation fast
+ * path stores a bin's count, then loads its cap; the reclaimer stores the
+ * cap, then loads the count. Natively the reclaimer's membarrier() orders
+ * the owner's side, which costs the fast path nothing. ThreadSanitizer does
+ * not know membarrier(), so its build makes both sides seq_cst: what it
+ * checks there is that build for data races, not that this ordering is
+ * right; reclaim_hooks_test checks that, with a pass between the two.
+ */
+#ifdef __SANITIZE_THREAD__
+#define MRP_HANDSHAKE		memory_order_seq_cst
+#define MRP_HANDSHAKE_ACQUIRE	memory_order_seq_cst
+#else
+#define MRP_HANDSHAKE		memory_order_relaxed
+#define MRP_HANDSHAKE_ACQUIRE	memory_order_acquire
+#endif
+
+/*
+ * Test hooks (tests/reclaim_hooks_test.c): a call at the points of the
+ * reclaim handshake where one interleaving matters and a stress test cannot
+ * land, a single instruction apart. Only objects built with MRP_TEST_HOOKS
+ * (lib/Makefile, build/hooks/) have them; the library has none.
+ */
+enum mrp_test_hook {
+	MRP_HOOK_ALLOC_POPPED,		/* alloc fast path: count stored, cap not loaded */
+	MRP_HOOK_ALLOC_CAP_SEEN,	/* alloc fast path: cap seen, keys not tested */
+	MRP_HOOK_FREE_CAP_SEEN,		/* free fast path: cap seen, slot not stored */
+	MRP_HOOK_PASS_MARKED,		/* reclaim pass: caches marked, no barrier yet */
+	MRP_HOOK_N
+};
+#ifdef MRP_TEST_HOOKS
+extern void (*_Atomic mrp_test_hooks[MRP_HOOK_N])(void);
+#define MRP_TEST_HOOK(h) do {							\
+	void (*_f)(void) = atomic_load_explicit(&mrp_test_hooks[h],		\
+						memory_order_acquire);		\
+										\
+	if (_f)									\
+		_f();								\
+} while (0)
+#else
+#define MRP_TEST_HOOK(h) do { } while (0)
+#endif
+
 /* tcache.c */
 extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec")));
+
 extern struct mrp_tcache mrp_tcache_empty;
 extern pthread_mutex_t mrp_global_lock;
 extern _Atomic unsigned int mrp_fork_gen;
 int mrp_global_init(void);
 struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);
+void mrp_tcache_put(struct mrp_tcache *tc);
+int mrp_tcache_flush_self(struct mrp_pool *pool);
 void mrp_tcache_flush(struct mrp_tcache *tc);
 void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked);
+int mrp_tcaches_reclaim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns);
+int mrp_tcaches_reclaim_now(struct mrp_pool *pool);
 
 /*
  * The address map: an arena pointer for every 2 MiB of the address space
@@ -473,6 +551,8 @@ extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
 size_t mrp_os_page_size(void);
+int mrp_os_membarrier_register(void);
+int mrp_os_membarrier(void);
 
 #pragma GCC visibility pop
 

@@ -8,7 +8,10 @@
  * attached to the pool, and carves arenas into power-of-two buffers (4 KiB
  * to 2 MiB; larger requests get an arena of their own). Allocation and free
  * go through a bounded per-thread cache: no lock and no system call on that
- * path, and never a registration.
+ * path, and never a registration. A thread's cached buffers go back to the
+ * pool when it exits, calls mrp_thread_flush(), or makes no call on the
+ * pool for the trim delay (where membarrier(2) allows: see
+ * mrp_thread_flush()).
  *
  * Error rule: calls returning int return 0 (or a documented non-negative
  * value) on success and a negative errno value on failure; calls returning
@@ -76,6 +79,7 @@ enum {
 	MRP_POOL_ATTR_HUGETLB		= 1 << 8,
 	MRP_POOL_ATTR_SAMPLE_EVERY	= 1 << 9,
 	MRP_POOL_ATTR_LOW_WATER		= 1 << 10,
+	MRP_POOL_ATTR_IDLE_RECLAIM	= 1 << 11,	/* since 1.2 */
 };
 
 /*
@@ -95,7 +99,9 @@ struct mrp_pool_attr {
 					 * default 256K, at least one buffer */
 	uint32_t trim_delay_ms;		/* MRPOOL_TRIM_DELAY_MS: idle arenas are released
 					 * this long after their last buffer came back,
-					 * default 5000 (background thread only) */
+					 * and the buffers cached by a thread idle this
+					 * long go back to the pool, default 5000
+					 * (background thread; else in mrp_trim()) */
 	size_t max_bytes;		/* MRPOOL_MAX_BYTES: arena bytes the pool may map,
 					 * 0 (default) = no limit of its own */
 	int fallback;			/* MRPOOL_FALLBACK: when arenas run out, serve
@@ -109,6 +115,11 @@ struct mrp_pool_attr {
 	uint32_t low_water;		/* MRPOOL_LOW_WATER: free buffers per used class under
 					 * which the background thread adds an arena,
 					 * default 0 = half an arena's buffers */
+	int idle_reclaim;		/* MRPOOL_IDLE_RECLAIM: take back the buffers
+					 * cached by threads idle for the trim delay,
+					 * default 1; 0: no membarrier(2) call at all,
+					 * for seccomp policies that kill on it (see
+					 * mrp_thread_flush). Since 1.2 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -169,6 +180,12 @@ struct mrp_stats {
 	uint64_t dereg_errors;		/* ibv_dereg_mr failures: the arena (or
 					 * fallback buffer) is retired, never
 					 * handed out, unmapped or given back */
+	/* since 1.2 */
+	uint64_t tcache_reclaims;	/* thread caches whose owner stayed idle
+					 * for the trim delay, returned to the
+					 * depot by the pool: once per idle
+					 * period (always 0 without membarrier:
+					 * see mrp_thread_flush) */
 };
 
 /* Library version, MRP_VERSION layout. */
@@ -295,6 +312,19 @@ int mrp_lookup(struct mrp_pool *pool, const void *addr, struct ibv_pd *pd,
  */
 #define MRP_TRIM_FLUSH	(1U << 0)
 int mrp_trim(struct mrp_pool *pool, unsigned int flags);
+
+/*
+ * Return the calling thread's cached buffers of pool to the pool, so that
+ * trim can release their arenas: for a thread about to go idle, or before
+ * mrp_trim() from another one. The pool does the same by itself for
+ * threads idle for the trim delay, using membarrier(2)'s private expedited
+ * command (Linux 4.14); where that cannot be registered (an older kernel, a
+ * seccomp filter that denies it) or with idle_reclaim 0 (a policy that kills
+ * on it: then the pool never calls it) there is no idle reclaim, and cached
+ * buffers go back only by this call, MRP_TRIM_FLUSH or thread exit.
+ * Returns 0, -EINVAL or -ECHILD. Since 1.2.
+ */
+int mrp_thread_flush(struct mrp_pool *pool);
 
 struct ibv_qp;
 

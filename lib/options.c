@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define MRP_ATTR_ALL	((MRP_POOL_ATTR_LOW_WATER << 1) - 1)
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_IDLE_RECLAIM << 1) - 1)
 
 /* Parse "123", "64K", "4M", "1G". */
 static int mrp_parse_size(const char *s, size_t *out)
@@ -123,6 +123,7 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 	cfg->trim_delay_ms = 5000;
 	cfg->background = true;
 	cfg->hugetlb = true;
+	cfg->idle_reclaim = true;
 
 	if (!ret)
 		ret = mrp_env_backend(&cfg->backend);
@@ -146,6 +147,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		ret = mrp_env_u32("MRPOOL_SAMPLE_EVERY", &cfg->sample_every);
 	if (!ret)
 		ret = mrp_env_u32("MRPOOL_LOW_WATER", &cfg->low_water);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_IDLE_RECLAIM", &cfg->idle_reclaim);
 	if (!ret)
 		ret = mrp_env_bool("MRPOOL_DEBUG", &cfg->debug);
 	if (ret)
@@ -173,6 +176,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		cfg->sample_every = attr->sample_every;
 	if (m & MRP_POOL_ATTR_LOW_WATER)
 		cfg->low_water = attr->low_water;
+	if (m & MRP_POOL_ATTR_IDLE_RECLAIM)
+		cfg->idle_reclaim = attr->idle_reclaim != 0;
 	if (ret)
 		return ret;
 

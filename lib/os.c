@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * OS layer. Contract of mrp_os_map_aligned(): map size bytes with the given
- * prot/flags/fd/offset at an address aligned to align (a power of two,
- * >= page size), or return NULL with errno set; never touch a mapping it
- * did not create.
+ * OS layer: aligned mappings, the page size, and a process-wide memory
+ * barrier (mrp_os_membarrier()). Contract of mrp_os_map_aligned(): map
+ * size bytes with the given prot/flags/fd/offset at an address aligned to
+ * align (a power of two, >= page size), or return NULL with errno set;
+ * never touch a mapping it did not create.
  *
  * It reserves size + align of address space with PROT_NONE, gives the
  * aligned part back and maps it with MAP_FIXED_NOREPLACE, then unmaps the
@@ -13,8 +14,11 @@
  * unmapping "our" reservation afterwards would destroy that mapping.
  */
 #include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -75,4 +79,43 @@ size_t mrp_os_page_size(void)
 	long page = sysconf(_SC_PAGESIZE);
 
 	return page > 0 ? (size_t)page : 4096;
+}
+
+/*
+ * A full memory barrier on every running thread of the process, as if each
+ * had executed one where it stands: the heavy side of an asymmetric fence
+ * (the idle reclaim's, tcache.c), whose light side is a compiler barrier.
+ * Only the private expedited command (Linux 4.14) is used: it interrupts
+ * just the CPUs running this process, and waits for no RCU grace period
+ * as the global one does (milliseconds). It is not bounded either: recent
+ * kernels (6.11, and stable backports) serialize the expedited commands
+ * system-wide behind one mutex, so a call may wait for other processes'.
+ * A reclaim pass therefore holds no lock across it (tcache.c); without the
+ * private command there is no barrier and no idle reclaim.
+ *
+ * mrp_os_membarrier_register(): the one-time registration the command
+ * needs; 0, or the negative errno it failed with (ENOSYS: no membarrier,
+ * EINVAL: no private expedited command, EPERM: a seccomp filter), the same
+ * for every later call. mrp_os_membarrier(): the barrier, once registered.
+ */
+static pthread_once_t mrp_mb_once = PTHREAD_ONCE_INIT;
+static int mrp_mb_err;
+
+static void mrp_os_membarrier_init(void)
+{
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0))
+		mrp_mb_err = -errno;
+}
+
+int mrp_os_membarrier_register(void)
+{
+	pthread_once(&mrp_mb_once, mrp_os_membarrier_init);
+	return mrp_mb_err;
+}
+
+int mrp_os_membarrier(void)
+{
+	if (mrp_os_membarrier_register())
+		return mrp_mb_err;
+	return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) ? -errno : 0;
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Pool life cycle: open (settings, backend, slot), the background thread
- * that grows classes ahead of demand, trims idle arenas and publishes the
- * counters (publish.c), explicit trim,
- * close (also from a forked child).
+ * that grows classes ahead of demand, reclaims idle threads' caches
+ * (tcache.c), trims idle arenas and publishes the counters (publish.c),
+ * explicit trim and flush, close (also from a forked child).
  */
 #include <errno.h>
 #include <signal.h>
@@ -121,6 +121,8 @@ static void *mrp_bg_main(void *arg)
 		pool->bg_kick = false;
 		pthread_mutex_unlock(&pool->bg_lock);
 		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
+		/* caches first: what they return is idle_since now, trimmed later */
+		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(), delay);
 		mrp_trim_idle(pool, mrp_now_ns(), delay, true);
 		mrp_publish(pool, false);
 		pthread_mutex_lock(&pool->bg_lock);
@@ -225,6 +227,16 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_cfg_load(&pool->cfg, attr);
 	if (ret)
 		goto free_pool;
+	/*
+	 * The idle reclaim's barrier, registered once per process and before
+	 * this pool's thread starts: with one thread the kernel has nothing
+	 * to synchronise (with more, some kernels wait for a grace period).
+	 * A failure only turns the idle reclaim off. Without idle_reclaim
+	 * the pool makes no membarrier() call: a seccomp policy may kill the
+	 * process on one rather than refuse it.
+	 */
+	if (pool->cfg.idle_reclaim)
+		mrp_os_membarrier_register();
 	pool->debug = pool->cfg.debug;
 	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
@@ -359,16 +371,30 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	return 0;
 }
 
+/*
+ * Without a pool thread, this is where other threads' idle caches are
+ * reclaimed (idle for the trim delay, as seen by successive calls), as it
+ * is where idle arenas are trimmed.
+ */
 MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 {
-	struct mrp_tcache *tc;
-
 	if (!pool || (flags & ~MRP_TRIM_FLUSH))
 		return -EINVAL;
 	if (mrp_forked(pool))
 		return -ECHILD;
-	tc = mrp_tls[pool->idx];
-	if ((flags & MRP_TRIM_FLUSH) && tc != &mrp_tcache_empty && tc->pool == pool)
-		mrp_tcache_flush(tc);
+	if (flags & MRP_TRIM_FLUSH)
+		mrp_tcache_flush_self(pool);
+	if (!pool->bg_running)
+		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(),
+					 (uint64_t)pool->cfg.trim_delay_ms * 1000000ull);
 	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);
+}
+
+MRP_EXPORT int mrp_thread_flush(struct mrp_pool *pool)
+{
+	if (!pool)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	return mrp_tcache_flush_self(pool);
 }

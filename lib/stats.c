@@ -83,6 +83,7 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	st.reg_ns_max = mrp_get(&pool->reg_ns_max);
 	st.double_frees = mrp_get(&pool->double_frees);
 	st.dereg_errors = mrp_get(&pool->dereg_errors);
+	st.tcache_reclaims = mrp_get(&pool->tcache_reclaims);
 	st.backend = pool->ops->kind;
 	st.hugepages = atomic_load(&pool->hugepages);
 
