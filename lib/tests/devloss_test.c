@@ -41,13 +41,6 @@ static struct mrp_pd_stats pd_stats(struct mrp_pool *pool, struct ibv_pd *pd)
 	return st;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /*
  * One PD refusing registrations while the pool grows: pd NULL and the other
  * PD are served from the new arenas (and the fallback), that PD gets an

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mrpool.h"
@@ -85,5 +86,36 @@ static inline struct mrp_stats test_stats(struct mrp_pool *pool)
 		memset(&st, 0xff, sizeof(st));
 	return st;
 }
+
+/* Monotonic milliseconds and a sleep, for bounded polls (never asserted). */
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+#ifdef MRP_INTERNAL_H
+/*
+ * The idle reclaim needs membarrier's private expedited command, which the
+ * library registers once per process (os.c; each test is a process of its
+ * own): without it there is nothing to test but its absence.
+ */
+#define NEED_MEMBARRIER() do {						\
+	int _err = mrp_os_membarrier_register();			\
+									\
+	if (_err)							\
+		SKIP(return, "no idle reclaim: membarrier(PRIVATE_EXPEDITED) "	\
+		     "cannot be registered (%s)", strerror(-_err));	\
+} while (0)
+#endif
 
 #endif

@@ -16,20 +16,11 @@
 #include <time.h>
 
 #include "kselftest_harness.h"
-#include "helpers.h"
 #include "internal.h"
+#include "helpers.h"
 
 #define NB	4
 #define SZ	4096
-
-/* membarrier's private expedited command or no idle reclaim (reclaim_test.c) */
-#define NEED_MEMBARRIER() do {						\
-	int _err = mrp_os_membarrier_register();			\
-									\
-	if (_err)							\
-		SKIP(return, "no idle reclaim: membarrier(PRIVATE_EXPEDITED) "	\
-		     "cannot be registered (%s)", strerror(-_err));	\
-} while (0)
 
 static struct mrp_pool *hp;
 static int fired = -1;		/* what the hook's pass returned */

@@ -26,38 +26,10 @@
 #include <time.h>
 
 #include "kselftest_harness.h"
-#include "helpers.h"
 #include "internal.h"
+#include "helpers.h"
 
 #define WAIT_MS		20000	/* bound of every poll */
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-/*
- * The idle reclaim needs membarrier's private expedited command, which the
- * library registers once per process (os.c; each test is a process of its
- * own): without it there is nothing to test but its absence (no_membarrier).
- */
-#define NEED_MEMBARRIER() do {						\
-	int _err = mrp_os_membarrier_register();			\
-									\
-	if (_err)							\
-		SKIP(return, "no idle reclaim: membarrier(PRIVATE_EXPEDITED) "	\
-		     "cannot be registered (%s)", strerror(-_err));	\
-} while (0)
 
 /* Poll the stats until the pool has no arena, or WAIT_MS; with_trim: no pool thread. */
 static struct mrp_stats wait_no_arena(struct mrp_pool *pool, int with_trim)
