@@ -692,8 +692,16 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		return -EIO;
 	}
 
+	/*
+	 * Polled from a workqueue, not softirq: a waiter woken by our
+	 * completion handler may free the CQ (device removal, unload) at
+	 * once. ib_free_cq() waits for a running work item to return, but
+	 * for IB_POLL_SOFTIRQ only until irq_poll_complete(), after which
+	 * ib_poll_handler() still re-arms the freed CQ (an oops on 6.12
+	 * with the vCPUs of a loaded host starved).
+	 */
 	what = "CQ";
-	d->cq = ib_alloc_cq(ibdev, d, MRPOOL_IB_CQ_DEPTH, 0, IB_POLL_SOFTIRQ);
+	d->cq = ib_alloc_cq(ibdev, d, MRPOOL_IB_CQ_DEPTH, 0, IB_POLL_WORKQUEUE);
 	if (IS_ERR(d->cq)) {
 		ret = PTR_ERR(d->cq);
 		d->cq = NULL;
