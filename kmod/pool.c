@@ -96,6 +96,22 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
 }
 
 /*
+ * Growth leaves the rest of the machine 1/32 of its memory: a chunk is
+ * taken only while available memory (free plus reclaimable) stays above
+ * that. The chunk's own pages are asked for with __GFP_NORETRY, but under
+ * fragmentation they come page by page, and what follows a growth -- the
+ * chunk's registration on every RDMA device (the driver's MR tables),
+ * page tables, everyone else -- allocates with plain GFP_KERNEL: a pool
+ * that took the last free pages made those call the OOM killer on
+ * bystanders (mem_pressure_test).
+ */
+static bool mrpool_headroom(void)
+{
+	return si_mem_available() >
+	       (long)(totalram_pages() / 32 + mrpool_pool.chunk_pages);
+}
+
+/*
  * A chunk of chunk_pages zeroed pages. A block of exactly PMD order stays
  * one compound page, so the fault handler can map it with one PMD (the
  * cost of pinning and unpinning follows the number of mappings). Other
@@ -104,7 +120,8 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
  * one, so a chunk has one node. Only @thisnode keeps the first on @nid.
  * @whole_only (the defrag worker) wants one block or nothing: it consumes
  * no failure knob, and fails while fail_high_order is set. Never retries
- * hard: callers turn failure into -ENOMEM.
+ * hard, never takes the machine's last memory (mrpool_headroom()):
+ * callers turn failure into -ENOMEM.
  */
 static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 					       bool whole_only)
@@ -118,6 +135,8 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 	bool pmd;
 
 	if (!whole_only && mrpool_should_fail(&mrpool_fail_chunk_alloc))
+		goto fail;
+	if (!mrpool_headroom())
 		goto fail;
 	/* While the knob makes high orders fail, a whole chunk fails too. */
 	if (whole_only && atomic_read(&mrpool_fail_high_order) > 0)

@@ -28,7 +28,16 @@
  * Ten times every declared bound; run.sh's per-binary timeout stays.
  */
 #undef TEST_TIMEOUT_DEFAULT
+#ifdef POOL_TEST_UNBOUNDED
+/*
+ * A test whose length is its parameters' (the fuzzer, the kill storm,
+ * the churn: make stress runs them for hours) defines POOL_TEST_UNBOUNDED:
+ * run.sh's per-binary timeout (MRPOOL_TEST_TIMEOUT) bounds it instead.
+ */
+#define TEST_TIMEOUT_DEFAULT (24 * 3600)
+#else
 #define TEST_TIMEOUT_DEFAULT 300
+#endif
 #undef TEST_F_TIMEOUT
 #define TEST_F_TIMEOUT(fixture_name, test_name, timeout) \
 	__TEST_F_IMPL(fixture_name, test_name, -1, (timeout) * 10)
@@ -310,6 +319,76 @@ static inline long long pool_smaps_kb(const void *addr, const char *field)
 	}
 	fclose(f);
 	return kb;
+}
+
+/*
+ * How far MemAvailable may drift over a long test (slab, logs, page
+ * cache) when a test checks that the kernel has its memory back.
+ */
+#define POOL_MEM_SLACK_MB	48
+
+/* MemAvailable of /proc/meminfo in bytes, or -1. */
+static inline long long pool_mem_available(void)
+{
+	char line[256];
+	long long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+/*
+ * How many of the files debugfs "clients" lists (pid comm slices bytes
+ * ...) belong to one of the @n processes in @pids; -errno if unreadable.
+ * For processes that have exited: their files must be gone.
+ */
+static inline int pool_clients_of(const int *pids, size_t n)
+{
+	char line[512];
+	int pid, found = 0;
+	size_t i;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/clients", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%d ", &pid) == 1)
+			for (i = 0; i < n; i++)
+				found += pids[i] == pid;
+	fclose(f);
+	return found;
+}
+
+/*
+ * The pool as a test that shares it must leave it: nothing used or
+ * quarantined beyond @base, every chunk accounted for.
+ */
+static inline bool pool_back_to(int fd, const struct mrpool_query *base,
+				struct mrpool_query *q)
+{
+	return !pool_query(fd, q) && q->used_bytes <= base->used_bytes &&
+	       q->quarantined_bytes <= base->quarantined_bytes &&
+	       q->total_bytes == q->free_bytes + q->used_bytes +
+				 q->quarantined_bytes;
+}
+
+/*
+ * MRPOOL_SHARED_POOL=1: another test runs on the pool at the same time
+ * (device_churn_test runs the fuzzer and the kill storm together), so
+ * pool-wide end states are its caller's to check, not this test's.
+ */
+static inline bool pool_shared(void)
+{
+	const char *v = getenv("MRPOOL_SHARED_POOL");
+
+	return v && !strcmp(v, "1");
 }
 
 /*
