@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -95,6 +96,95 @@ static inline int link_del(const char *dev)
 static inline long long pool_chunks(void)
 {
 	return pool_attr("total_bytes") / pool_attr("chunk_bytes");
+}
+
+/*
+ * A device's objects, as the kernel's own `rdma resource show` counts
+ * them; @mr leaves out the module's kernel MR cache (one MR per chunk of
+ * the pool registered on the device, growing and trimming with the pool).
+ */
+struct rdma_res {
+	long long ctx, pd, cq, qp, mr;
+};
+
+/* @dev's line of `rdma resource show` ("0: rxe0: pd 1 cq 2 ... mr 3 ..."). */
+static inline int rdma_res_line(const char *dev, struct rdma_res *r)
+{
+	char line[512], key[72], name[16], *p;
+	FILE *f = popen("rdma resource show 2>/dev/null", "re");
+	int n, found = -1;
+	long long v;
+
+	memset(r, 0, sizeof(*r));
+	if (!f)
+		return -1;
+	snprintf(key, sizeof(key), " %s:", dev);
+	while (fgets(line, sizeof(line), f)) {
+		p = strstr(line, key);
+		if (!p)
+			continue;
+		found = 0;
+		for (p += strlen(key); sscanf(p, " %15s %lld%n", name, &v, &n) == 2;
+		     p += n) {
+			if (!strcmp(name, "ctx"))
+				r->ctx = v;
+			else if (!strcmp(name, "pd"))
+				r->pd = v;
+			else if (!strcmp(name, "cq"))
+				r->cq = v;
+			else if (!strcmp(name, "qp"))
+				r->qp = v;
+			else if (!strcmp(name, "mr"))
+				r->mr = v;
+		}
+	}
+	pclose(f);
+	return found;
+}
+
+/*
+ * rdma_res_line() less the module's chunk MRs, read while the count of
+ * chunks registered on @dev holds still; 0, or -1 if @dev is not listed
+ * (by rdma or the module) or the pool would not hold still.
+ */
+static inline int rdma_res_of(const char *dev, struct rdma_res *r)
+{
+	long long before, after;
+	int tries;
+
+	for (tries = 0; tries < 20; tries++) {
+		before = dev_ll(dev, "chunks");
+		if (rdma_res_line(dev, r) || before < 0)
+			return -1;
+		after = dev_ll(dev, "chunks");
+		if (before == after) {
+			r->mr -= before;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Wait up to @secs seconds for @dev to hold what it held at @base: the
+ * same contexts, PDs, CQs, QPs and MRs besides the module's own. Polls by
+ * the clock, as each poll runs the rdma tool (slow in a TCG guest).
+ * Leaves the last reading in @now.
+ */
+static inline bool rdma_res_back(const char *dev, const struct rdma_res *base,
+				 struct rdma_res *now, int secs)
+{
+	time_t end = time(NULL) + secs;
+
+	for (;;) {
+		if (!rdma_res_of(dev, now) && now->ctx == base->ctx &&
+		    now->pd == base->pd && now->cq == base->cq &&
+		    now->qp == base->qp && now->mr == base->mr)
+			return true;
+		if (time(NULL) >= end)
+			return false;
+		usleep(200 * 1000);
+	}
 }
 
 /* The test kernel module beside the running binary, in kmod_rdma/. */

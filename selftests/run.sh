@@ -4,8 +4,9 @@
 # Runs inside the guest (tools/vm/run), as root, from the repository top,
 # with mrpool.ko loaded and rxe0 up: every selftests/*_test binary (or the
 # ones named as arguments) in turn, each printing TAP. Without arguments,
-# binaries named in selftests/vm-runs are left out: they run (and must
-# pass, not skip) in their own VM run.
+# binaries named in selftests/vm-runs (a word of a command, or an item of a
+# comma list in one) are left out: they run (and must pass, not skip) in
+# their own VM run.
 #
 # Each binary runs in its own session under `timeout` (MRPOOL_TEST_TIMEOUT
 # seconds, default 1200: a hang catcher, ample on a busy host); whatever it
@@ -26,7 +27,7 @@ rc=0
 tests=("$@")
 if ((${#tests[@]} == 0)); then
 	own=$(sed -e '/^[[:space:]]*#/d' -e 's/^[^|]*|[^|]*|//' selftests/vm-runs 2>/dev/null |
-		tr ' \t' '\n\n' | grep '_test$')
+		tr ' \t,=' '\n\n\n\n' | grep '_test$')
 	for t in selftests/*_test; do
 		grep -qxF "$t" <<<"$own" || tests+=("$t")
 	done
