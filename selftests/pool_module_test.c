@@ -2,8 +2,9 @@
 /*
  * Module lifetime: rmmod is refused while a file or a mapping is open and
  * succeeds after, giving all memory back; invalid parameters refuse to
- * load. Each test reloads kmod/mrpool.ko with the parameters it found, so
- * the tests after it still have the module.
+ * load; load, use from several processes, unload, twenty times over
+ * (issue 13). Each test reloads kmod/mrpool.ko with the parameters it
+ * found, so the tests after it still have the module.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -27,7 +29,9 @@
  */
 #pragma GCC diagnostic ignored "-Wclobbered"
 
+#include "mrpool.h"
 #include "pool_util.h"
+#include "rdmatest.h"
 
 static const char *const param_names[] = {
 	"pool_mb", "max_mb", "chunk_kb", "numa_node", "idle_trim_sec",
@@ -171,6 +175,117 @@ TEST_F(mod, invalid_params_refused)
 	EXPECT_EQ(1 * MIB, q.total_bytes);
 	close(fd);
 	ASSERT_EQ(0, delete_module("mrpool"));
+	ASSERT_EQ(0, load_module(self->ko, self->params));
+}
+
+/* Unload the module if it is loaded; true once it is not. */
+static bool unloaded(void)
+{
+	return !delete_module("mrpool") || access("/sys/module/mrpool", F_OK);
+}
+
+/*
+ * One user of a freshly loaded module: a raw slice mapped and written, and
+ * a libmrpool pool with a PD on rxe0 moving bytes by RDMA WRITE. Odd
+ * seeds leave everything to exit. Returns 0, or the step that failed.
+ */
+static int reload_user(unsigned int seed)
+{
+	struct mrp_pool_attr attr = {
+		.comp_mask = MRP_POOL_ATTR_BACKEND | MRP_POOL_ATTR_ARENA_SIZE |
+			     MRP_POOL_ATTR_BACKGROUND,
+		.backend = MRP_BACKEND_KERNEL, .arena_size = 2 << 20,
+		.background = 0,
+	};
+	const size_t len = 64 << 10;
+	struct mrp_buf src, dst;
+	struct mrpool_alloc a;
+	struct mrp_pool *pool;
+	struct rdt_loop lp;
+	struct rdt_dev dev;
+	uint8_t *p;
+	int fd;
+
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, 1, &a))
+		return 1;
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED || p[a.length - 1])
+		return 2;
+	memset(p, (int)seed, a.length);
+	pool = mrp_pool_open(&attr);
+	if (!pool || rdt_dev_open(&dev, NULL, NULL) ||
+	    rdt_loop_create(&lp, &dev))
+		return 3;
+	if (mrp_attach_pd(pool, dev.pd, RDT_ACCESS_ALL) ||
+	    mrp_alloc(pool, len, dev.pd, &src) ||
+	    mrp_alloc(pool, len, dev.pd, &dst))
+		return 4;
+	rdt_pattern_fill(src.addr, len, seed);
+	if (rdt_write(&lp, src.addr, src.lkey, (uintptr_t)dst.addr, dst.rkey,
+		      len, NULL) || !rdt_pattern_same(dst.addr, len, seed))
+		return 5;
+	if (seed & 1)
+		return 0;
+	if (mrp_free(pool, src.addr) || mrp_free(pool, dst.addr) ||
+	    mrp_pool_close(pool))
+		return 6;
+	rdt_loop_destroy(&lp);
+	rdt_dev_close(&dev);
+	munmap(p, a.length);
+	close(fd);
+	return 0;
+}
+
+/*
+ * Load, use from three processes at once, unload: MRPOOL_RELOADS times
+ * (default 20; make stress runs more). Each unload succeeds once the
+ * users are gone, and the pool's memory comes back every time: available
+ * memory after the last unload is within 16 MiB of after the first (one
+ * chunk kept per cycle would be 38 MiB). The timeout (a hang catcher)
+ * covers make stress's 100 cycles on a loaded host.
+ */
+TEST_F_TIMEOUT(mod, reload_cycles, 900)
+{
+	const char *env = getenv("MRPOOL_RELOADS");
+	unsigned int cycles = env ? (unsigned int)strtoul(env, NULL, 0) : 20;
+	long long first = 0, last;
+	unsigned int c, i;
+	pid_t pids[3];
+	int status;
+
+	ASSERT_LE(2, cycles);
+	for (c = 0; c < cycles; c++) {
+		if (!access("/sys/module/mrpool", F_OK))
+			ASSERT_TRUE(POOL_WAIT(unloaded(), 30000))
+				TH_LOG("cycle %u: unload refused, refcnt %lld, %lld "
+				       "bytes used", c,
+				       pool_read_ll("/sys/module/mrpool/refcnt"),
+				       pool_attr("used_bytes"));
+		/* After the first cycle: caches warm, libraries read. */
+		if (c == 1)
+			first = pool_mem_available() >> 10;
+		ASSERT_EQ(0, load_module(self->ko, self->params));
+		for (i = 0; i < 3; i++) {
+			pids[i] = fork();
+			ASSERT_LE(0, pids[i]);
+			if (!pids[i])
+				_exit(reload_user(c * 3 + i));
+		}
+		for (i = 0; i < 3; i++) {
+			ASSERT_EQ(pids[i], waitpid(pids[i], &status, 0));
+			EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+				TH_LOG("cycle %u user %u: status %#x", c, i, status);
+		}
+	}
+	/* The last users' files close as they exit: unload waits for that. */
+	ASSERT_TRUE(POOL_WAIT(unloaded(), 30000))
+		TH_LOG("last unload refused, refcnt %lld",
+		       pool_read_ll("/sys/module/mrpool/refcnt"));
+	last = pool_mem_available() >> 10;
+	TH_LOG("%u cycles of 3 users; available memory %lld KiB after cycle 1, "
+	       "%lld KiB at the end", cycles, first, last);
+	EXPECT_LE(first - 16384, last);
 	ASSERT_EQ(0, load_module(self->ko, self->params));
 }
 
