@@ -7,6 +7,7 @@
 #   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
 #                     last line "N passed, N failed, N skipped"
 #   make check-busy   make check while a kernel build loop keeps every CPU busy
+#   make stress       the reliability suite's long form on both guests (hours)
 #   make modules-6.12 the module and test modules for the 6.12 guest
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make deb          Debian packages in build/deb/, checked by lintian
@@ -30,7 +31,7 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy deb check-deb \
+.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy stress deb check-deb \
 	install modules_install clean
 
 all: module lib tools selftests
@@ -78,6 +79,12 @@ check: deps
 # No test may depend on timing: the whole check again on a loaded host.
 check-busy: deps
 	tools/busy.sh $(MAKE) -f $(TOP)/Makefile check
+
+# Fuzzer, kill storm, device churn, reloads, memory pressure at length.
+stress: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	$(MAKE) -f $(TOP)/Makefile modules-6.12
+	tools/stress.sh
 
 # From a copy of the tracked (and new, unignored) files: the package build
 # cleans and builds in its tree, which must not touch this one's objects.

@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# make stress: the reliability suite's long form (issue 13), in the VM on
+# both guest kernels. The short form runs in make check (selftests/vm-runs,
+# "reliability") with each test's defaults; this one runs the same tests
+# with the long counts:
+#   device_churn_test  >= 50 add/delete cycles of an rxe device, for as
+#                      long as the fuzzer (2,000,000 calls) and the kill
+#                      storm (1,000 kills) run beside it
+#   kill_storm_test    the 1,000 kills again on their own, with the
+#                      pool-wide end checks a shared run leaves to the churn
+#   mem_pressure_test  pool growth into an exhausted guest
+#   pool_module_test   reload_cycles: 100 load/use/unload cycles
+# Counts can be overridden from the environment (MRPOOL_FUZZ_CALLS,
+# MRPOOL_KILLS, MRPOOL_CHURN_CYCLES, MRPOOL_RELOADS). Every run is bounded
+# (per binary MRPOOL_TEST_TIMEOUT, per guest --timeout) and ends by itself;
+# results in results/stress[-6.12]/, the last line "N passed, N failed".
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 2
+# shellcheck disable=SC2054  # the comma is MRPOOL_CHURN_WITH's list
+env=(MRPOOL_FUZZ_CALLS="${MRPOOL_FUZZ_CALLS:-2000000}"
+     MRPOOL_KILLS="${MRPOOL_KILLS:-1000}"
+     MRPOOL_CHURN_CYCLES="${MRPOOL_CHURN_CYCLES:-50}"
+     MRPOOL_RELOADS="${MRPOOL_RELOADS:-100}"
+     MRPOOL_CHURN_WITH=selftests/uapi_fuzz_test,selftests/kill_storm_test
+     MRPOOL_TEST_TIMEOUT=36000)
+tests=(selftests/device_churn_test selftests/kill_storm_test
+       selftests/mem_pressure_test selftests/pool_module_test)
+pass=0 fail=0
+for kernel in 6.1 6.12; do
+	name=stress
+	[ "$kernel" = 6.1 ] || name=stress-$kernel
+	echo "[stress] kernel $kernel: ${env[*]}"
+	tools/vm/run --name "$name" --kernel "$kernel" --timeout 43200 -- \
+		env "${env[@]}" selftests/run.sh "${tests[@]}"
+	for f in results/"$name"/{selftests,guest,vm}.tap; do
+		[ -f "$f" ] || continue
+		pass=$((pass + $(grep -cE '^ok ' "$f")))
+		fail=$((fail + $(grep -cE '^not ok ' "$f")))
+	done
+	[ -f results/"$name"/guest.tap ] || fail=$((fail + 1))
+done
+echo "$pass passed, $fail failed"
+((fail == 0))
