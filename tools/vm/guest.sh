@@ -149,6 +149,11 @@ if ! kill -0 "$kmsg_pid" 2>/dev/null; then
 fi
 grep -q '^not ok' "$gtap" && [ "$st" = 0 ] && st=1
 echo "$st" >"$res/status"
+# The log reader stays up across the final sync, so whatever that sets
+# off in the kernel reaches dmesg.txt whole; after it, the console shows
+# every level (a report then still reaches kernel.log with its trace).
+sync
+dmesg -n 8 2>/dev/null
 sleep 0.5	# let the log reader drain
 kill "$kmsg_pid" 2>/dev/null
 sync
