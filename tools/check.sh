@@ -118,7 +118,9 @@ vm_tap() {	# dir strict status
 runs=("selftests||selftests/run.sh")
 if [ -f selftests/vm-runs ]; then
 	while IFS= read -r l; do
-		case $l in ''|'#'*) continue ;; esac
+		# A run named "-NAME" is off: its binaries stay out of the
+		# default run (run.sh), and make stress runs them instead.
+		case $l in ''|'#'*|-*) continue ;; esac
 		runs+=("$l")
 	done <selftests/vm-runs
 fi
