@@ -134,9 +134,9 @@ TEST_F(churn, beside_fuzzer_and_storm)
 	unsigned int cycles = env ? (unsigned int)strtoul(env, NULL, 0) : 50;
 	unsigned int c, i, ready = 0, alive;
 	struct beside *b = self->b;
-	long long avail0, avail;
+	long long avail0;
 	struct mrpool_query base, q;
-	struct rdma_res res0, res;
+	struct rdma_res res0;
 	char list[512], *tok, *save;
 
 	POOL_SETUP_SKIPPED();
@@ -189,24 +189,7 @@ TEST_F(churn, beside_fuzzer_and_storm)
 
 	/* Everything beside has exited: the pool is whole, rxe0 holds what it
 	 * held, and the kernel has its memory back (as in kill_storm_test). */
-	EXPECT_TRUE(POOL_WAIT(pool_back_to(self->fd, &base, &q) &&
-			      q.total_bytes <= base.total_bytes, 120000))
-		TH_LOG("used %llu quarantined %llu total %llu; before %llu %llu %llu",
-		       (unsigned long long)q.used_bytes,
-		       (unsigned long long)q.quarantined_bytes,
-		       (unsigned long long)q.total_bytes,
-		       (unsigned long long)base.used_bytes,
-		       (unsigned long long)base.quarantined_bytes,
-		       (unsigned long long)base.total_bytes);
-	EXPECT_TRUE(rdma_res_back("rxe0", &res0, &res, 60))
-		TH_LOG("rxe0 now: ctx %lld pd %lld cq %lld qp %lld mr %lld; "
-		       "before: %lld %lld %lld %lld %lld",
-		       res.ctx, res.pd, res.cq, res.qp, res.mr,
-		       res0.ctx, res0.pd, res0.cq, res0.qp, res0.mr);
-	avail = pool_mem_available() + (long long)q.total_bytes;
-	TH_LOG("available memory + pool: %lld MiB before, %lld MiB after",
-	       avail0 >> 20, avail >> 20);
-	EXPECT_GE(avail, avail0 - ((long long)POOL_MEM_SLACK_MB << 20));
+	EXPECT_ALL_BACK(self->fd, &base, &res0, avail0);
 }
 
 TEST_HARNESS_MAIN

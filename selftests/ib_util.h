@@ -187,6 +187,40 @@ static inline bool rdma_res_back(const char *dev, const struct rdma_res *base,
 	}
 }
 
+/*
+ * The end of a test whose processes held pool memory and rxe0 objects:
+ * the pool back to @base (nothing more used or quarantined, no more
+ * chunks than then), rxe0 holding what it held at @res0, and available
+ * memory plus the pool within POOL_MEM_SLACK_MB of @avail0. EXPECTs, for
+ * a test body (the waits are hang catchers).
+ */
+#define EXPECT_ALL_BACK(fd, base, res0, avail0) do {			\
+	struct mrpool_query __q = { 0 };				\
+	struct rdma_res __r;						\
+	long long __avail;						\
+									\
+	EXPECT_TRUE(POOL_WAIT(pool_back_to(fd, base, &__q) &&		\
+			      __q.total_bytes <= (base)->total_bytes,	\
+			      120000))					\
+		TH_LOG("used %llu quarantined %llu total %llu; before "	\
+		       "%llu %llu %llu",				\
+		       (unsigned long long)__q.used_bytes,		\
+		       (unsigned long long)__q.quarantined_bytes,	\
+		       (unsigned long long)__q.total_bytes,		\
+		       (unsigned long long)(base)->used_bytes,		\
+		       (unsigned long long)(base)->quarantined_bytes,	\
+		       (unsigned long long)(base)->total_bytes);	\
+	EXPECT_TRUE(rdma_res_back("rxe0", res0, &__r, 60))		\
+		TH_LOG("rxe0 now: ctx %lld pd %lld cq %lld qp %lld mr %lld; " \
+		       "before: %lld %lld %lld %lld %lld", __r.ctx, __r.pd, \
+		       __r.cq, __r.qp, __r.mr, (res0)->ctx, (res0)->pd,	\
+		       (res0)->cq, (res0)->qp, (res0)->mr);		\
+	__avail = pool_mem_available() + (long long)__q.total_bytes;	\
+	TH_LOG("available memory + pool: %lld MiB before, %lld MiB after", \
+	       (avail0) >> 20, __avail >> 20);				\
+	EXPECT_GE(__avail, (avail0) - ((long long)POOL_MEM_SLACK_MB << 20)); \
+} while (0)
+
 /* The test kernel module beside the running binary, in kmod_rdma/. */
 static inline int ktest_path(char *buf, size_t len)
 {

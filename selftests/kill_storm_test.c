@@ -213,8 +213,8 @@ TEST(kill_storm)
 	unsigned long kills = env_ul("MRPOOL_KILLS", 100), done = 0;
 	uint64_t seed = env_ul("MRPOOL_KILL_SEED", 0);
 	unsigned long at[NSTAGES] = { 0 }, transfers = 0;
-	long long avail0, avail;
-	struct rdma_res res0, res;
+	long long avail0;
+	struct rdma_res res0;
 	struct mrpool_query base, q;
 	pid_t pids[VICTIMS] = { 0 };
 	int *dead, fd, status, slot, target, wait_ms;
@@ -308,24 +308,7 @@ TEST(kill_storm)
 	if (pool_shared())
 		goto out;	/* the pool-wide end state is the caller's */
 
-	EXPECT_TRUE(POOL_WAIT(pool_back_to(fd, &base, &q) &&
-			      q.total_bytes <= base.total_bytes, 120000))
-		TH_LOG("used %llu quarantined %llu total %llu; baseline %llu %llu %llu",
-		       (unsigned long long)q.used_bytes,
-		       (unsigned long long)q.quarantined_bytes,
-		       (unsigned long long)q.total_bytes,
-		       (unsigned long long)base.used_bytes,
-		       (unsigned long long)base.quarantined_bytes,
-		       (unsigned long long)base.total_bytes);
-	EXPECT_TRUE(rdma_res_back("rxe0", &res0, &res, 60))
-		TH_LOG("rxe0 now: ctx %lld pd %lld cq %lld qp %lld mr %lld; "
-		       "before: %lld %lld %lld %lld %lld",
-		       res.ctx, res.pd, res.cq, res.qp, res.mr,
-		       res0.ctx, res0.pd, res0.cq, res0.qp, res0.mr);
-	avail = pool_mem_available() + (long long)q.total_bytes;
-	TH_LOG("available memory + pool: %lld MiB before, %lld MiB after",
-	       avail0 >> 20, avail >> 20);
-	EXPECT_GE(avail, avail0 - ((long long)POOL_MEM_SLACK_MB << 20));
+	EXPECT_ALL_BACK(fd, &base, &res0, avail0);
 out:
 	free(dead);
 	munmap(st, sizeof(*st));
