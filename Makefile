@@ -12,7 +12,7 @@
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make deb          Debian packages in build/deb/, checked by lintian
 #   make check-deb    install them here, boot both guests with them, purge
-#   make install      library, header, pkg-config file, tools (DESTDIR, PREFIX)
+#   make install      library, header, pkg-config file, tools, man pages (DESTDIR, PREFIX)
 #   make modules_install   the module, for the kernel in KDIR
 #   make C=1          the module build under sparse
 #   make OFA_DIR=DIR  the module against MLNX_OFED/DOCA's ib_core (tools/ofa/test.sh)
@@ -102,6 +102,7 @@ check-deb: deb
 install: lib tools
 	$(MAKE) -C lib install
 	$(MAKE) -C tools install
+	install -D -m 644 kmod/mrpool.4 $(DESTDIR)$(PREFIX)/share/man/man4/mrpool.4
 
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(TOP) modules_install

@@ -56,6 +56,17 @@ for t in test test-sanitize test-valgrind test-tsan test-arm64; do
 	sum_args+=("src=lib" "var=${t#test-}" "plan=1" "strict=0" "$out/host-$t.tap")
 done
 
+say "man pages: each renders with man -l, and groff warns of nothing"
+pages=$(git ls-files '*.[1-8]')
+[ -n "$pages" ] || step "man pages (none found: git ls-files failed?)" 1
+for p in $pages; do
+	warn=$(groff -man -ww -z -Tutf8 "$p" 2>&1)
+	lines=$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$p" 2>/dev/null | wc -l)
+	echo "$p: $lines lines${warn:+; $warn}"
+	step "man page $p renders cleanly${warn:+ (groff: ${warn%%$'\n'*})}" \
+		$([ -z "$warn" ] && ((lines > 10)) && echo 0 || echo 1)
+done
+
 say "checkpatch --strict (kmod/, include/, test kernel modules)"
 srcs=$(git ls-files 'kmod/*.[ch]' 'include/*.h' 'selftests/*/*.[ch]')
 name="checkpatch --strict: no errors, warnings or checks"
