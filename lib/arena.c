@@ -204,6 +204,7 @@ void mrp_arena_free(struct mrp_arena *a)
 {
 	free(a->free_idx);
 	free((void *)a->state);
+	free(a->mw_index);
 	free(a);
 }
 

@@ -125,6 +125,12 @@ struct mrp_arena {
 	 */
 	_Atomic bool retired;
 	_Atomic uint32_t nmw;		/* memory windows bound in the arena */
+	/*
+	 * Per buffer (one for a large arena), the windows over it: a free
+	 * finds its own in constant time. pool->lock; allocated at the
+	 * arena's first bind.
+	 */
+	struct mrp_mw **mw_index;
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
