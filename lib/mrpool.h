@@ -127,7 +127,11 @@ struct mrp_pool_attr {
 /*
  * A buffer: its address, usable size (the size class, at least what was
  * asked) and the keys of its arena's registration in one attached PD (both
- * 0 when no PD was named).
+ * 0 when no PD was named). The rkey is the arena's: a peer holding it
+ * reaches every buffer of that arena, as the PD's access allows, for as
+ * long as the arena stays registered. It is 0 unless the PD was attached
+ * with IBV_ACCESS_REMOTE_READ, _WRITE or _ATOMIC; to give a peer one
+ * buffer only, bind a memory window over it (mrp_mw_bind()).
  */
 struct mrp_buf {
 	void *addr;

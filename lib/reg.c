@@ -48,6 +48,18 @@ static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot
 	return mr;
 }
 
+/*
+ * The rkey handed out with buffers: the MR's where the PD was attached
+ * with remote access, else 0. An arena's rkey reaches every buffer of the
+ * arena, so it is not given where no peer is meant to have one.
+ */
+static uint32_t mrp_rkey(const struct mrp_pool *pool, int slot,
+			 const struct ibv_mr *mr)
+{
+	return pool->access[slot] & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+				     IBV_ACCESS_REMOTE_ATOMIC) ? mr->rkey : 0;
+}
+
 static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 		       struct mrp_arena *a, int slot)
 {
@@ -58,7 +70,7 @@ static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 		return errno ? -errno : -EIO;
 	a->mr[slot] = mr;
 	a->keys[slot].lkey = mr->lkey;
-	a->keys[slot].rkey = mr->rkey;
+	a->keys[slot].rkey = mrp_rkey(pool, slot, mr);
 	/* release: a fast path that sees the bit sees these keys */
 	atomic_fetch_or_explicit(&a->reg_mask, 1u << slot, memory_order_release);
 	return 0;
@@ -198,7 +210,7 @@ static int mrp_fb_keys(struct mrp_pool *pool, struct mrp_fallback *fb, int slot,
 			return ret;
 	}
 	buf->lkey = fb->mr[slot]->lkey;
-	buf->rkey = fb->mr[slot]->rkey;
+	buf->rkey = mrp_rkey(pool, slot, fb->mr[slot]);
 	return 0;
 }
 
@@ -401,7 +413,7 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	buf->addr = fb->addr;
 	buf->size = size;
 	buf->lkey = slot >= 0 ? fb->mr[slot]->lkey : 0;
-	buf->rkey = slot >= 0 ? fb->mr[slot]->rkey : 0;
+	buf->rkey = slot >= 0 ? mrp_rkey(pool, slot, fb->mr[slot]) : 0;
 	pthread_mutex_unlock(&pool->lock);
 	mrp_add(&pool->fb_allocs, 1);
 	mrp_add(&pool->fb_bytes, size);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <infiniband/verbs.h>
+
 #include "kselftest_harness.h"
 #include "helpers.h"
 
@@ -154,6 +156,59 @@ TEST_F(pool, lookup)
 	EXPECT_EQ(-ENOENT, mrp_lookup(self->pool, NULL, NULL, &l));
 	EXPECT_EQ(-EINVAL, mrp_lookup(self->pool, b.addr, FAKE_PD(9), &l));
 	EXPECT_EQ(0, mrp_free(self->pool, b.addr));
+}
+
+/*
+ * An rkey only for a PD attached with remote access: class, large and
+ * fallback buffers, from the fast path, the slow path and lookup.
+ */
+TEST(rkey_needs_remote_access)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_FALLBACK | MRP_POOL_ATTR_MAX_BYTES,
+		.fallback = 1, .max_bytes = 8 << 20,
+	};
+	struct ibv_pd *local = FAKE_PD(1), *remote = FAKE_PD(2);
+	struct mrp_buf b[4], l, f;
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_stats st;
+	int i;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, local, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
+	ASSERT_EQ(0, mrp_attach_pd(pool, remote, IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_READ));
+	for (i = 0; i < 4; i++) {
+		/* the second time round, from the thread cache */
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, local, &b[0]));
+		EXPECT_NE(0, b[0].lkey);
+		EXPECT_EQ(0, b[0].rkey);
+		EXPECT_TRUE(fake_mr_covers(local, b[0].addr, 8192, b[0].lkey, 0));
+		ASSERT_EQ(0, mrp_lookup(pool, b[0].addr, remote, &l));
+		EXPECT_NE(0, l.rkey);
+		EXPECT_TRUE(fake_mr_covers(remote, l.addr, l.size, l.lkey, l.rkey));
+		ASSERT_EQ(0, mrp_free(pool, b[0].addr));
+	}
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, local, &b[1]));
+	EXPECT_EQ(0, b[1].rkey);
+	ASSERT_EQ(0, mrp_lookup(pool, b[1].addr, remote, &l));
+	EXPECT_NE(0, l.rkey);
+	/* the 8 MiB are mapped (two 4 MiB arenas): these two are fallbacks */
+	ASSERT_EQ(0, mrp_alloc(pool, 4 << 20, remote, &b[2]));
+	EXPECT_NE(0, b[2].rkey);
+	EXPECT_TRUE(fake_mr_covers(remote, b[2].addr, b[2].size, b[2].lkey, b[2].rkey));
+	ASSERT_EQ(0, mrp_alloc(pool, 4 << 20, local, &f));
+	ASSERT_EQ(0, mrp_stats(pool, &st, sizeof(st)));
+	EXPECT_EQ(2, st.fallbacks);
+	EXPECT_NE(0, f.lkey);
+	EXPECT_EQ(0, f.rkey);
+	ASSERT_EQ(0, mrp_lookup(pool, f.addr, remote, &l));
+	EXPECT_NE(0, l.rkey);
+	EXPECT_TRUE(fake_mr_covers(remote, f.addr, f.size, l.lkey, l.rkey));
+	ASSERT_EQ(0, mrp_free(pool, f.addr));
+	ASSERT_EQ(0, mrp_free(pool, b[2].addr));
+	ASSERT_EQ(0, mrp_free(pool, b[1].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
 /* Wrong arguments get -EINVAL (or NULL + EINVAL), never a crash. */

@@ -17,6 +17,7 @@
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_mr {
 	struct ibv_mr mr;
+	int access;
 	struct fake_mr *next;
 } *fake_mrs;
 static uint32_t fake_next_key = 0x100;
@@ -34,7 +35,6 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 {
 	struct fake_mr *f;
 
-	(void)access;
 	pthread_mutex_lock(&fake_lock);
 	if (fake_fail_next) {
 		fake_fail_next--;
@@ -58,6 +58,7 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 	f->mr.length = length;
 	f->mr.lkey = fake_next_key++;
 	f->mr.rkey = f->mr.lkey | 0x80000000u;
+	f->access = access;
 	f->next = fake_mrs;
 	fake_mrs = f;
 	fake_live++;
@@ -108,17 +109,24 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return ret;
 }
 
-/* 1 if a live MR of pd with these keys covers [addr, addr + len). */
+/*
+ * 1 if a live MR of pd with these keys covers [addr, addr + len): its lkey,
+ * and its rkey if it was registered with remote access, else 0 (the library
+ * hands out no rkey for a PD without remote access).
+ */
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey)
 {
+	const int remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_ATOMIC;
 	uintptr_t a = (uintptr_t)addr;
 	struct fake_mr *f;
 	int ok = 0;
 
 	pthread_mutex_lock(&fake_lock);
 	for (f = fake_mrs; f && !ok; f = f->next)
-		ok = f->mr.pd == pd && f->mr.lkey == lkey && f->mr.rkey == rkey &&
+		ok = f->mr.pd == pd && f->mr.lkey == lkey &&
+		     rkey == (f->access & remote ? f->mr.rkey : 0) &&
 		     a >= (uintptr_t)f->mr.addr &&
 		     a + len <= (uintptr_t)f->mr.addr + f->mr.length;
 	pthread_mutex_unlock(&fake_lock);
