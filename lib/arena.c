@@ -125,7 +125,7 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out)
 {
-	struct mrp_region r = { .dmabuf_fd = -1 };
+	struct mrp_region r = { 0 };
 	struct mrp_arena *a;
 	int ret;
 
@@ -162,7 +162,6 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	a->base = r.base;
 	a->size = r.size;
 	a->handle = r.handle;
-	a->dmabuf_fd = r.dmabuf_fd;
 	a->locked = r.locked;
 
 	/*
@@ -238,7 +237,7 @@ int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 {
 	struct mrp_region r = {
 		.base = a->base, .size = a->size, .handle = a->handle,
-		.dmabuf_fd = a->dmabuf_fd, .locked = a->locked,
+		.locked = a->locked,
 	};
 
 	if (mrp_dereg_arena(pool, a) || a->retired) {

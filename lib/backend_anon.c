@@ -66,7 +66,6 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 	r->base = (uintptr_t)m;
 	r->size = size;
 	r->handle = 0;
-	r->dmabuf_fd = -1;
 	return 0;
 }
 

@@ -5,7 +5,9 @@
  * mapped shared and writable (the module refuses anything else) on a 2 MiB
  * boundary, and given back with munmap + MRPOOL_IOC_FREE. Slices are
  * VM_DONTCOPY and owned by the open file, so a crash returns them and a
- * child never sees them.
+ * child never sees them. Each slice can also be exported as a dma-buf, so
+ * that devices that take dma-buf MRs register it without pinning its pages
+ * again (reg.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,7 +102,6 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 	r->base = (uintptr_t)m;
 	r->size = al.length;
 	r->handle = al.slice_id;
-	r->dmabuf_fd = -1;
 	r->locked = true;
 	return 0;
 }
@@ -111,10 +112,28 @@ static void mrp_kmod_unmap(struct mrp_pool *pool, struct mrp_region *r)
 	mrp_kmod_free(pool, r->handle);
 }
 
+/*
+ * A slice as a dma-buf, for ibv_reg_dmabuf_mr(): the MR then holds the
+ * dma-buf, and the module keeps the slice's memory until it is released.
+ */
+static int mrp_kmod_export_dmabuf(struct mrp_pool *pool, uint64_t handle)
+{
+	struct mrpool_export_dmabuf ex;
+	int ret;
+
+	memset(&ex, 0, sizeof(ex));
+	ex.size = sizeof(ex);
+	ex.flags = MRPOOL_EXPORT_CLOEXEC;
+	ex.slice_id = handle;
+	ret = mrp_ioctl(pool->fd, MRPOOL_IOC_EXPORT_DMABUF, &ex);
+	return ret ? ret : ex.fd;
+}
+
 const struct mrp_backend_ops mrp_backend_kmod = {
 	.kind = MRP_KIND_KERNEL,
 	.init = mrp_kmod_init,
 	.fini = mrp_kmod_fini,
 	.map = mrp_kmod_map,
 	.unmap = mrp_kmod_unmap,
+	.export_dmabuf = mrp_kmod_export_dmabuf,
 };

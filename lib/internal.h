@@ -15,7 +15,8 @@
  * Locks, outermost first: mrp_global_lock (pool slots, tcache lists),
  * tcache->lock (a cache against its reclaimer, never on a fast path),
  * pool->lock (arena list, PDs, large and fallback lists), class->lock
- * (depot of one class). pool->bg_lock only guards the thread's wakeups.
+ * (depot of one class), mrp_fork_lock (read: a slice's dma-buf fd exists;
+ * write: a fork). pool->bg_lock only guards the thread's wakeups.
  */
 #ifndef MRP_INTERNAL_H
 #define MRP_INTERNAL_H
@@ -111,7 +112,6 @@ struct mrp_arena {
 	uintptr_t base;
 	size_t size;
 	uint64_t handle;		/* backend's id (kernel slice id) */
-	int dmabuf_fd;			/* >= 0 when the backend exports one */
 	bool locked;			/* memory is pinned (mlock or module) */
 	bool large_free;		/* large arena parked or being parked */
 	/*
@@ -224,6 +224,7 @@ struct mrp_cfg {
 	uint32_t low_water;
 	bool idle_reclaim;		/* 0: never a membarrier() call */
 	bool debug;			/* MRPOOL_DEBUG: check every free */
+	bool dmabuf;			/* MRPOOL_DMABUF: try ibv_reg_dmabuf_mr */
 };
 
 /* A region a backend hands out. */
@@ -231,14 +232,15 @@ struct mrp_region {
 	uintptr_t base;
 	size_t size;
 	uint64_t handle;
-	int dmabuf_fd;
 	bool locked;
 };
 
 /*
  * Backend contract: map() returns size bytes aligned to align (a power of
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
- * not inherited across fork, or a negative errno; unmap() returns them.
+ * not inherited across fork, or a negative errno; unmap() returns them;
+ * export_dmabuf(), where the backend has it, a dma-buf of a region for
+ * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
  * Both are called with pool->lock held. fini() with forked set must not
  * touch memory or kernel objects still owned by the parent.
  */
@@ -249,6 +251,8 @@ struct mrp_backend_ops {
 	int (*map)(struct mrp_pool *pool, size_t size, size_t align,
 		   struct mrp_region *r);
 	void (*unmap)(struct mrp_pool *pool, struct mrp_region *r);
+	/* optional: a new close-on-exec dma-buf fd of a region, or -errno */
+	int (*export_dmabuf)(struct mrp_pool *pool, uint64_t handle);
 };
 
 /*
@@ -297,6 +301,9 @@ struct mrp_pool {
 	_Atomic uint32_t pd_dead;
 	_Atomic uint64_t pd_reg_failures[MRP_MAX_PDS];	/* per slot, since attach */
 	_Atomic uint64_t pd_dereg_errors[MRP_MAX_PDS];
+	_Atomic uint64_t pd_dmabuf_regs[MRP_MAX_PDS];
+	/* per slot, pool->lock: the errno that turned dma-buf registration off */
+	int pd_dmabuf_error[MRP_MAX_PDS];
 	size_t mapped, locked_bytes;
 	uint64_t narenas;
 
@@ -460,6 +467,7 @@ extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 
 extern struct mrp_tcache mrp_tcache_empty;
 extern pthread_mutex_t mrp_global_lock;
+extern pthread_rwlock_t mrp_fork_lock;
 extern _Atomic unsigned int mrp_fork_gen;
 int mrp_global_init(void);
 struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool);

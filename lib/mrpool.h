@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	2
+#define MRP_VERSION_MINOR	3
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -80,6 +80,7 @@ enum {
 	MRP_POOL_ATTR_SAMPLE_EVERY	= 1 << 9,
 	MRP_POOL_ATTR_LOW_WATER		= 1 << 10,
 	MRP_POOL_ATTR_IDLE_RECLAIM	= 1 << 11,	/* since 1.2 */
+	MRP_POOL_ATTR_DMABUF		= 1 << 12,	/* since 1.3 */
 };
 
 /*
@@ -120,6 +121,11 @@ struct mrp_pool_attr {
 					 * default 1; 0: no membarrier(2) call at all,
 					 * for seccomp policies that kill on it (see
 					 * mrp_thread_flush). Since 1.2 */
+	int dmabuf;			/* MRPOOL_DMABUF: register kernel-backend arenas
+					 * through the slice's dma-buf
+					 * (ibv_reg_dmabuf_mr: nothing pinned again)
+					 * in PDs whose device takes it, else
+					 * ibv_reg_mr, default 1. Since 1.3 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -270,6 +276,12 @@ struct mrp_pd_stats {
 	uint32_t arenas;		/* arenas whose keys it can hand out now */
 	uint64_t reg_failures;		/* failed ibv_reg_mr/ibv_reg_dmabuf_mr in it */
 	uint64_t dereg_errors;		/* failed ibv_dereg_mr in it */
+	/* since 1.3 */
+	uint64_t dmabuf_regs;		/* arenas registered through their dma-buf */
+	int32_t dmabuf_error;		/* 0 while dma-buf registration is tried in
+					 * it; else the errno that turned it off
+					 * (the device refused it: EOPNOTSUPP) */
+	uint32_t reserved;
 };
 
 /* Fill up to size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */

@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define MRP_ATTR_ALL	((MRP_POOL_ATTR_IDLE_RECLAIM << 1) - 1)
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_DMABUF << 1) - 1)
 
 /* Parse "123", "64K", "4M", "1G". */
 static int mrp_parse_size(const char *s, size_t *out)
@@ -124,6 +124,7 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 	cfg->background = true;
 	cfg->hugetlb = true;
 	cfg->idle_reclaim = true;
+	cfg->dmabuf = true;
 
 	if (!ret)
 		ret = mrp_env_backend(&cfg->backend);
@@ -151,6 +152,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		ret = mrp_env_bool("MRPOOL_IDLE_RECLAIM", &cfg->idle_reclaim);
 	if (!ret)
 		ret = mrp_env_bool("MRPOOL_DEBUG", &cfg->debug);
+	if (!ret)
+		ret = mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf);
 	if (ret)
 		return ret;
 
@@ -178,6 +181,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		cfg->low_water = attr->low_water;
 	if (m & MRP_POOL_ATTR_IDLE_RECLAIM)
 		cfg->idle_reclaim = attr->idle_reclaim != 0;
+	if (m & MRP_POOL_ATTR_DMABUF)
+		cfg->dmabuf = attr->dmabuf != 0;
 	if (ret)
 		return ret;
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Registration: each arena once in each attached PD (ibv_reg_dmabuf_mr when
- * the backend exports a dma-buf for it, else ibv_reg_mr), and the counted
- * fallback of malloc + per-buffer registration when arenas run out.
+ * Registration: each arena once in each attached PD (ibv_reg_dmabuf_mr of
+ * the slice's dma-buf where the device takes it, else ibv_reg_mr), and the
+ * counted fallback of malloc + per-buffer registration when arenas run out.
  *
  * Growth registers best effort per PD: one PD whose device fails (or went
  * away) must not take pd NULL and the other PDs down with it. A PD that
@@ -13,14 +13,17 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
 #include "internal.h"
 
 /*
- * Register [addr, addr + len) in the PD of slot, timed into the stats; a
- * failure is counted for the PD and leaves its errno set.
+ * Register [addr, addr + len) in the PD of slot (through dmabuf_fd when it
+ * is >= 0), counted and timed into the stats; a failure leaves its errno
+ * set and is counted for the PD. A refused dma-buf attempt counts for
+ * nothing: ibv_reg_mr follows it.
  */
 static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot,
 			      void *addr, size_t len, int dmabuf_fd)
@@ -36,6 +39,10 @@ static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot
 	else
 		mr = ibv_reg_mr(pd, addr, len, access);
 	err = errno;
+	if (!mr && dmabuf_fd >= 0) {
+		errno = err;
+		return NULL;
+	}
 	if (!mr)
 		mrp_add(&pool->pd_reg_failures[slot], 1);
 	dt = mrp_now_ns() - t0;
@@ -60,11 +67,46 @@ static uint32_t mrp_rkey(const struct mrp_pool *pool, int slot,
 				     IBV_ACCESS_REMOTE_ATOMIC) ? mr->rkey : 0;
 }
 
+/*
+ * An arena's MR in the PD of slot: through the slice's dma-buf where the
+ * backend exports one and the device takes it (nothing is pinned again:
+ * the module's pages are pinned already), else ibv_reg_mr. The first
+ * refusal turns dma-buf registration off for the PD until it is attached
+ * again, so a device without it costs one attempt. pool->lock held.
+ */
+static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
+				       struct mrp_arena *a, int slot)
+{
+	struct ibv_mr *mr;
+	int fd, err;
+
+	if (pool->cfg.dmabuf && pool->ops->export_dmabuf &&
+	    !pool->pd_dmabuf_error[slot]) {
+		/* no fork while the fd exists: a child could map the slice */
+		pthread_rwlock_rdlock(&mrp_fork_lock);
+		fd = pool->ops->export_dmabuf(pool, a->handle);
+		if (fd < 0) {
+			pthread_rwlock_unlock(&mrp_fork_lock);
+			pool->pd_dmabuf_error[slot] = -fd;
+		} else {
+			mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size, fd);
+			err = errno;
+			close(fd);	/* the MR holds the dma-buf */
+			pthread_rwlock_unlock(&mrp_fork_lock);
+			if (mr) {
+				mrp_add(&pool->pd_dmabuf_regs[slot], 1);
+				return mr;
+			}
+			pool->pd_dmabuf_error[slot] = err ? err : EIO;
+		}
+	}
+	return mrp_reg(pool, pd, slot, (void *)a->base, a->size, -1);
+}
+
 static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 		       struct mrp_arena *a, int slot)
 {
-	struct ibv_mr *mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size,
-				    a->dmabuf_fd);
+	struct ibv_mr *mr = mrp_reg_arena_mr(pool, pd, a, slot);
 
 	if (!mr)
 		return errno ? -errno : -EIO;
@@ -259,6 +301,8 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 	atomic_fetch_and(&pool->pd_dead, ~(1u << slot));
 	atomic_store(&pool->pd_reg_failures[slot], 0);
 	atomic_store(&pool->pd_dereg_errors[slot], 0);
+	atomic_store(&pool->pd_dmabuf_regs[slot], 0);
+	pool->pd_dmabuf_error[slot] = 0;
 	for (a = pool->arenas; a && !ret; a = a->next)
 		ret = mrp_reg_one(pool, pd, a, slot);
 	for (fb = pool->fallbacks; fb && !ret; fb = fb->next)

@@ -136,6 +136,8 @@ MRP_EXPORT int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 		st.arenas += mrp_arena_has(a, slot);
 	st.reg_failures = mrp_get(&pool->pd_reg_failures[slot]);
 	st.dereg_errors = mrp_get(&pool->pd_dereg_errors[slot]);
+	st.dmabuf_regs = mrp_get(&pool->pd_dmabuf_regs[slot]);
+	st.dmabuf_error = pool->pd_dmabuf_error[slot];
 	pthread_mutex_unlock(&pool->lock);
 	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
 	return 0;

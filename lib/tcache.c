@@ -59,6 +59,12 @@ __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 _Static_assert(MRP_MAX_POOLS == 32, "mrp_tls initialiser");
 
 pthread_mutex_t mrp_global_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * Held for reading while a dma-buf fd of a slice exists (reg.c), for
+ * writing across fork(): a child must never inherit one, since it could
+ * map the parent's memory through it.
+ */
+pthread_rwlock_t mrp_fork_lock = PTHREAD_RWLOCK_INITIALIZER;
 _Atomic unsigned int mrp_fork_gen;
 
 #ifdef MRP_TEST_HOOKS
@@ -178,10 +184,12 @@ static void mrp_thread_exit(void *arg)
 static void mrp_fork_prepare(void)
 {
 	pthread_mutex_lock(&mrp_global_lock);
+	pthread_rwlock_wrlock(&mrp_fork_lock);
 }
 
 static void mrp_fork_parent(void)
 {
+	pthread_rwlock_unlock(&mrp_fork_lock);
 	pthread_mutex_unlock(&mrp_global_lock);
 }
 
@@ -193,6 +201,7 @@ static void mrp_fork_parent(void)
 static void mrp_fork_child(void)
 {
 	pthread_mutex_init(&mrp_global_lock, NULL);
+	pthread_rwlock_init(&mrp_fork_lock, NULL);
 	pthread_cond_init(&mrp_pass_done, NULL);
 	atomic_fetch_add(&mrp_fork_gen, 1);
 	mrp_pools_fork_child();

@@ -103,9 +103,15 @@ FIXTURE_TEARDOWN(lib)
 
 #define SKIP_IF_NEEDED() do { if (self->skip) POOL_SKIP("%s", self->skip); } while (0)
 
-/* The kernel backend is chosen and reported; its memory is pinned. */
+/*
+ * The kernel backend is chosen and reported; its memory is pinned. Each
+ * arena is offered to each PD through the slice's dma-buf first: rxe
+ * takes no dma-buf MRs (EOPNOTSUPP, so the export worked: a failed export
+ * would leave its own errno), and ibv_reg_mr registers it instead, once.
+ */
 TEST_F(lib, kernel_backend)
 {
+	struct mrp_pd_stats ps;
 	struct mrp_stats st;
 	struct mrp_buf b;
 
@@ -118,6 +124,13 @@ TEST_F(lib, kernel_backend)
 	EXPECT_EQ(2, st.pds);
 	EXPECT_EQ(2, st.registrations);	/* one arena, two PDs */
 	EXPECT_NE(0, b.lkey);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, mrp_pd_stats(self->pool, self->dev[i].pd, &ps, sizeof(ps)));
+		EXPECT_EQ(EOPNOTSUPP, ps.dmabuf_error);
+		EXPECT_EQ(0, ps.dmabuf_regs);
+		EXPECT_EQ(0, ps.reg_failures);
+		EXPECT_EQ(1, ps.arenas);
+	}
 	EXPECT_EQ(0, mrp_free(self->pool, b.addr));
 }
 

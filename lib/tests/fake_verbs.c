@@ -74,11 +74,20 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	return ibv_reg_mr(pd, addr, length, (int)access);
 }
 
+/* dma-buf MRs: refused with fake_dmabuf_errno when set, else counted */
+int fake_dmabuf_errno, fake_dmabuf_regs;
+
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 				 uint64_t iova, int fd, int access)
 {
 	(void)offset;
-	(void)fd;
+	if (fd < 0)
+		abort();
+	if (fake_dmabuf_errno) {
+		errno = fake_dmabuf_errno;
+		return NULL;
+	}
+	__atomic_fetch_add(&fake_dmabuf_regs, 1, __ATOMIC_RELAXED);
 	return ibv_reg_mr(pd, (void *)(uintptr_t)iova, length, access);
 }
 
