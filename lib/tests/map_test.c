@@ -150,7 +150,6 @@ static int far_map(struct mrp_pool *pool, size_t size, size_t align, struct mrp_
 	r->base = far_next;
 	r->size = size;
 	r->handle = 0;
-	r->dmabuf_fd = -1;
 	r->locked = false;
 	far_next = 0;
 	return 0;
