@@ -307,7 +307,12 @@ static void *racer_main(void *arg)
 		ret = mrp_alloc(r->pool, size, r->pd, &b);
 		i++;
 		if (ret == -ENODEV && r->victim) {
+			/*
+			 * Fails without a syscall: sleep, or under valgrind's
+			 * scheduler this loop starves the main thread.
+			 */
 			atomic_fetch_add(&r->enodev, 1);
+			sleep_ms(1);
 			continue;
 		}
 		if (ret) {
