@@ -441,3 +441,26 @@ MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
 	}
 	return mrp_fill_keys(pool, a, slot, buf);
 }
+
+MRP_EXPORT int mrp_lookup_keys(struct mrp_pool *pool, const void *addr,
+			       struct ibv_pd *const *pds, unsigned int n,
+			       struct mrp_keys *keys)
+{
+	struct mrp_buf b;
+	int ret;
+
+	if (!pool || (n && (!pds || !keys)))
+		return -EINVAL;
+	if (!n)		/* still says whether addr is a buffer of the pool */
+		return mrp_lookup(pool, addr, NULL, &b);
+	for (unsigned int i = 0; i < n; i++) {
+		ret = mrp_lookup(pool, addr, pds[i], &b);
+		if (ret) {
+			memset(keys, 0, (size_t)n * sizeof(*keys));
+			return ret;
+		}
+		keys[i].lkey = b.lkey;
+		keys[i].rkey = b.rkey;
+	}
+	return 0;
+}

@@ -175,6 +175,10 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		ret = -ENOMEM;
 	if (ret)
 		goto unmap;
+	/* the application's domain first: its refusal leaves nothing to undo */
+	ret = mrp_arena_announce(pool, a);
+	if (ret)
+		goto unmap;
 	/* best effort: a PD that refuses the arena only lacks its keys */
 	mrp_reg_arena(pool, a);
 
@@ -240,6 +244,7 @@ int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 		.locked = a->locked,
 	};
 
+	mrp_arena_unannounce(pool, a);
 	if (mrp_dereg_arena(pool, a) || a->retired) {
 		a->retired = true;
 		return -EBUSY;

@@ -131,6 +131,7 @@ struct mrp_arena {
 	 * arena's first bind.
 	 */
 	struct mrp_mw **mw_index;
+	bool announced;			/* arena_ops.add took it: remove owed. pool->lock */
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
@@ -304,6 +305,9 @@ struct mrp_pool {
 	_Atomic uint64_t pd_dmabuf_regs[MRP_MAX_PDS];
 	/* per slot, pool->lock: the errno that turned dma-buf registration off */
 	int pd_dmabuf_error[MRP_MAX_PDS];
+	/* pool->lock: the application's arena callbacks, if set (arena_ops.c) */
+	struct mrp_arena_ops arena_ops;
+	bool arena_ops_set;
 	size_t mapped, locked_bytes;
 	uint64_t narenas;
 
@@ -510,6 +514,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out);
 int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
 void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_arena_announce(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_unannounce(struct mrp_pool *pool, struct mrp_arena *a);
 void mrp_arena_free(struct mrp_arena *a);
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out);

@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	3
+#define MRP_VERSION_MINOR	4
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -369,6 +369,86 @@ int mrp_mw_invalidate(struct mrp_pool *pool, void *addr);
 
 /* Fill up to size bytes of stats. Returns 0, -EINVAL or -ECHILD. */
 int mrp_stats(struct mrp_pool *pool, struct mrp_stats *stats, size_t size);
+
+/*
+ * n buffers of size for a receive ring or a batch, all or nothing: 0 with
+ * bufs[0..n) filled as by mrp_alloc(), or the error of the first
+ * allocation that failed with none of them held (bufs zeroed). n 0 is 0.
+ * Since 1.4.
+ */
+int mrp_alloc_bulk(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
+		   struct mrp_buf *bufs, unsigned int n);
+
+/*
+ * mrp_free() of bufs[i].addr for every i: each is freed that can be.
+ * Returns 0, or the first error (the others were still freed). Since 1.4.
+ */
+int mrp_free_bulk(struct mrp_pool *pool, const struct mrp_buf *bufs,
+		  unsigned int n);
+
+/* One buffer's keys in one PD (mrp_lookup_keys). */
+struct mrp_keys {
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+/*
+ * As mrp_lookup() for n PDs at once (a buffer posted on QPs of several
+ * devices): keys[i] are those of the buffer holding addr in pds[i] (NULL:
+ * 0). Returns 0, or the first error of mrp_lookup() with keys zeroed.
+ * Since 1.4.
+ */
+int mrp_lookup_keys(struct mrp_pool *pool, const void *addr,
+		    struct ibv_pd *const *pds, unsigned int n,
+		    struct mrp_keys *keys);
+
+/*
+ * For a framework that registers memory in a domain of its own (a UCX
+ * memory domain, a libfabric domain, another verbs library): add() is
+ * told of every arena before any of its buffers is handed out, remove()
+ * before it is deregistered and unmapped (trim, close, or clearing the
+ * callbacks). add() returns 0 or a negative errno, which fails the growth
+ * that made the arena (the arena is released; mrp_alloc() returns it) or,
+ * for the arenas that exist when the callbacks are set, the set itself.
+ * Both run with the pool's lock held, on whichever thread grows or trims
+ * (the pool thread included): they must not call libmrpool on the pool.
+ * Fallback buffers (MRPOOL_FALLBACK) are not arenas and not reported.
+ * Arenas are 2 MiB aligned and span every buffer carved from them.
+ */
+struct mrp_arena_ops {
+	uint32_t comp_mask;	/* no bit defined: 0 */
+	int (*add)(void *ctx, void *addr, size_t len);
+	void (*remove)(void *ctx, void *addr, size_t len);
+	void *ctx;
+};
+
+/*
+ * Set the pool's arena callbacks (both needed) and call add() for every
+ * arena it has, or with ops NULL call remove() for every arena add() took
+ * and clear them. Returns 0, -EEXIST (already set), -ENOENT (clearing
+ * with none set), -EINVAL, -ECHILD, or add()'s error (then the arenas it
+ * took are removed again and nothing is set). Since 1.4.
+ */
+int mrp_set_arena_ops(struct mrp_pool *pool, const struct mrp_arena_ops *ops);
+
+#ifdef INFINIBAND_VERBS_H
+/*
+ * A scatter/gather entry over [offset, offset + length) of buf with its
+ * lkey; offset + length must not pass buf->size. Defined when
+ * <infiniband/verbs.h> is included before this header.
+ */
+static inline struct ibv_sge mrp_buf_sge(const struct mrp_buf *buf,
+					 size_t offset, uint32_t length)
+{
+	struct ibv_sge sge = {
+		.addr = (uint64_t)(uintptr_t)buf->addr + offset,
+		.length = length,
+		.lkey = buf->lkey,
+	};
+
+	return sge;
+}
+#endif
 
 #ifdef __cplusplus
 }
