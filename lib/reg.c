@@ -68,11 +68,23 @@ static uint32_t mrp_rkey(const struct mrp_pool *pool, int slot,
 }
 
 /*
+ * An export that failed for want of a resource of the moment (the fd
+ * limit, memory) says nothing of the device or the module: that arena
+ * takes ibv_reg_mr and the next one tries its dma-buf again.
+ */
+static bool mrp_export_transient(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM || err == EAGAIN ||
+	       err == EINTR;
+}
+
+/*
  * An arena's MR in the PD of slot: through the slice's dma-buf where the
  * backend exports one and the device takes it (nothing is pinned again:
  * the module's pages are pinned already), else ibv_reg_mr. The first
- * refusal turns dma-buf registration off for the PD until it is attached
- * again, so a device without it costs one attempt. pool->lock held.
+ * refusal (of the device, or an export the module cannot do) turns dma-buf
+ * registration off for the PD until it is attached again, so a device
+ * without it costs one attempt. pool->lock held.
  */
 static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 				       struct mrp_arena *a, int slot)
@@ -87,7 +99,8 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 		fd = pool->ops->export_dmabuf(pool, a->handle);
 		if (fd < 0) {
 			pthread_rwlock_unlock(&mrp_fork_lock);
-			pool->pd_dmabuf_error[slot] = -fd;
+			if (!mrp_export_transient(-fd))
+				pool->pd_dmabuf_error[slot] = -fd;
 		} else {
 			mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size, fd);
 			err = errno;

@@ -5,7 +5,8 @@
  * the kernel's MRPOOL_IOC_EXPORT_DMABUF, and fake verbs that take or refuse
  * dma-buf MRs. Every arena goes through its dma-buf where the device takes
  * it, no fd outlives its registration, a refusal turns the path off for
- * that PD after one attempt (reg_failures untouched), and MRPOOL_DMABUF=0
+ * that PD after one attempt (reg_failures untouched), an export short of
+ * an fd falls back for that arena only, and MRPOOL_DMABUF=0
  * never exports. The VM test lib_rdma_test checks the real export against
  * rxe, which refuses dma-buf MRs.
  */
@@ -131,18 +132,37 @@ TEST(refused_once)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
-/* An export that fails: the errno is recorded, registration goes on. */
+/*
+ * An export that fails for want of an fd: that arena takes ibv_reg_mr and
+ * the next tries its dma-buf again; a module without the export turns the
+ * path off. Registration goes on either way.
+ */
 TEST(export_fails)
 {
 	struct mrp_pool *pool = export_pool(1);
 	struct mrp_pd_stats st;
+	struct mrp_buf b;
 
 	ASSERT_NE(NULL, pool);
 	export_errno = EMFILE;
 	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
 	three_arenas(_metadata, pool, FAKE_PD(1), &st);
 	EXPECT_EQ(0, fake_dmabuf_regs);
-	EXPECT_EQ(EMFILE, st.dmabuf_error);
+	EXPECT_EQ(0, st.dmabuf_error);
+	EXPECT_EQ(0, st.reg_failures);
+	EXPECT_LE(0, mrp_trim(pool, MRP_TRIM_FLUSH));
+	/* the fd limit relieved: the next arena goes through its dma-buf */
+	export_errno = 0;
+	ASSERT_EQ(0, mrp_alloc(pool, 2 << 20, FAKE_PD(1), &b));
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), b.addr, b.size, b.lkey, b.rkey));
+	EXPECT_EQ(1, fake_dmabuf_regs);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	/* the module has no export (an older one): off after one attempt */
+	export_errno = ENOTTY;
+	ASSERT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH) < 0);
+	three_arenas(_metadata, pool, FAKE_PD(1), &st);
+	EXPECT_EQ(ENOTTY, st.dmabuf_error);
+	EXPECT_EQ(1, st.dmabuf_regs);
 	EXPECT_EQ(0, st.reg_failures);
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
