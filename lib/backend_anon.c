@@ -52,6 +52,8 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 			return -errno;
 		huge = !madvise(m, size, MADV_HUGEPAGE);
 	}
+	/* before the first touch (mlock, prefault): where pages are placed */
+	mrp_numa_prefer(m, size, pool->node);
 	if (madvise(m, size, MADV_DONTFORK)) {
 		int err = errno;
 

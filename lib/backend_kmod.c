@@ -80,7 +80,8 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 	memset(&al, 0, sizeof(al));
 	al.size = sizeof(al);
 	al.bytes = size;
-	al.node = MRPOOL_NODE_ANY;
+	/* preferred: the module falls back to other nodes (no STRICT flag) */
+	al.node = pool->node >= 0 ? pool->node : MRPOOL_NODE_ANY;
 	ret = mrp_ioctl(pool->fd, MRPOOL_IOC_ALLOC, &al);
 	if (ret)
 		return ret == -EDQUOT ? -ENOMEM : ret;

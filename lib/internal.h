@@ -226,6 +226,7 @@ struct mrp_cfg {
 	bool idle_reclaim;		/* 0: never a membarrier() call */
 	bool debug;			/* MRPOOL_DEBUG: check every free */
 	bool dmabuf;			/* MRPOOL_DMABUF: try ibv_reg_dmabuf_mr */
+	int numa_node;			/* MRPOOL_NUMA_NODE: MRP_NUMA_* or a node */
 };
 
 /* A region a backend hands out. */
@@ -305,6 +306,11 @@ struct mrp_pool {
 	_Atomic uint64_t pd_dmabuf_regs[MRP_MAX_PDS];
 	/* per slot, pool->lock: the errno that turned dma-buf registration off */
 	int pd_dmabuf_error[MRP_MAX_PDS];
+	/*
+	 * Node new arenas are placed on, -1 none: cfg.numa_node, or for
+	 * auto the first attached PD's device's. pool->lock.
+	 */
+	int node;
 	/* pool->lock: the application's arena callbacks, if set (arena_ops.c) */
 	struct mrp_arena_ops arena_ops;
 	bool arena_ops_set;
@@ -571,6 +577,12 @@ extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
 size_t mrp_os_page_size(void);
+/* numa.c */
+#define MRP_NUMA_MAX	1023	/* highest node number taken (MAX_NUMNODES) */
+int mrp_numa_device_node(struct ibv_pd *pd);
+int mrp_numa_node_online(int node);
+void mrp_numa_attach(struct mrp_pool *pool, struct ibv_pd *pd);
+void mrp_numa_prefer(void *addr, size_t len, int node);
 int mrp_os_membarrier_register(void);
 int mrp_os_membarrier(void);
 

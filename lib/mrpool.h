@@ -81,7 +81,12 @@ enum {
 	MRP_POOL_ATTR_LOW_WATER		= 1 << 10,
 	MRP_POOL_ATTR_IDLE_RECLAIM	= 1 << 11,	/* since 1.2 */
 	MRP_POOL_ATTR_DMABUF		= 1 << 12,	/* since 1.3 */
+	MRP_POOL_ATTR_NUMA_NODE		= 1 << 13,	/* since 1.4 */
 };
+
+/* mrp_pool_attr.numa_node besides a node number. */
+#define MRP_NUMA_ANY	(-1)	/* no preference: the kernel's default policy */
+#define MRP_NUMA_AUTO	(-2)	/* the node of the first attached PD's device */
 
 /*
  * Pool attributes. A field is used only when its bit is set in comp_mask;
@@ -126,6 +131,12 @@ struct mrp_pool_attr {
 					 * (ibv_reg_dmabuf_mr: nothing pinned again)
 					 * in PDs whose device takes it, else
 					 * ibv_reg_mr, default 1. Since 1.3 */
+	int numa_node;			/* MRPOOL_NUMA_NODE (auto, any or a number):
+					 * the node arenas are placed on, preferred
+					 * (another node's memory when it has none);
+					 * default MRP_NUMA_AUTO: the node of the
+					 * first attached PD's device that has one,
+					 * until then no preference. Since 1.4 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -196,6 +207,11 @@ struct mrp_stats {
 					 * depot by the pool: once per idle
 					 * period (always 0 without membarrier:
 					 * see mrp_thread_flush) */
+	/* since 1.4 */
+	int32_t numa_node;		/* the node new arenas are placed on,
+					 * -1 for no preference (see numa_node
+					 * in mrp_pool_attr) */
+	uint32_t reserved;
 };
 
 /* Library version, MRP_VERSION layout. */

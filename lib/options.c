@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define MRP_ATTR_ALL	((MRP_POOL_ATTR_DMABUF << 1) - 1)
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_NUMA_NODE << 1) - 1)
 
 /* Parse "123", "64K", "4M", "1G". */
 static int mrp_parse_size(const char *s, size_t *out)
@@ -95,6 +95,28 @@ static int mrp_env_backend(enum mrp_backend *out)
 	return 0;
 }
 
+/* MRPOOL_NUMA_NODE: auto, any, or a node number. */
+static int mrp_env_numa(int *out)
+{
+	const char *s = getenv("MRPOOL_NUMA_NODE");
+	size_t v;
+
+	if (!s)
+		return 0;
+	if (!strcasecmp(s, "auto")) {
+		*out = MRP_NUMA_AUTO;
+		return 0;
+	}
+	if (!strcasecmp(s, "any")) {
+		*out = MRP_NUMA_ANY;
+		return 0;
+	}
+	if (mrp_parse_size(s, &v) || v > MRP_NUMA_MAX)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
 static int mrp_set_device(struct mrp_cfg *cfg, const char *dev)
 {
 	if (!dev || strlen(dev) >= sizeof(cfg->device))
@@ -125,6 +147,7 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 	cfg->hugetlb = true;
 	cfg->idle_reclaim = true;
 	cfg->dmabuf = true;
+	cfg->numa_node = MRP_NUMA_AUTO;
 
 	if (!ret)
 		ret = mrp_env_backend(&cfg->backend);
@@ -154,6 +177,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		ret = mrp_env_bool("MRPOOL_DEBUG", &cfg->debug);
 	if (!ret)
 		ret = mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf);
+	if (!ret)
+		ret = mrp_env_numa(&cfg->numa_node);
 	if (ret)
 		return ret;
 
@@ -183,10 +208,14 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		cfg->idle_reclaim = attr->idle_reclaim != 0;
 	if (m & MRP_POOL_ATTR_DMABUF)
 		cfg->dmabuf = attr->dmabuf != 0;
+	if (m & MRP_POOL_ATTR_NUMA_NODE)
+		cfg->numa_node = attr->numa_node;
 	if (ret)
 		return ret;
 
 	if (cfg->backend > MRP_BACKEND_ANON)
+		return -EINVAL;
+	if (cfg->numa_node < MRP_NUMA_AUTO || cfg->numa_node > MRP_NUMA_MAX)
 		return -EINVAL;
 	/* an arena holds at least one 2 MiB buffer; 1 TiB is surely a typo */
 	if (cfg->arena_size < MRP_MAX_CLASS || cfg->arena_size > ((size_t)1 << 40))

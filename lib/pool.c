@@ -225,6 +225,8 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	ret = mrp_cfg_load(&pool->cfg, attr);
+	if (!ret && pool->cfg.numa_node >= 0 && !mrp_numa_node_online(pool->cfg.numa_node))
+		ret = -EINVAL;
 	if (ret)
 		goto free_pool;
 	/*
@@ -240,6 +242,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->debug = pool->cfg.debug;
 	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
+	pool->node = pool->cfg.numa_node >= 0 ? pool->cfg.numa_node : -1;
 	pthread_mutex_init(&pool->lock, NULL);
 
 	ret = mrp_backend_init(pool);

@@ -328,6 +328,7 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 				fb->leak = true;
 	} else {
 		atomic_store(&pool->pds[slot], pd);
+		mrp_numa_attach(pool, pd);
 	}
 unlock:
 	pthread_mutex_unlock(&pool->lock);

@@ -5,7 +5,8 @@
  * chunk nodes and move_pages(2) on the mapping agree), a strict request
  * fails with -ENOMEM when only the other node has memory for it while a
  * plain hint falls back there, counted in stats/node_fallbacks, and the
- * numa_node parameter places the preallocation. Skips on one node.
+ * numa_node parameter places the preallocation; libmrpool's numa_node
+ * attribute places its arenas through the hint. Skips on one node.
  *
  * Tests reload kmod/mrpool.ko and restore the parameters they found.
  */
@@ -24,6 +25,7 @@
 #pragma GCC diagnostic ignored "-Wclobbered"
 
 #include "pool_util.h"
+#include "mrpool.h"
 
 #define MAX_CHUNKS	64
 
@@ -297,6 +299,41 @@ TEST_F(numa, numa_node_param_is_the_default)
 		EXPECT_EQ(1, nodes[i]);
 	EXPECT_EQ(fallbacks, pool_attr("stats/node_fallbacks"));
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* libmrpool's numa_node: each pool's arenas on the node it names. */
+TEST_F(numa, library_places_arenas)
+{
+	struct mrp_pool_attr attr = {
+		.comp_mask = MRP_POOL_ATTR_BACKEND | MRP_POOL_ATTR_ARENA_SIZE |
+			     MRP_POOL_ATTR_NUMA_NODE | MRP_POOL_ATTR_BACKGROUND,
+		.backend = MRP_BACKEND_KERNEL, .arena_size = 2 << 20,
+		.background = 0,
+	};
+	struct mrp_stats st;
+	struct mrp_pool *pool;
+	struct mrp_buf b;
+	int node, got = 0;
+	long bad;
+
+	POOL_SETUP_SKIPPED();
+
+	for (node = 1; node >= 0; node--) {
+		attr.numa_node = node;
+		pool = mrp_pool_open(&attr);
+		ASSERT_NE(NULL, pool);
+		ASSERT_EQ(0, mrp_stats(pool, &st, sizeof(st)));
+		EXPECT_EQ(node, st.numa_node);
+		EXPECT_EQ(MRP_KIND_KERNEL, st.backend);
+		ASSERT_EQ(0, mrp_alloc(pool, 1 << 20, NULL, &b));
+		memset(b.addr, 1, b.size);
+		/* the whole 2 MiB arena, the buffer's half included */
+		bad = pages_not_on((void *)((uintptr_t)b.addr & ~(uintptr_t)((2 << 20) - 1)),
+				   2 << 20, node, &got);
+		EXPECT_EQ(-1, bad) TH_LOG("page %ld on node %d, asked %d", bad, got, node);
+		EXPECT_EQ(0, mrp_free(pool, b.addr));
+		EXPECT_EQ(0, mrp_pool_close(pool));
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -14,6 +14,13 @@
 
 #undef ibv_reg_mr
 
+static struct ibv_device fake_device;
+static struct ibv_context fake_context = { .device = &fake_device };
+char *fake_device_path = fake_device.ibdev_path;
+struct ibv_pd fake_pds[FAKE_PDS] = {
+	[0 ... FAKE_PDS - 1] = { .context = &fake_context },
+};
+
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_mr {
 	struct ibv_mr mr;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <infiniband/verbs.h>
+
 #include "mrpool.h"
 
 #ifdef TEST_TIMEOUT_DEFAULT
@@ -30,8 +32,15 @@ extern int fake_dmabuf_errno, fake_dmabuf_regs;
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
 
-/* Fake PDs: the fake verbs never dereference them. */
-#define FAKE_PD(n)	((struct ibv_pd *)(uintptr_t)(0x1000 * (n)))
+/*
+ * Fake PDs of one fake device, whose sysfs directory (ibdev_path, read for
+ * NUMA placement) is fake_device_path: "" by default, a device without a
+ * node.
+ */
+#define FAKE_PDS	16
+extern struct ibv_pd fake_pds[FAKE_PDS];
+extern char *fake_device_path;	/* IBV_SYSFS_PATH_MAX bytes */
+#define FAKE_PD(n)	(&fake_pds[(n)])
 
 /* Standalone backend, no pool thread (tests drive trim and growth). */
 static inline struct mrp_pool *test_pool(struct mrp_pool_attr *extra)
