@@ -79,14 +79,19 @@ static void mrpool_ib_summary_update(void)
 /*
  * Called with the device's lock held (or before it is listed), never with
  * mrpool_ib_lock, which it takes briefly: readers of the list see the
- * state and reason change together.
+ * state and reason change together. A listed device that becomes ready or
+ * unusable is an event; setup (before listing) is reported by
+ * mrpool_ib_add(), removal by mrpool_ib_remove().
  */
 void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 			 const char *fmt, ...)
 {
+	bool event;
 	va_list args;
 
 	mutex_lock(&mrpool_ib_lock);
+	event = d->announced && d->state != state &&
+		state != MRPOOL_IB_REMOVED;
 	WRITE_ONCE(d->state, state);
 	va_start(args, fmt);
 	vsnprintf(d->reason, sizeof(d->reason), fmt, args);
@@ -96,6 +101,10 @@ void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 	if (state != MRPOOL_IB_READY && state != MRPOOL_IB_REMOVED)
 		pr_info("%s: %s: %s\n", d->name, mrpool_ib_state_name(state),
 			d->reason);
+	if (event)
+		mrpool_nl_dev_event(state == MRPOOL_IB_READY ?
+				    MRPOOL_EVENT_DEV_READY :
+				    MRPOOL_EVENT_DEV_FAILED, d);
 }
 
 /* Software devices (rxe, siw) have no DMA device: fall back to the ib_device. */
@@ -196,6 +205,7 @@ static struct ib_client mrpool_ib_client;
 static int mrpool_ib_add(struct ib_device *ibdev)
 {
 	struct mrpool_ib_dev *d;
+	bool ready;
 
 	d = mrpool_ib_dev_alloc(ibdev, mrpool_ib_dev_node(ibdev));
 	if (!d)
@@ -215,6 +225,14 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 
 	ib_set_client_data(ibdev, &mrpool_ib_client, d);
 	mrpool_ib_dev_publish(d);
+	/* From here on mrpool_ib_set_state() reports changes itself. */
+	mutex_lock(&mrpool_ib_lock);
+	d->announced = true;
+	ready = d->state == MRPOOL_IB_READY;
+	mutex_unlock(&mrpool_ib_lock);
+	mrpool_nl_dev_event(MRPOOL_EVENT_DEV_ADDED, d);
+	mrpool_nl_dev_event(ready ? MRPOOL_EVENT_DEV_READY :
+			    MRPOOL_EVENT_DEV_FAILED, d);
 	pr_info("%s: %s, node %d, %d chunks registered\n", d->name,
 		mrpool_ib_state_name(READ_ONCE(d->state)), d->node,
 		atomic_read(&d->nr_mrs));
@@ -243,6 +261,7 @@ static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 	mutex_unlock(&mrpool_ib_lock);
 
 	mrpool_ib_dev_unpublish(d);
+	mrpool_nl_dev_event(MRPOOL_EVENT_DEV_REMOVED, d);
 	atomic64_inc(&mrpool_ib_stats.devs_removed);
 	pr_info("%s: removed\n", d->name);
 	kobject_put(&d->kobj);

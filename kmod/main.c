@@ -126,6 +126,32 @@ module_param_cb(max_user_mb, &mrpool_user_mb_ops, &mrpool_max_user_mb, 0644);
 MODULE_PARM_DESC(max_user_mb,
 		 "MiB of the pool one user may hold (slices, mappings, dma-bufs, quarantine), 0 = no cap (default 0) [writable]");
 
+unsigned int mrpool_quarantine_event_pct = 10;
+
+static int mrpool_set_pct(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (v > 100)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_quarantine_event_pct, v);
+	return 0;
+}
+
+static const struct kernel_param_ops mrpool_pct_ops = {
+	.set = mrpool_set_pct,
+	.get = param_get_uint,
+};
+
+module_param_cb(quarantine_event_pct, &mrpool_pct_ops,
+		&mrpool_quarantine_event_pct, 0644);
+MODULE_PARM_DESC(quarantine_event_pct,
+		 "Quarantined bytes, in percent of max_mb, at which a netlink event is sent, 0 = never (default 10) [writable]");
+
 static int __init mrpool_check_params(void)
 {
 	unsigned long chunk = (unsigned long)mrpool_chunk_kb * SZ_1K;
@@ -156,8 +182,9 @@ static int __init mrpool_check_params(void)
 		return -EINVAL;
 	}
 	if (mrpool_idle_trim_sec > MRPOOL_TRIM_SEC_MAX ||
-	    mrpool_max_user_mb > MRPOOL_PARAM_MB_MAX) {
-		pr_err("idle_trim_sec or max_user_mb out of range\n");
+	    mrpool_max_user_mb > MRPOOL_PARAM_MB_MAX ||
+	    mrpool_quarantine_event_pct > 100) {
+		pr_err("idle_trim_sec, max_user_mb or quarantine_event_pct out of range\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -187,6 +214,11 @@ static int __init mrpool_init(void)
 	if (ret)
 		return ret;
 
+	/* Before the ib_client: adding a device sends events. */
+	ret = mrpool_nl_init();
+	if (ret)
+		goto undo_pool;
+
 	mrpool_debugfs_init();
 
 	/* Devices present now are added (and get the node) before prefill. */
@@ -212,6 +244,8 @@ undo_ib:
 	mrpool_ib_exit();
 undo_debugfs:
 	mrpool_debugfs_exit();
+	mrpool_nl_exit();
+undo_pool:
 	mrpool_pool_exit();
 	return ret;
 }
@@ -237,6 +271,8 @@ static void __exit mrpool_exit(void)
 	mrpool_pool_quiesce();
 	/* Deregisters every chunk on every device before the pages go. */
 	mrpool_ib_exit();
+	/* The last events (devices removed) are out; no worker sends more. */
+	mrpool_nl_exit();
 	mrpool_pool_exit();
 }
 

@@ -53,6 +53,7 @@
 #include <linux/sysfs.h>
 #include <linux/seq_file.h>
 #include <uapi/mrpool.h>
+#include <uapi/mrpool_nl.h>
 
 #include "compat.h"
 
@@ -63,6 +64,7 @@ extern unsigned int mrpool_chunk_kb;
 extern int mrpool_numa_node;
 extern unsigned int mrpool_idle_trim_sec;
 extern unsigned int mrpool_max_user_mb;
+extern unsigned int mrpool_quarantine_event_pct;
 extern bool mrpool_pmd_map;
 
 /* First published sizes of the ioctl structs: smaller ones are refused. */
@@ -148,6 +150,9 @@ struct mrpool_pool {
 	struct delayed_work defrag_work;	/* replaces fragmented free chunks */
 	unsigned int defrag_wait;	/* seconds before the next try; the
 					 * defrag worker writes it
+					 */
+	bool quarantine_high;		/* QUARANTINE_HIGH sent, not yet
+					 * below the threshold again
 					 */
 	unsigned int chunk_order;	/* set once at load */
 	size_t chunk_size;
@@ -309,6 +314,14 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg);
 extern const struct attribute_group *mrpool_groups[];
 
 void mrpool_sysfs_init(void);
+
+/* ---- netlink.c ---- */
+struct mrpool_ib_dev;
+
+int mrpool_nl_init(void);
+void mrpool_nl_exit(void);
+void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold);
+void mrpool_nl_dev_event(enum mrpool_nl_event ev, struct mrpool_ib_dev *d);
 
 /* ---- debugfs.c ---- */
 extern atomic_t mrpool_fail_chunk_alloc;

@@ -352,6 +352,8 @@ static unsigned int mrpool_grow(unsigned int nr, int nid, bool thisnode,
 		list_add_tail(&c->link, fresh);
 	}
 	atomic64_add(i, &mrpool_stats.grows);
+	if (i < nr)
+		mrpool_nl_pool_event(MRPOOL_EVENT_GROW_FAILED, nr - i, 0);
 	return i;
 }
 
@@ -462,7 +464,32 @@ fail:
 	mrpool_untake(out);
 	mutex_unlock(&p->lock);
 	mrpool_trim_arm();
+	mrpool_nl_pool_event(MRPOOL_EVENT_EXHAUSTED, nr, 0);
 	return -ENOMEM;
+}
+
+/* Bytes of quarantine that make an event; 0: no events. */
+static u64 mrpool_quarantine_threshold(void)
+{
+	return div_u64(mrpool_max_bytes() *
+		       READ_ONCE(mrpool_quarantine_event_pct), 100);
+}
+
+/*
+ * Caller holds the pool lock, quarantine just changed. True once per
+ * crossing of the threshold upwards: the caller sends the event after
+ * unlocking. Falling below it re-arms.
+ */
+static bool mrpool_quarantine_crossed(u64 threshold)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	bool above = threshold &&
+		     mrpool_pool_bytes(p->nr_quarantined) >= threshold;
+
+	if (above == p->quarantine_high)
+		return false;
+	p->quarantine_high = above;
+	return above;
 }
 
 static unsigned long mrpool_quarantine_wait(unsigned int level)
@@ -514,7 +541,9 @@ static void mrpool_quarantine_arm(void)
 void mrpool_pool_return(struct list_head *chunks)
 {
 	struct mrpool_pool *p = &mrpool_pool;
+	u64 threshold = mrpool_quarantine_threshold();
 	struct mrpool_chunk *c, *tmp;
+	bool high = false;
 
 	list_for_each_entry_safe(c, tmp, chunks, link) {
 		list_del_init(&c->link);
@@ -528,6 +557,7 @@ void mrpool_pool_return(struct list_head *chunks)
 			p->nr_quarantined++;
 			mrpool_quarantine_add(c, 0);
 			mrpool_quarantine_arm();
+			high |= mrpool_quarantine_crossed(threshold);
 			mutex_unlock(&p->lock);
 			continue;
 		}
@@ -541,6 +571,8 @@ void mrpool_pool_return(struct list_head *chunks)
 		cond_resched();
 	}
 	mrpool_trim_arm();
+	if (high)
+		mrpool_nl_pool_event(MRPOOL_EVENT_QUARANTINE_HIGH, 0, threshold);
 }
 
 /*
@@ -587,6 +619,11 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 		released++;
 	}
 	mrpool_quarantine_arm();
+	/*
+	 * Quarantine only shrinks here: this re-arms the event (a threshold
+	 * lowered meanwhile is reported at the next quarantine).
+	 */
+	mrpool_quarantine_crossed(mrpool_quarantine_threshold());
 	mutex_unlock(&p->lock);
 
 	if (released)
@@ -678,6 +715,8 @@ static void mrpool_trim_fn(struct work_struct *work)
 		list_del_init(&c->link);
 		mrpool_chunk_release(c);
 	}
+	if (trimmed)
+		mrpool_nl_pool_event(MRPOOL_EVENT_TRIM, trimmed, 0);
 
 	if (next)
 		schedule_delayed_work(&p->trim_work,

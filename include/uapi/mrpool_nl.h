@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause) */
+/*
+ * mrpool's generic netlink family: the pool's and each RDMA device's state
+ * on request, and a multicast group of events, for monitoring agents that
+ * would otherwise poll sysfs. Everything here is also in sysfs (the events
+ * excepted), which is world-readable: so is the family.
+ *
+ * The family lives in the initial network namespace only. Requests are
+ * validated strictly: an attribute the policy does not name, of the wrong
+ * size or type, is -EINVAL (with an extended ack message), and so is a
+ * request with an unknown command (-EOPNOTSUPP). Replies and events may
+ * grow new attributes: ignore the ones you do not know.
+ */
+#ifndef _UAPI_MRPOOL_NL_H
+#define _UAPI_MRPOOL_NL_H
+
+#define MRPOOL_GENL_NAME		"mrpool"
+#define MRPOOL_GENL_VERSION		1
+/* Multicast group of MRPOOL_CMD_EVENT messages; anyone may join. */
+#define MRPOOL_GENL_MCGRP_EVENTS	"events"
+
+/**
+ * enum mrpool_nl_cmd - commands of the family
+ * @MRPOOL_CMD_UNSPEC: unused
+ * @MRPOOL_CMD_GET: request (no privilege needed): the pool's geometry,
+ *	totals and counters, and a %MRPOOL_A_DEVICES nest with one
+ *	%MRPOOL_A_DEVICE per RDMA device. An optional %MRPOOL_A_DEV_NAME
+ *	limits the devices to that one (-ENODEV if the module knows none of
+ *	that name). The reply carries the same command.
+ * @MRPOOL_CMD_EVENT: notification only, sent to %MRPOOL_GENL_MCGRP_EVENTS:
+ *	%MRPOOL_A_EVENT says what happened, the pool's totals follow (as
+ *	after the event), then the event's own attributes (see
+ *	enum mrpool_nl_event). Not a request: -EOPNOTSUPP.
+ */
+enum mrpool_nl_cmd {
+	MRPOOL_CMD_UNSPEC,
+	MRPOOL_CMD_GET,
+	MRPOOL_CMD_EVENT,
+
+	__MRPOOL_CMD_MAX,
+	MRPOOL_CMD_MAX = __MRPOOL_CMD_MAX - 1
+};
+
+/**
+ * enum mrpool_nl_event - values of %MRPOOL_A_EVENT
+ * @MRPOOL_EVENT_UNSPEC: unused
+ * @MRPOOL_EVENT_GROW_FAILED: the pool could not build chunks it was
+ *	allowed to (page allocator short, or the memory headroom reached);
+ *	%MRPOOL_A_EVENT_CHUNKS: chunks that could not be built.
+ * @MRPOOL_EVENT_EXHAUSTED: a request for chunks failed with -ENOMEM: the
+ *	pool is at max_mb or could not grow; %MRPOOL_A_EVENT_CHUNKS: chunks
+ *	asked for.
+ * @MRPOOL_EVENT_QUARANTINE_HIGH: quarantined bytes rose to the threshold
+ *	(quarantine_event_pct of max_mb); once per crossing, again only
+ *	after they fell below it. %MRPOOL_A_EVENT_THRESHOLD_BYTES.
+ * @MRPOOL_EVENT_DEV_ADDED: ib_core gave the module an RDMA device;
+ *	%MRPOOL_A_DEVICE with its state after setup. Followed by
+ *	%MRPOOL_EVENT_DEV_READY or %MRPOOL_EVENT_DEV_FAILED.
+ * @MRPOOL_EVENT_DEV_READY: a device's kernel MR cache is in use;
+ *	%MRPOOL_A_DEVICE.
+ * @MRPOOL_EVENT_DEV_FAILED: a device is not usable (state failed or
+ *	unsupported, and why in %MRPOOL_DEV_A_REASON), at setup or later;
+ *	%MRPOOL_A_DEVICE.
+ * @MRPOOL_EVENT_DEV_REMOVED: the device is gone; %MRPOOL_A_DEVICE.
+ * @MRPOOL_EVENT_TRIM: the idle trim gave chunks back to the page
+ *	allocator; %MRPOOL_A_EVENT_CHUNKS: how many.
+ */
+enum mrpool_nl_event {
+	MRPOOL_EVENT_UNSPEC,
+	MRPOOL_EVENT_GROW_FAILED,
+	MRPOOL_EVENT_EXHAUSTED,
+	MRPOOL_EVENT_QUARANTINE_HIGH,
+	MRPOOL_EVENT_DEV_ADDED,
+	MRPOOL_EVENT_DEV_READY,
+	MRPOOL_EVENT_DEV_FAILED,
+	MRPOOL_EVENT_DEV_REMOVED,
+	MRPOOL_EVENT_TRIM,
+
+	__MRPOOL_EVENT_MAX,
+	MRPOOL_EVENT_MAX = __MRPOOL_EVENT_MAX - 1
+};
+
+/**
+ * enum mrpool_nl_attr - top-level attributes
+ * @MRPOOL_A_UNSPEC: unused
+ * @MRPOOL_A_PAD: padding for 64-bit attributes
+ * @MRPOOL_A_ABI_VERSION: u32, MRPOOL_ABI_VERSION of the module (GET)
+ * @MRPOOL_A_CHUNK_BYTES: u64, bytes per chunk (GET)
+ * @MRPOOL_A_NODE: s32, the pool's default NUMA node, -1 if none (GET)
+ * @MRPOOL_A_TOTAL_BYTES: u64, bytes the pool holds (GET, events)
+ * @MRPOOL_A_FREE_BYTES: u64 (GET, events)
+ * @MRPOOL_A_USED_BYTES: u64 (GET, events)
+ * @MRPOOL_A_QUARANTINED_BYTES: u64 (GET, events)
+ * @MRPOOL_A_MAX_BYTES: u64, max_mb in bytes (GET, events)
+ * @MRPOOL_A_ALLOCS: u64, slices handed out since load (GET)
+ * @MRPOOL_A_FREES: u64, slices returned since load (GET)
+ * @MRPOOL_A_ALLOC_FAILURES: u64, failed slice allocations, every reason (GET)
+ * @MRPOOL_A_GROWS: u64, chunks added since load (GET)
+ * @MRPOOL_A_TRIMS: u64, chunks trimmed since load (GET)
+ * @MRPOOL_A_QUARANTINES: u64, chunks that went to quarantine (GET)
+ * @MRPOOL_A_CHUNK_ALLOC_FAILURES: u64, chunks that could not be built (GET)
+ * @MRPOOL_A_DEVICES_READY: u32, devices whose MR cache is in use (GET)
+ * @MRPOOL_A_DEVICES: nest of %MRPOOL_A_DEVICE (GET)
+ * @MRPOOL_A_DEVICE: nest of enum mrpool_nl_dev_attr (GET, device events)
+ * @MRPOOL_A_DEV_NAME: NUL-terminated string, at most
+ *	MRPOOL_DEVICE_NAME_LEN - 1 characters: GET's device filter; the only
+ *	attribute a request may carry
+ * @MRPOOL_A_EVENT: u32, enum mrpool_nl_event (events)
+ * @MRPOOL_A_EVENT_CHUNKS: u32, see enum mrpool_nl_event
+ * @MRPOOL_A_EVENT_THRESHOLD_BYTES: u64, see enum mrpool_nl_event
+ */
+enum mrpool_nl_attr {
+	MRPOOL_A_UNSPEC,
+	MRPOOL_A_PAD,
+	MRPOOL_A_ABI_VERSION,
+	MRPOOL_A_CHUNK_BYTES,
+	MRPOOL_A_NODE,
+	MRPOOL_A_TOTAL_BYTES,
+	MRPOOL_A_FREE_BYTES,
+	MRPOOL_A_USED_BYTES,
+	MRPOOL_A_QUARANTINED_BYTES,
+	MRPOOL_A_MAX_BYTES,
+	MRPOOL_A_ALLOCS,
+	MRPOOL_A_FREES,
+	MRPOOL_A_ALLOC_FAILURES,
+	MRPOOL_A_GROWS,
+	MRPOOL_A_TRIMS,
+	MRPOOL_A_QUARANTINES,
+	MRPOOL_A_CHUNK_ALLOC_FAILURES,
+	MRPOOL_A_DEVICES_READY,
+	MRPOOL_A_DEVICES,
+	MRPOOL_A_DEVICE,
+	MRPOOL_A_DEV_NAME,
+	MRPOOL_A_EVENT,
+	MRPOOL_A_EVENT_CHUNKS,
+	MRPOOL_A_EVENT_THRESHOLD_BYTES,
+
+	__MRPOOL_A_MAX,
+	MRPOOL_A_MAX = __MRPOOL_A_MAX - 1
+};
+
+/**
+ * enum mrpool_nl_dev_attr - attributes inside %MRPOOL_A_DEVICE
+ * @MRPOOL_DEV_A_UNSPEC: unused
+ * @MRPOOL_DEV_A_PAD: padding for 64-bit attributes
+ * @MRPOOL_DEV_A_NAME: string, the ib_device's name
+ * @MRPOOL_DEV_A_STATE: u32, MRPOOL_DEVICE_READY etc. (uapi/mrpool.h)
+ * @MRPOOL_DEV_A_NODE: s32, NUMA node of its DMA device, -1 if none
+ * @MRPOOL_DEV_A_CHUNKS: u32, chunks registered on it
+ * @MRPOOL_DEV_A_KBUFS: u32, in-kernel API buffers lent on it
+ * @MRPOOL_DEV_A_REGS: u64, registration work requests completed
+ * @MRPOOL_DEV_A_REG_FAILURES: u64, chunks that could not be registered
+ * @MRPOOL_DEV_A_WR_TIMEOUTS: u64, work requests that never completed
+ * @MRPOOL_DEV_A_REASON: string, why it is not ready (absent when ready)
+ */
+enum mrpool_nl_dev_attr {
+	MRPOOL_DEV_A_UNSPEC,
+	MRPOOL_DEV_A_PAD,
+	MRPOOL_DEV_A_NAME,
+	MRPOOL_DEV_A_STATE,
+	MRPOOL_DEV_A_NODE,
+	MRPOOL_DEV_A_CHUNKS,
+	MRPOOL_DEV_A_KBUFS,
+	MRPOOL_DEV_A_REGS,
+	MRPOOL_DEV_A_REG_FAILURES,
+	MRPOOL_DEV_A_WR_TIMEOUTS,
+	MRPOOL_DEV_A_REASON,
+
+	__MRPOOL_DEV_A_MAX,
+	MRPOOL_DEV_A_MAX = __MRPOOL_DEV_A_MAX - 1
+};
+
+#endif /* _UAPI_MRPOOL_NL_H */

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The "mrpool" generic netlink family (include/uapi/mrpool_nl.h): the
+ * pool's and each RDMA device's state on request (MRPOOL_CMD_GET), and
+ * events on the "events" multicast group, so a monitoring agent hears of
+ * exhaustion or a failed device without polling sysfs.
+ *
+ * Permissions follow sysfs: GET returns what the world-readable files
+ * under /sys/class/misc/mrpool and /sys/module/mrpool/devices show, and
+ * no per-process data (pids and owners stay in root-only debugfs), so it
+ * needs no privilege, and neither does joining the group.
+ *
+ * Events are sent from process context only: every call site holds at
+ * most mutexes (the pool lock, a device's lock), never a spinlock, so
+ * messages are allocated with GFP_KERNEL. Nothing is built when nobody
+ * listens. The family is registered before anything that sends events
+ * starts and unregistered after it stopped (main.c), so senders never
+ * check for it.
+ */
+#include "mrpool.h"
+#include "ib.h"
+
+#include <linux/module.h>
+#include <net/genetlink.h>
+#include <uapi/mrpool_nl.h>
+
+enum mrpool_nl_groups {
+	MRPOOL_NL_GRP_EVENTS,
+};
+
+/* A request may name a device and nothing else (strict validation). */
+static const struct nla_policy mrpool_nl_policy[MRPOOL_A_MAX + 1] = {
+	[MRPOOL_A_DEV_NAME] = { .type = NLA_NUL_STRING,
+				.len = MRPOOL_DEVICE_NAME_LEN - 1 },
+};
+
+static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info);
+
+static const struct genl_small_ops mrpool_nl_ops[] = {
+	{
+		.cmd = MRPOOL_CMD_GET,
+		.doit = mrpool_nl_get,
+	},
+};
+
+static const struct genl_multicast_group mrpool_nl_mcgrps[] = {
+	[MRPOOL_NL_GRP_EVENTS] = { .name = MRPOOL_GENL_MCGRP_EVENTS },
+};
+
+static struct genl_family mrpool_nl_family __ro_after_init = {
+	.name = MRPOOL_GENL_NAME,
+	.version = MRPOOL_GENL_VERSION,
+	.maxattr = MRPOOL_A_MAX,
+	.policy = mrpool_nl_policy,
+	/* Every command is new: strict attribute and header checks. */
+	.resv_start_op = MRPOOL_CMD_GET,
+	.module = THIS_MODULE,
+	.small_ops = mrpool_nl_ops,
+	.n_small_ops = ARRAY_SIZE(mrpool_nl_ops),
+	.mcgrps = mrpool_nl_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(mrpool_nl_mcgrps),
+};
+
+static u32 mrpool_nl_dev_state(enum mrpool_ib_state state)
+{
+	switch (state) {
+	case MRPOOL_IB_READY:
+		return MRPOOL_DEVICE_READY;
+	case MRPOOL_IB_UNSUPPORTED:
+		return MRPOOL_DEVICE_UNSUPPORTED;
+	case MRPOOL_IB_REMOVED:
+		return MRPOOL_DEVICE_REMOVED;
+	default:
+		return MRPOOL_DEVICE_FAILED;
+	}
+}
+
+/* Caller holds mrpool_ib_lock (name, state and reason change under it). */
+static int mrpool_nl_put_dev(struct sk_buff *skb, struct mrpool_ib_dev *d)
+{
+	struct nlattr *nest;
+
+	lockdep_assert_held(&mrpool_ib_lock);
+	nest = nla_nest_start(skb, MRPOOL_A_DEVICE);
+	if (!nest)
+		return -EMSGSIZE;
+	if (nla_put_string(skb, MRPOOL_DEV_A_NAME, d->name) ||
+	    nla_put_u32(skb, MRPOOL_DEV_A_STATE, mrpool_nl_dev_state(d->state)) ||
+	    nla_put_s32(skb, MRPOOL_DEV_A_NODE, d->node) ||
+	    nla_put_u32(skb, MRPOOL_DEV_A_CHUNKS, atomic_read(&d->nr_mrs)) ||
+	    nla_put_u32(skb, MRPOOL_DEV_A_KBUFS, atomic_read(&d->kbufs)) ||
+	    nla_put_u64_64bit(skb, MRPOOL_DEV_A_REGS,
+			      atomic64_read(&d->regs), MRPOOL_DEV_A_PAD) ||
+	    nla_put_u64_64bit(skb, MRPOOL_DEV_A_REG_FAILURES,
+			      atomic64_read(&d->reg_failures),
+			      MRPOOL_DEV_A_PAD) ||
+	    nla_put_u64_64bit(skb, MRPOOL_DEV_A_WR_TIMEOUTS,
+			      atomic64_read(&d->wr_timeouts),
+			      MRPOOL_DEV_A_PAD) ||
+	    (d->state != MRPOOL_IB_READY &&
+	     nla_put_string(skb, MRPOOL_DEV_A_REASON, d->reason))) {
+		nla_nest_cancel(skb, nest);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+static int mrpool_nl_put_u64(struct sk_buff *skb, int type, u64 v)
+{
+	return nla_put_u64_64bit(skb, type, v, MRPOOL_A_PAD);
+}
+
+/* The totals, as in sysfs: one consistent snapshot under the pool lock. */
+static int mrpool_nl_put_totals(struct sk_buff *skb)
+{
+	struct mrpool_snapshot snap;
+
+	mrpool_pool_snapshot(&snap);
+	if (mrpool_nl_put_u64(skb, MRPOOL_A_TOTAL_BYTES,
+			      mrpool_pool_bytes(snap.nr_total)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_FREE_BYTES,
+			      mrpool_pool_bytes(snap.nr_free)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_USED_BYTES,
+			      mrpool_pool_bytes(snap.nr_used)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_QUARANTINED_BYTES,
+			      mrpool_pool_bytes(snap.nr_quarantined)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_MAX_BYTES, mrpool_max_bytes()))
+		return -EMSGSIZE;
+	return 0;
+}
+
+static int mrpool_nl_put_pool(struct sk_buff *skb)
+{
+	struct mrpool_stats *st = &mrpool_stats;
+	u64 fails;
+
+	fails = atomic64_read(&st->fail_nomem) + atomic64_read(&st->fail_quota) +
+		atomic64_read(&st->fail_memlock) +
+		atomic64_read(&st->fail_injected);
+	if (nla_put_u32(skb, MRPOOL_A_ABI_VERSION, MRPOOL_ABI_VERSION) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_CHUNK_BYTES,
+			      mrpool_pool.chunk_size) ||
+	    nla_put_s32(skb, MRPOOL_A_NODE, mrpool_pool_node()) ||
+	    mrpool_nl_put_totals(skb) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_ALLOCS,
+			      atomic64_read(&st->allocs)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_FREES, atomic64_read(&st->frees)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_ALLOC_FAILURES, fails) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_GROWS, atomic64_read(&st->grows)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_TRIMS, atomic64_read(&st->trims)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_QUARANTINES,
+			      atomic64_read(&st->quarantines)) ||
+	    mrpool_nl_put_u64(skb, MRPOOL_A_CHUNK_ALLOC_FAILURES,
+			      atomic64_read(&st->chunk_alloc_failures)) ||
+	    nla_put_u32(skb, MRPOOL_A_DEVICES_READY, mrpool_devices_ready()))
+		return -EMSGSIZE;
+	return 0;
+}
+
+/*
+ * Devices named @name (all when NULL) into a MRPOOL_A_DEVICES nest.
+ * Return: how many, or -EMSGSIZE.
+ */
+static int mrpool_nl_put_devs(struct sk_buff *skb, const char *name)
+{
+	struct mrpool_ib_dev *d;
+	struct nlattr *nest;
+	int n = 0;
+
+	nest = nla_nest_start(skb, MRPOOL_A_DEVICES);
+	if (!nest)
+		return -EMSGSIZE;
+	mutex_lock(&mrpool_ib_lock);
+	list_for_each_entry(d, &mrpool_ib_devs, link) {
+		if (name && strcmp(name, d->name))
+			continue;
+		if (mrpool_nl_put_dev(skb, d)) {
+			mutex_unlock(&mrpool_ib_lock);
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+		n++;
+	}
+	mutex_unlock(&mrpool_ib_lock);
+	nla_nest_end(skb, nest);
+	return n;
+}
+
+/* One reply; -EMSGSIZE asks the caller for a bigger buffer. */
+static int mrpool_nl_fill_get(struct sk_buff *skb, struct genl_info *info,
+			      const char *name)
+{
+	void *hdr;
+	int n;
+
+	hdr = genlmsg_put_reply(skb, info, &mrpool_nl_family, 0,
+				MRPOOL_CMD_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (mrpool_nl_put_pool(skb))
+		return -EMSGSIZE;
+	n = mrpool_nl_put_devs(skb, name);
+	if (n < 0)
+		return n;
+	if (name && !n) {
+		NL_SET_ERR_MSG_ATTR(info->extack,
+				    info->attrs[MRPOOL_A_DEV_NAME],
+				    "no RDMA device of that name");
+		return -ENODEV;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info)
+{
+	const char *name = NULL;
+	size_t size = NLMSG_GOODSIZE;
+	struct sk_buff *msg;
+	int ret;
+
+	if (info->attrs[MRPOOL_A_DEV_NAME])
+		name = nla_data(info->attrs[MRPOOL_A_DEV_NAME]);
+	/* Devices come and go between tries: grow until they fit. */
+	for (;;) {
+		msg = genlmsg_new(size, GFP_KERNEL);
+		if (!msg)
+			return -ENOMEM;
+		ret = mrpool_nl_fill_get(msg, info, name);
+		if (ret != -EMSGSIZE || size >= SZ_1M)
+			break;
+		nlmsg_free(msg);
+		size *= 2;
+	}
+	if (ret) {
+		nlmsg_free(msg);
+		return ret;
+	}
+	return genlmsg_reply(msg, info);
+}
+
+/* Nobody in the group: the caller builds nothing. */
+static bool mrpool_nl_listening(void)
+{
+	return genl_has_listeners(&mrpool_nl_family, &init_net,
+				  MRPOOL_NL_GRP_EVENTS) > 0;
+}
+
+/* A new event message of type @ev; NULL when nobody listens. */
+static struct sk_buff *mrpool_nl_event_new(enum mrpool_nl_event ev,
+					   void **hdr)
+{
+	struct sk_buff *msg;
+
+	might_sleep();
+	if (!mrpool_nl_listening())
+		return NULL;
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!msg)
+		return NULL;
+	*hdr = genlmsg_put(msg, 0, 0, &mrpool_nl_family, 0, MRPOOL_CMD_EVENT);
+	if (!*hdr || nla_put_u32(msg, MRPOOL_A_EVENT, ev)) {
+		nlmsg_free(msg);
+		return NULL;
+	}
+	return msg;
+}
+
+/* Sends (or on a full message drops) @msg; listeners may lose events. */
+static void mrpool_nl_event_send(struct sk_buff *msg, void *hdr, int err)
+{
+	if (err) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_end(msg, hdr);
+	genlmsg_multicast(&mrpool_nl_family, msg, 0, MRPOOL_NL_GRP_EVENTS,
+			  GFP_KERNEL);
+}
+
+/**
+ * mrpool_nl_pool_event - tell listeners about the pool
+ * @ev: %MRPOOL_EVENT_GROW_FAILED, %MRPOOL_EVENT_EXHAUSTED,
+ *	%MRPOOL_EVENT_TRIM or %MRPOOL_EVENT_QUARANTINE_HIGH
+ * @chunks: %MRPOOL_A_EVENT_CHUNKS (not sent for QUARANTINE_HIGH)
+ * @threshold: %MRPOOL_A_EVENT_THRESHOLD_BYTES (QUARANTINE_HIGH only)
+ *
+ * Process context; the pool lock must not be held (the totals take it).
+ */
+void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold)
+{
+	struct sk_buff *msg;
+	void *hdr;
+	int err;
+
+	msg = mrpool_nl_event_new(ev, &hdr);
+	if (!msg)
+		return;
+	err = mrpool_nl_put_totals(msg);
+	if (!err && ev == MRPOOL_EVENT_QUARANTINE_HIGH)
+		err = mrpool_nl_put_u64(msg, MRPOOL_A_EVENT_THRESHOLD_BYTES,
+					threshold);
+	else if (!err)
+		err = nla_put_u32(msg, MRPOOL_A_EVENT_CHUNKS, chunks);
+	mrpool_nl_event_send(msg, hdr, err);
+}
+
+/**
+ * mrpool_nl_dev_event - tell listeners about an RDMA device
+ * @ev: %MRPOOL_EVENT_DEV_ADDED, _READY, _FAILED or _REMOVED
+ * @d: the device (a reference held by the caller)
+ *
+ * Process context; takes mrpool_ib_lock, which must not be held; the
+ * device's own lock may be. No pool totals: the pool lock is taken
+ * outside a device's lock, never inside it.
+ */
+void mrpool_nl_dev_event(enum mrpool_nl_event ev, struct mrpool_ib_dev *d)
+{
+	struct sk_buff *msg;
+	void *hdr;
+	int err;
+
+	msg = mrpool_nl_event_new(ev, &hdr);
+	if (!msg)
+		return;
+	mutex_lock(&mrpool_ib_lock);
+	err = mrpool_nl_put_dev(msg, d);
+	mutex_unlock(&mrpool_ib_lock);
+	mrpool_nl_event_send(msg, hdr, err);
+}
+
+int mrpool_nl_init(void)
+{
+	return genl_register_family(&mrpool_nl_family);
+}
+
+void mrpool_nl_exit(void)
+{
+	genl_unregister_family(&mrpool_nl_family);
+}
