@@ -56,6 +56,15 @@ for t in test test-sanitize test-valgrind test-tsan test-arm64; do
 	sum_args+=("src=lib" "var=${t#test-}" "plan=1" "strict=0" "$out/host-$t.tap")
 done
 
+# mrpoolctl on a fabricated sysfs/debugfs tree: --json, exit codes, hints.
+say "host tests (tools/mrpoolctl: make test)"
+make -s -C tools/mrpoolctl test 2>&1 | tee "$out/host-mrpoolctl.tap"
+st=${PIPESTATUS[0]}
+if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-mrpoolctl.tap"; then
+	step "mrpoolctl make test: exited with status $st without a failed test" 1
+fi
+sum_args+=("src=mrpoolctl" "var=" "plan=1" "strict=0" "$out/host-mrpoolctl.tap")
+
 say "man pages: each renders with man -l, and groff warns of nothing"
 pages=$(git ls-files '*.[1-8]')
 [ -n "$pages" ] || step "man pages (none found: git ls-files failed?)" 1

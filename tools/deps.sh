@@ -20,7 +20,7 @@ say() { printf '[deps] %s\n' "$*"; }
 
 pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils
-      perftest rdmacm-utils libnl-3-dev libnl-route-3-dev iproute2
+      perftest rdmacm-utils libnl-3-dev libnl-route-3-dev libnl-genl-3-dev iproute2
       linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
       build-essential libc6-dev perl
       pkg-config valgrind groff-base man-db

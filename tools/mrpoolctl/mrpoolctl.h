@@ -18,7 +18,12 @@
 /* printf-style argument checking, like the kernel's __printf(). */
 #define CTL_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
-/* Exit status of every subcommand. */
+/*
+ * Exit status of every subcommand (documented in the usage text and the
+ * man page): 0 success (watch and monitor also when stopped by SIGINT or
+ * SIGTERM), 1 failure with a message on stderr (module not loaded,
+ * permission denied, nothing to show, a refused set), 2 usage error.
+ */
 #define CTL_OK		0
 #define CTL_FAIL	1
 #define CTL_USAGE	2
@@ -45,6 +50,7 @@ struct ctl_cmd {
 	const char *help;	/* one line for the usage text */
 	/* argv[0] is the subcommand name; returns an exit status. */
 	int (*run)(const struct ctl_cmd *cmd, int argc, char **argv);
+	bool no_json;		/* --json is a usage error (metrics) */
 };
 
 /* main.c */
@@ -54,6 +60,7 @@ int ctl_usage_error(const struct ctl_cmd *cmd, const char *fmt, ...)
 int ctl_no_args(const struct ctl_cmd *cmd, int argc, char **argv);
 
 /* output.c: messages on stderr, sizes for humans */
+extern bool ctl_quiet;	/* ctl_warn_missing() says nothing (watch) */
 void ctl_err(const char *fmt, ...) CTL_PRINTF(1, 2);
 void ctl_errno(int err, const char *fmt, ...) CTL_PRINTF(2, 3);
 void ctl_warn_missing(int err, const char *path);
@@ -68,6 +75,22 @@ bool ctl_parse_ll(const char *text, long long *val);
 int ctl_list_dir(const char *path, char ***names, size_t *count);
 void ctl_free_names(char **names, size_t count);
 bool ctl_exists(const char *path);
+
+/* json.c: --json output, one document per line on stdout */
+extern bool ctl_json;
+struct ctl_table;
+void ctl_json_obj(const char *key);
+void ctl_json_obj_end(void);
+void ctl_json_arr(const char *key);
+void ctl_json_arr_end(void);
+void ctl_json_str(const char *key, const char *v);
+void ctl_json_int(const char *key, long long v);
+void ctl_json_uint(const char *key, unsigned long long v);
+void ctl_json_double(const char *key, double v);
+void ctl_json_null(const char *key);
+void ctl_json_bool(const char *key, bool v);
+void ctl_json_cell(const char *key, const char *text);
+void ctl_json_table(const char *key, const struct ctl_table *t);
 
 /* table.c: aligned columns */
 struct ctl_table {
@@ -140,5 +163,7 @@ int ctl_cmd_devices(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_params(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_set(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_monitor(const struct ctl_cmd *cmd, int argc, char **argv);
 
 #endif /* MRPOOLCTL_H */

@@ -71,7 +71,13 @@ int ctl_cmd_params(const struct ctl_cmd *cmd, int argc, char **argv)
 		ctl_table_free(&t);
 		return CTL_FAIL;
 	}
-	ctl_table_print(&t, stdout);
+	if (ctl_json) {
+		ctl_json_obj(NULL);
+		ctl_json_table("params", &t);
+		ctl_json_obj_end();
+	} else {
+		ctl_table_print(&t, stdout);
+	}
 	ctl_table_free(&t);
 	return CTL_OK;
 }

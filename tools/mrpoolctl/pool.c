@@ -189,8 +189,9 @@ int ctl_pool_read(struct ctl_pool *p)
 	if (!ret) {
 		ctl_pool_from_query(p, &q);
 	} else {
-		ctl_err("%s: %s; reading %s instead", path, strerror(-ret),
-			spath);
+		if (!ctl_quiet)
+			ctl_err("%s: %s; reading %s instead", path,
+				strerror(-ret), spath);
 		ctl_pool_from_sysfs(p);
 	}
 

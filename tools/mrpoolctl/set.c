@@ -85,6 +85,14 @@ int ctl_cmd_set(const struct ctl_cmd *cmd, int argc, char **argv)
 	}
 	if (ctl_read_text(path, after, sizeof(after)))
 		snprintf(after, sizeof(after), "?");
-	printf("%s: %s -> %s\n", name, before, after);
+	if (ctl_json) {
+		ctl_json_obj(NULL);
+		ctl_json_str("name", name);
+		ctl_json_cell("old", before);
+		ctl_json_cell("new", after);
+		ctl_json_obj_end();
+	} else {
+		printf("%s: %s -> %s\n", name, before, after);
+	}
 	return CTL_OK;
 }

@@ -266,7 +266,8 @@ void ctl_table_free(struct ctl_table *t)
 
 /*
  * Print debugfs mrpool/@file as a table and call @summary on it; @what
- * names a row in the "N rows" line when there is no summary.
+ * names a row in the "N rows" line when there is no summary. JSON:
+ * {"@what": [row objects], "count": N}.
  */
 int ctl_show_debugfs(const char *file, const char *what,
 		     void (*summary)(const struct ctl_table *t))
@@ -281,11 +282,19 @@ int ctl_show_debugfs(const char *file, const char *what,
 		ctl_warn_missing(ret, path);
 		return CTL_FAIL;
 	}
-	ctl_table_print(&t, stdout);
-	if (summary)
-		summary(&t);
-	else
-		printf("%zu %s\n", t.nrows, what);
+	if (ctl_json) {
+		/* The summary is arithmetic over the rows: JSON users do it. */
+		ctl_json_obj(NULL);
+		ctl_json_table(what, &t);
+		ctl_json_uint("count", t.nrows);
+		ctl_json_obj_end();
+	} else {
+		ctl_table_print(&t, stdout);
+		if (summary)
+			summary(&t);
+		else
+			printf("%zu %s\n", t.nrows, what);
+	}
 	ctl_table_free(&t);
 	return CTL_OK;
 }

@@ -1,0 +1,123 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Host tests of mrpoolctl without the module: a fabricated sysfs/debugfs
+# tree under MRPOOLCTL_ROOT, every command's --json output parsed with
+# python3 and compared with the files it came from, the exit codes, and
+# the hints of the one error helper. Prints TAP; exits 1 on a failure.
+# Usage: host_test.sh [path/to/mrpoolctl]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+tool=$(realpath "${1:-$here/../mrpoolctl}")
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+export MRPOOLCTL_ROOT=$root
+n=0 failed=0
+
+ok() {	# ok DESCRIPTION STATUS
+	n=$((n + 1))
+	if [ "$2" = 0 ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; failed=1; fi
+}
+
+# json_check FILE PYTHON-EXPR: every line of FILE is a JSON document; the
+# expression (over `docs`, the list of them) must be true.
+json_check() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+docs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+
+s=$root/sys/class/misc/mrpool
+m=$root/sys/module/mrpool
+d=$root/sys/kernel/debug/mrpool
+mkdir -p "$s/stats" "$m/parameters" "$m/devices/rxe0" "$m/devices/mlx5_0" "$d"
+for kv in chunk_bytes=2097152 node=0 total_bytes=8388608 free_bytes=4194304 \
+	used_bytes=2097152 quarantined_bytes=2097152 max_bytes=268435456 \
+	stats/allocs=5 stats/frees=3 stats/grows=4 stats/fail_nomem=1 \
+	stats/fail_quota=2; do
+	echo "${kv#*=}" >"$s/${kv%%=*}"
+done
+echo "0 0 0 0 0 0 0 0 0 4 0" >"$s/blocks_per_order"
+echo 8 >"$m/parameters/pool_mb" && chmod 444 "$m/parameters/pool_mb"
+echo 256 >"$m/parameters/max_mb" && chmod 644 "$m/parameters/max_mb"
+echo Y >"$m/parameters/pmd_map" && chmod 444 "$m/parameters/pmd_map"
+echo ready >"$m/devices/rxe0/state"; echo 4 >"$m/devices/rxe0/chunks"
+echo -1 >"$m/devices/rxe0/node"; echo >"$m/devices/rxe0/reason"
+echo unsupported >"$m/devices/mlx5_0/state"; echo 0 >"$m/devices/mlx5_0/chunks"
+echo 1 >"$m/devices/mlx5_0/node"
+printf 'no "fast"\tregistration\n' >"$m/devices/mlx5_0/reason"
+printf 'pfn node state slice blocks\n0x1000 0 used 1 9:1\n0x1200 0 free - 9:1\n010 0 quarantined - 9:1\n' >"$d/chunks"
+printf 'id pid comm length chunks maps state\n1 42 my prog 2097152 1 1 live\n' >"$d/slices"
+printf 'pid comm slices bytes allocs\n42 my\tprog 1 2097152 -\n' >"$d/clients"
+
+out=$root/out
+"$tool" --json status >"$out" 2>/dev/null
+ok "status --json exits 0" $?
+json_check "$out" 'len(docs) == 1 and docs[0]["total_bytes"] == 8388608 and docs[0]["used_bytes"] == 2097152 and docs[0]["allocs"] == 5 and docs[0]["alloc_failures"] == 3 and docs[0]["stats"] == {"fail_nomem": 1, "fail_quota": 2, "grows": 4} and docs[0]["blocks_per_order"][9] == 4 and docs[0]["abi_version"] is None and docs[0]["source"] == "sysfs" and {"name": "mlx5_0", "state": "unsupported"} in docs[0]["devices"]'
+ok "status --json: sysfs values, unknowns null, failures summed" $?
+
+"$tool" chunks --json >"$out"
+ok "chunks --json (option after the command) exits 0" $?
+json_check "$out" 'docs[0]["count"] == 3 and docs[0]["chunks"][0] == {"pfn": "0x1000", "node": 0, "state": "used", "slice": 1, "blocks": "9:1"} and docs[0]["chunks"][1]["slice"] is None and docs[0]["chunks"][2]["pfn"] == "010"'
+ok "chunks --json: rows as objects, '-' null, hex and leading zeros stay strings" $?
+
+"$tool" -j slices >"$out" && json_check "$out" 'docs[0]["slices"] == [{"id": 1, "pid": 42, "comm": "my prog", "length": 2097152, "chunks": 1, "maps": 1, "state": "live"}]'
+ok "slices -j: a comm with a blank stays one value" $?
+
+"$tool" --json clients >"$out" && json_check "$out" 'docs[0]["clients"][0]["comm"] == "my prog" and docs[0]["clients"][0]["allocs"] is None'
+ok "clients --json: a comm with a tab, '-' counters null" $?
+
+"$tool" --json devices >"$out" 2>/dev/null
+ok "devices --json exits 0" $?
+json_check "$out" 'docs[0]["count"] == 2 and [x["name"] for x in docs[0]["devices"]] == ["mlx5_0", "rxe0"] and docs[0]["devices"][0]["reason"] == "no \"fast\"\tregistration" and docs[0]["devices"][1]["node"] == -1 and docs[0]["devices"][1]["reason"] is None and all(x["ports"] is None for x in docs[0]["devices"])'
+ok "devices --json: attributes, quote and tab escaped, no live RDMA view for a fabricated root" $?
+
+"$tool" --json params >"$out" && json_check "$out" '{p["name"]: (p["value"], p["access"]) for p in docs[0]["params"]} == {"max_mb": (256, "rw"), "pool_mb": (8, "ro"), "pmd_map": ("Y", "ro")}'
+ok "params --json: values and access" $?
+
+"$tool" --json set max_mb 512 >"$out" && json_check "$out" 'docs[0] == {"name": "max_mb", "old": 256, "new": 512}' &&
+	[ "$(cat "$m/parameters/max_mb")" = 512 ]
+ok "set --json: old and new value, file written" $?
+
+"$tool" --json watch 0.1 3 >"$out" 2>/dev/null
+ok "watch --json 0.1 3 exits 0" $?
+json_check "$out" 'len(docs) == 3 and docs[0]["rates"] is None and docs[0]["interval"] is None and all(d["interval"] > 0 and d["deltas"]["allocs"] == 0 and d["rates"]["grows"] == 0 for d in docs[1:]) and docs[2]["counters"]["grows"] == 4'
+ok "watch --json: one object per sample, deltas and rates from the second" $?
+
+"$tool" watch 0.1 2 >"$out" 2>/dev/null && [ "$(wc -l <"$out")" = 3 ] && grep -q 'ALLOC/s' "$out"
+ok "watch text: a header and one line per sample" $?
+
+"$tool" --json metrics >/dev/null 2>"$out"
+[ $? = 2 ] && grep -q 'Prometheus' "$out"
+ok "metrics --json is a usage error (exit 2) that says why" $?
+
+for bad in "watch 0" "watch x" "watch 1 0" "watch 1 2 3" "monitor 0" "monitor x"; do
+	"$tool" $bad >/dev/null 2>&1
+	[ $? = 2 ]
+	ok "$bad: usage error, exit 2" $?
+done
+
+"$tool" -h | grep -q 'Exit status: 0 ok' && "$tool" -h | grep -q -- '--json'
+ok "usage text documents --json and the exit codes" $?
+
+# The error helper: each usual cause named.
+rm -rf "$d"
+"$tool" chunks >/dev/null 2>"$out"
+[ $? = 1 ] && grep -q 'debugfs is not mounted' "$out"
+ok "no debugfs: exit 1, says debugfs is not mounted" $?
+mkdir -p "$d" && printf 'pfn\n' >"$d/chunks" && chmod 000 "$d/chunks"
+if [ "$(id -u)" = 0 ]; then
+	echo "ok $((n += 1)) # SKIP permission hint: root reads mode 000 files"
+else
+	"$tool" chunks >/dev/null 2>"$out"
+	[ $? = 1 ] && grep -q 'root only' "$out"
+	ok "unreadable debugfs: says it is root only" $?
+fi
+MRPOOLCTL_ROOT=$root/none "$tool" status >/dev/null 2>"$out"
+[ $? = 1 ] && grep -q 'module is not loaded' "$out"
+ok "no module: exit 1, says the module is not loaded" $?
+
+echo "1..$n"
+exit $failed
