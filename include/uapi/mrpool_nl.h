@@ -48,8 +48,8 @@ enum mrpool_nl_cmd {
  *	allowed to (page allocator short, or the memory headroom reached);
  *	%MRPOOL_A_EVENT_CHUNKS: chunks that could not be built.
  * @MRPOOL_EVENT_EXHAUSTED: a request for chunks failed with -ENOMEM: the
- *	pool is at max_mb or could not grow; %MRPOOL_A_EVENT_CHUNKS: chunks
- *	asked for.
+ *	pool is at max_mb or could not grow, or the request alone is larger
+ *	than max_mb; %MRPOOL_A_EVENT_CHUNKS: chunks asked for.
  * @MRPOOL_EVENT_QUARANTINE_HIGH: quarantined bytes rose to the threshold
  *	(quarantine_event_pct of max_mb); once per crossing, again only
  *	after they fell below it. %MRPOOL_A_EVENT_THRESHOLD_BYTES.
