@@ -4,8 +4,11 @@
  * shows it, from the kernel's RDMA netlink (NETLINK_RDMA, client
  * RDMA_NL_NLDEV): a dump of RDMA_NLDEV_CMD_GET for each device's
  * protocol, then of RDMA_NLDEV_CMD_PORT_GET for every port's state,
- * physical state and netdev. Neither needs privilege. The link layer
- * follows from the protocol (RoCE and iWARP run over Ethernet).
+ * physical state and netdev, one device at a time: the kernel dumps ports
+ * only for the device index a request names (and reports a request
+ * without one in the dump's end, which libnl takes for success).
+ * Neither needs privilege. The link layer follows from the protocol
+ * (RoCE and iWARP run over Ethernet).
  */
 #include "mrpoolctl.h"
 #include "nl.h"
@@ -29,6 +32,7 @@ static const char *const ctl_phys_states[] = {
 };
 
 struct ctl_rdma_dev {
+	unsigned int index;
 	char name[64];
 	char protocol[16];
 };
@@ -42,6 +46,7 @@ struct ctl_rdma_dump {
 };
 
 static struct nla_policy ctl_rdma_policy[RDMA_NLDEV_ATTR_MAX] = {
+	[RDMA_NLDEV_ATTR_DEV_INDEX] = { .type = NLA_U32 },
 	[RDMA_NLDEV_ATTR_DEV_NAME] = { .type = NLA_STRING },
 	[RDMA_NLDEV_ATTR_PORT_INDEX] = { .type = NLA_U32 },
 	[RDMA_NLDEV_ATTR_PORT_STATE] = { .type = NLA_U8 },
@@ -68,7 +73,8 @@ static int ctl_rdma_dev_cb(struct nl_msg *msg, void *arg)
 	struct ctl_rdma_dump *d = arg;
 	struct ctl_rdma_dev *v;
 
-	if (ctl_rdma_parse(msg, tb) < 0 || !tb[RDMA_NLDEV_ATTR_DEV_NAME])
+	if (ctl_rdma_parse(msg, tb) < 0 || !tb[RDMA_NLDEV_ATTR_DEV_NAME] ||
+	    !tb[RDMA_NLDEV_ATTR_DEV_INDEX])
 		return NL_SKIP;
 	v = realloc(d->devs, (d->ndevs + 1) * sizeof(*v));
 	if (!v) {
@@ -78,6 +84,7 @@ static int ctl_rdma_dev_cb(struct nl_msg *msg, void *arg)
 	d->devs = v;
 	v += d->ndevs++;
 	memset(v, 0, sizeof(*v));
+	v->index = nla_get_u32(tb[RDMA_NLDEV_ATTR_DEV_INDEX]);
 	snprintf(v->name, sizeof(v->name), "%s",
 		 nla_get_string(tb[RDMA_NLDEV_ATTR_DEV_NAME]));
 	if (tb[RDMA_NLDEV_ATTR_DEV_PROTOCOL])
@@ -120,15 +127,24 @@ static int ctl_rdma_port_cb(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
-static int ctl_rdma_dump(struct nl_sock *sk, int cmd, nl_recvmsg_msg_cb_t cb,
-			 struct ctl_rdma_dump *d)
+/* A dump of @cmd, of device @index unless it is -1, through @cb. */
+static int ctl_rdma_dump(struct nl_sock *sk, int cmd, long index,
+			 nl_recvmsg_msg_cb_t cb, struct ctl_rdma_dump *d)
 {
+	struct nl_msg *msg;
 	int ret;
 
-	ret = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, cb, d);
+	msg = nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd),
+				 NLM_F_DUMP);
+	if (!msg)
+		return -ENOMEM;
+	ret = index >= 0 ? nla_put_u32(msg, RDMA_NLDEV_ATTR_DEV_INDEX,
+				       (unsigned int)index) : 0;
 	if (ret >= 0)
-		ret = nl_send_simple(sk, RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd),
-				     NLM_F_DUMP, NULL, 0);
+		ret = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, cb, d);
+	if (ret >= 0)
+		ret = nl_send_auto(sk, msg);
+	nlmsg_free(msg);
 	if (ret >= 0)
 		ret = nl_recvmsgs_default(sk);
 	if (ret < 0)
@@ -159,6 +175,7 @@ int ctl_rdma_ports(struct ctl_rdma_port **ports, size_t *n)
 {
 	struct ctl_rdma_dump d = { 0 };
 	struct nl_sock *sk;
+	size_t i;
 	int ret;
 
 	sk = nl_socket_alloc();
@@ -169,9 +186,9 @@ int ctl_rdma_ports(struct ctl_rdma_port **ports, size_t *n)
 		ret = -ctl_nl_errno(ret);
 		goto out;
 	}
-	ret = ctl_rdma_dump(sk, RDMA_NLDEV_CMD_GET, ctl_rdma_dev_cb, &d);
-	if (!ret)
-		ret = ctl_rdma_dump(sk, RDMA_NLDEV_CMD_PORT_GET,
+	ret = ctl_rdma_dump(sk, RDMA_NLDEV_CMD_GET, -1, ctl_rdma_dev_cb, &d);
+	for (i = 0; !ret && i < d.ndevs; i++)
+		ret = ctl_rdma_dump(sk, RDMA_NLDEV_CMD_PORT_GET, d.devs[i].index,
 				    ctl_rdma_port_cb, &d);
 	if (ret)
 		goto out;
