@@ -6,9 +6,15 @@
  * set must change a writable parameter and refuse the rest with exit 1,
  * a missing module is exit 1 with the errno text, usage errors exit 2. The tool runs through popen(), as an operator
  * or a monitoring agent would run it.
+ *
+ * --json: each command's document parses (python3, from the host root the
+ * guest shares) and agrees with the sysfs files it came from; monitor
+ * sees an rxe device added and removed, and the pool's exhaustion.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +28,7 @@
 /* Test bodies read no local again after the harness longjmps out. */
 #pragma GCC diagnostic ignored "-Wclobbered"
 
-#include "pool_util.h"
+#include "ib_util.h"
 
 #define CTL_OUT_MAX	65536
 
@@ -504,6 +510,409 @@ TEST(no_module_exits_1)
 			TH_LOG("%s: %s", cmds[i], out);
 		}
 	}
+}
+
+
+/*
+ * Python checks of a --json document: argv[1] is the file (one document
+ * per line, all parsed into `docs`, `d` the first), argv[2:] are `args`.
+ * `S`, `P`, `D` are the pool's sysfs, parameter and device directories,
+ * r() reads a file without its newline. An assert that fails exits 1
+ * with the traceback, which the test logs.
+ */
+static const char ctl_py_prelude[] =
+	"import json, os, sys\n"
+	"docs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]\n"
+	"d = docs[0] if docs else None\n"
+	"args = sys.argv[2:]\n"
+	"S = '/sys/class/misc/mrpool/'\n"
+	"P = '/sys/module/mrpool/parameters/'\n"
+	"D = '/sys/module/mrpool/devices/'\n"
+	"def r(p):\n"
+	"    return open(p).read().strip()\n";
+
+/*
+ * @check (Python, after the prelude) over @file with @pyargs; @what names
+ * the document in the log. 0, or 100 + Python's exit status.
+ */
+static int ctl_py_check(struct __test_metadata *_metadata, const char *what,
+			const char *file, const char *check, const char *pyargs)
+{
+	char py[] = "/tmp/ctl-py-XXXXXX";
+	static char out[CTL_OUT_MAX];
+	char cmd[512];
+	int pfd, st;
+	FILE *f;
+
+	pfd = mkstemp(py);
+	if (pfd < 0)
+		return -1;
+	f = fdopen(pfd, "w");
+	fprintf(f, "%s%s\n", ctl_py_prelude, check);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", py, file,
+		 pyargs ? pyargs : "");
+	f = popen(cmd, "r");
+	out[fread(out, 1, sizeof(out) - 1, f)] = '\0';
+	st = pclose(f);
+	unlink(py);
+	if (WIFEXITED(st) && !WEXITSTATUS(st))
+		return 0;
+	TH_LOG("%s: check failed:\n%s", what, out);
+	f = fopen(file, "re");
+	if (f) {
+		out[fread(out, 1, sizeof(out) - 1, f)] = '\0';
+		fclose(f);
+		TH_LOG("document:\n%s", out);
+	}
+	return 100 + (WIFEXITED(st) ? WEXITSTATUS(st) : 99);
+}
+
+/*
+ * Run "mrpoolctl ARGS --json" into a file, then ctl_py_check() over it.
+ * Returns the tool's exit status, or the check's when the tool succeeded.
+ */
+static int ctl_json_check(struct __test_metadata *_metadata, const char *args,
+			  const char *check, const char *pyargs)
+{
+	char json[] = "/tmp/ctl-json-XXXXXX", cmd[512], what[128];
+	const char *tool = ctl_tool();
+	int jfd, st;
+
+	jfd = mkstemp(json);
+	if (jfd < 0 || !tool)
+		return -1;
+	close(jfd);
+	snprintf(cmd, sizeof(cmd), "%s %s --json >%s", tool, args, json);
+	st = system(cmd);
+	st = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	snprintf(what, sizeof(what), "mrpoolctl %s --json", args);
+	if (st)
+		TH_LOG("%s: exit status %d", what, st);
+	else
+		st = ctl_py_check(_metadata, what, json, check, pyargs);
+	unlink(json);
+	return st;
+}
+
+/* status --json: the sysfs values, the same snapshot arithmetic. */
+TEST_F(ctl, json_status_matches_sysfs)
+{
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	EXPECT_EQ(0, ctl_json_check(_metadata, "status",
+		"assert d['source'] == 'ioctl'\n"
+		"for k in ('chunk_bytes', 'max_bytes', 'node', 'total_bytes',\n"
+		"          'free_bytes', 'used_bytes', 'quarantined_bytes'):\n"
+		"    assert d[k] == int(r(S + k)), k\n"
+		"assert d['total_bytes'] == d['free_bytes'] + d['used_bytes'] + d['quarantined_bytes']\n"
+		"assert d['allocs'] == int(r(S + 'stats/allocs'))\n"
+		"assert d['frees'] == int(r(S + 'stats/frees'))\n"
+		"assert d['blocks_per_order'] == [int(t) for t in r(S + 'blocks_per_order').split()]\n"
+		"want = set(os.listdir(S + 'stats')) - {'allocs', 'frees'}\n"
+		"assert set(d['stats']) == want, (set(d['stats']), want)\n"
+		"for k in want - {'trims', 'quarantine_checks', 'defrags'}:\n"
+		"    assert d['stats'][k] == int(r(S + 'stats/' + k)), k\n"
+		"assert sorted(x['name'] for x in d['devices']) == sorted(os.listdir(D))\n"
+		"for x in d['devices']:\n"
+		"    assert x['state'] == r(D + x['name'] + '/state'), x\n"
+		"assert d['devices_ready'] == sum(x['state'] == 'ready' for x in d['devices'])\n",
+		NULL));
+}
+
+/* params, set and watch --json: values as in the parameter files. */
+TEST_F(ctl, json_params_set_watch)
+{
+	long long old = pool_param("max_user_mb");
+	char args[64], py[256];
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	EXPECT_EQ(0, ctl_json_check(_metadata, "params",
+		"assert sorted(p['name'] for p in d['params']) == sorted(os.listdir(P))\n"
+		"for p in d['params']:\n"
+		"    assert str(p['value']) == r(P + p['name']), p\n"
+		"    w = os.stat(P + p['name']).st_mode & 0o222\n"
+		"    assert p['access'] == ('rw' if w else 'ro'), p\n",
+		NULL));
+
+	snprintf(args, sizeof(args), "set max_user_mb %lld", old + 64);
+	snprintf(py, sizeof(py), "%lld %lld", old, old + 64);
+	EXPECT_EQ(0, ctl_json_check(_metadata, args,
+		"assert d == {'name': 'max_user_mb', 'old': int(args[0]), 'new': int(args[1])}, d\n"
+		"assert r(P + 'max_user_mb') == args[1]\n",
+		py));
+	ASSERT_EQ(0, pool_set_param("max_user_mb", old));
+
+	/* Nothing allocates meanwhile: deltas 0, counters as in sysfs. */
+	EXPECT_EQ(0, ctl_json_check(_metadata, "watch 0.2 2",
+		"assert len(docs) == 2, docs\n"
+		"assert docs[0]['deltas'] is None and docs[0]['rates'] is None\n"
+		"w = docs[1]\n"
+		"assert w['interval'] > 0\n"
+		"assert w['counters']['allocs'] == int(r(S + 'stats/allocs'))\n"
+		"assert w['deltas']['allocs'] == 0 and w['rates']['allocs'] == 0\n"
+		"assert w['max_bytes'] == int(r(S + 'max_bytes'))\n",
+		NULL));
+}
+
+/* chunks, slices and clients --json show a slice this process holds. */
+TEST_F(ctl, json_debugfs_views)
+{
+	struct mrpool_alloc a;
+	char py[64];
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	if (access(POOL_DEBUGFS "/slices", R_OK))
+		POOL_SKIP(POOL_DEBUGFS " not readable: %s", strerror(errno));
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->q.chunk_size, &a));
+	snprintf(py, sizeof(py), "%d %llu", getpid(),
+		 (unsigned long long)a.length);
+	EXPECT_EQ(0, ctl_json_check(_metadata, "chunks",
+		"c = int(r(S + 'chunk_bytes'))\n"
+		"assert d['count'] == len(d['chunks']) == int(r(S + 'total_bytes')) // c\n"
+		"used = sum(x['state'] == 'used' for x in d['chunks'])\n"
+		"assert used == int(r(S + 'used_bytes')) // c, used\n",
+		NULL));
+	EXPECT_EQ(0, ctl_json_check(_metadata, "slices",
+		"assert d['count'] == len(d['slices'])\n"
+		"assert any(x['pid'] == int(args[0]) and x['length'] == int(args[1])\n"
+		"           and x['state'] == 'live' for x in d['slices']), d\n",
+		py));
+	EXPECT_EQ(0, ctl_json_check(_metadata, "clients",
+		"assert any(x['pid'] == int(args[0]) for x in d['clients']), d\n",
+		py));
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/*
+ * devices --json: the module's state per device as in sysfs, joined with
+ * rxe0's port as the RDMA subsystem shows it (state, link layer, netdev).
+ */
+TEST_F(ctl, json_devices_joins_rdma)
+{
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	if (access("/sys/class/infiniband/rxe0", F_OK))
+		POOL_SKIP("no rxe0 in this guest");
+	EXPECT_EQ(0, ctl_json_check(_metadata, "devices",
+		"I = '/sys/class/infiniband/'\n"
+		"assert d['count'] == len(d['devices']) == len(os.listdir(D))\n"
+		"for x in d['devices']:\n"
+		"    assert x['state'] == r(D + x['name'] + '/state'), x\n"
+		"    assert x['chunks'] == int(r(D + x['name'] + '/chunks')), x\n"
+		"x = [x for x in d['devices'] if x['name'] == 'rxe0'][0]\n"
+		"p = x['ports']\n"
+		"assert len(p) == 1 and p[0]['port'] == 1, p\n"
+		"assert p[0]['link_state'] == r(I + 'rxe0/ports/1/state').split(': ')[1], p\n"
+		"assert p[0]['link_layer'] == r(I + 'rxe0/ports/1/link_layer'), p\n"
+		"assert p[0]['protocol'] == 'roce', p\n"
+		"assert p[0]['netdev'] == r(I + 'rxe0/parent'), p\n",
+		NULL));
+}
+
+/* A running "mrpoolctl --json monitor", its output in a file. */
+struct ctl_mon {
+	pid_t pid;
+	char out[32];
+	char err[32];
+};
+
+/* Start it and wait (bounded) until it says it listens. */
+static int ctl_mon_start(struct ctl_mon *m)
+{
+	const char *tool = ctl_tool();
+	char text[256];
+	int ofd, efd;
+	FILE *f;
+
+	snprintf(m->out, sizeof(m->out), "/tmp/ctl-mon-XXXXXX");
+	snprintf(m->err, sizeof(m->err), "/tmp/ctl-err-XXXXXX");
+	ofd = mkstemp(m->out);
+	efd = mkstemp(m->err);
+	if (ofd < 0 || efd < 0 || !tool)
+		return -1;
+	m->pid = fork();
+	if (!m->pid) {
+		dup2(ofd, 1);
+		dup2(efd, 2);
+		execl(tool, tool, "--json", "monitor", (char *)NULL);
+		_exit(127);
+	}
+	close(ofd);
+	close(efd);
+	if (m->pid < 0)
+		return -1;
+	text[0] = '\0';
+	POOL_WAIT((f = fopen(m->err, "re")) &&
+		  (text[fread(text, 1, sizeof(text) - 1, f)] = '\0',
+		   fclose(f), strstr(text, "listening")), 60000);
+	return strstr(text, "listening") ? 0 : -1;
+}
+
+/* How many times the monitor's output holds @what yet. */
+static int ctl_mon_count(const struct ctl_mon *m, const char *what)
+{
+	static char buf[CTL_OUT_MAX];
+	const char *p;
+	int n = 0;
+	FILE *f;
+
+	f = fopen(m->out, "re");
+	if (!f)
+		return 0;
+	buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+	fclose(f);
+	for (p = strstr(buf, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+static bool ctl_mon_has(const struct ctl_mon *m, const char *what)
+{
+	return ctl_mon_count(m, what) > 0;
+}
+
+/* SIGTERM: it must end with status 0. Returns that status. */
+static int ctl_mon_stop(struct ctl_mon *m)
+{
+	int st;
+
+	if (m->pid <= 0)
+		return -1;
+	kill(m->pid, SIGTERM);
+	waitpid(m->pid, &st, 0);
+	m->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void ctl_mon_cleanup(struct ctl_mon *m)
+{
+	if (m->pid > 0) {
+		kill(m->pid, SIGKILL);
+		waitpid(m->pid, NULL, 0);
+	}
+	unlink(m->out);
+	unlink(m->err);
+}
+
+#define NLDEV	"mrnl0"
+
+FIXTURE(mon) {
+	int fd;
+	struct mrpool_query q;
+	struct ctl_mon m;
+	long long max_mb;
+};
+
+FIXTURE_SETUP(mon)
+{
+	self->fd = -1;
+	self->m.pid = 0;
+	self->max_mb = -1;
+	ASSERT_NE(NULL, ctl_tool());
+	if (access(POOL_DEV, F_OK))
+		POOL_SETUP_SKIP(CTL_NO_POOL);
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pool_query(self->fd, &self->q));
+	self->max_mb = pool_param("max_mb");
+	if (dev_listed(NLDEV))
+		link_del(NLDEV);
+}
+
+/* Parameters, device and monitor back as they were, whatever failed. */
+FIXTURE_TEARDOWN(mon)
+{
+	ctl_mon_cleanup(&self->m);
+	if (self->max_mb > 0)
+		pool_set_param("max_mb", self->max_mb);
+	if (dev_listed(NLDEV))
+		link_del(NLDEV);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* monitor: an rxe device added then deleted is added, ready, removed. */
+TEST_F(mon, sees_device_add_and_remove)
+{
+	char state[32] = "";
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	if (system("command -v rdma >/dev/null 2>&1"))
+		POOL_SKIP("the rdma tool (iproute2) is missing");
+	ASSERT_EQ(0, ctl_mon_start(&self->m)) TH_LOG("monitor did not start");
+
+	ASSERT_EQ(0, link_add(NLDEV)) TH_LOG("rdma link add " NLDEV);
+	/* Registration of every chunk on a TCG guest: allow minutes. */
+	EXPECT_TRUE(POOL_WAIT((dev_str(NLDEV, "state", state, sizeof(state)),
+			       !strcmp(state, "ready")), 180000))
+		TH_LOG(NLDEV " state '%s'", state);
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_has(&self->m, "\"dev_ready\""), 60000));
+	ASSERT_EQ(0, link_del(NLDEV)) TH_LOG("rdma link delete " NLDEV);
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_has(&self->m, "\"dev_removed\""), 60000));
+	EXPECT_EQ(0, ctl_mon_stop(&self->m));
+
+	EXPECT_EQ(0, ctl_py_check(_metadata, "monitor", self->m.out,
+		"ev = [(x['event'], x['device']['state']) for x in docs\n"
+		"      if x.get('device', {}).get('name') == args[0]]\n"
+		"assert ev == [('dev_added', 'ready'), ('dev_ready', 'ready'),\n"
+		"              ('dev_removed', 'removed')], ev\n"
+		"assert all('time' in x for x in docs)\n",
+		NLDEV));
+}
+
+/*
+ * monitor: a request the pool cannot serve at max_mb is an "exhausted"
+ * event carrying the chunks asked for and the pool's totals; so is one
+ * larger than max_mb itself.
+ */
+TEST_F(mon, sees_exhaustion)
+{
+	long long total, chunk, free_chunks, max_mb;
+	struct mrpool_alloc a, all;
+	char py[64];
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	ASSERT_EQ(0, ctl_mon_start(&self->m)) TH_LOG("monitor did not start");
+
+	/* No room to grow: max_mb at what the pool holds (>= pool_mb). */
+	total = pool_attr("total_bytes");
+	chunk = pool_attr("chunk_bytes");
+	max_mb = (total + MIB - 1) / MIB;
+	ASSERT_EQ(0, pool_set_param("max_mb", max_mb));
+	free_chunks = pool_attr("free_bytes") / chunk;
+	total = pool_attr("total_bytes");
+	ASSERT_LE(total, max_mb * MIB);
+
+	/* Every free chunk taken, one more cannot come from anywhere. */
+	all.slice_id = 0;
+	if (free_chunks)
+		ASSERT_EQ(0, pool_alloc(self->fd, free_chunks * chunk, &all));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, chunk, &a));
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_count(&self->m, "\"exhausted\"") == 1,
+			      60000));
+	if (free_chunks)
+		ASSERT_EQ(0, pool_free(self->fd, all.slice_id));
+	/* More than max_mb in one request. */
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, max_mb * MIB + chunk, &a));
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_count(&self->m, "\"exhausted\"") == 2,
+			      60000));
+	EXPECT_EQ(0, ctl_mon_stop(&self->m));
+
+	snprintf(py, sizeof(py), "%lld %lld", max_mb * MIB / chunk + 1,
+		 max_mb * MIB);
+	EXPECT_EQ(0, ctl_py_check(_metadata, "monitor", self->m.out,
+		"ex = [x for x in docs if x['event'] == 'exhausted']\n"
+		"assert [e['chunks'] for e in ex] == [1, int(args[0])], docs\n"
+		"for e in ex:\n"
+		"    assert e['max_bytes'] == int(args[1]), e\n"
+		"    assert e['total_bytes'] == e['free_bytes'] + e['used_bytes'] + e['quarantined_bytes'], e\n"
+		"assert ex[0]['free_bytes'] == 0, ex[0]\n",
+		py));
 }
 
 TEST_HARNESS_MAIN

@@ -119,5 +119,14 @@ MRPOOLCTL_ROOT=$root/none "$tool" status >/dev/null 2>"$out"
 [ $? = 1 ] && grep -q 'module is not loaded' "$out"
 ok "no module: exit 1, says the module is not loaded" $?
 
+# No module here, so no "mrpool" generic netlink family on this kernel.
+if [ -e /sys/module/mrpool ]; then
+	echo "ok $((n += 1)) # SKIP monitor without the module: it is loaded here"
+else
+	MRPOOLCTL_ROOT=$root/none "$tool" monitor >/dev/null 2>"$out"
+	[ $? = 1 ] && grep -q 'netlink family mrpool.*module is not loaded' "$out"
+	ok "monitor without the module: exit 1, says the module is not loaded" $?
+fi
+
 echo "1..$n"
 exit $failed

@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The module's generic netlink family "mrpool" (include/uapi/mrpool_nl.h)
+ * spoken raw, without libnl, so that requests libnl would never build can
+ * be sent: GET answers with the values sysfs shows, as root and as
+ * nobody (the family needs no privilege, as sysfs does not), a device
+ * filter answers with that device or -ENODEV, and every malformed request
+ * (unknown or reply-only attributes, a string without its NUL or too
+ * long, an attribute running past the message, an unknown command, the
+ * event command) is refused with an errno.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "ib_util.h"
+#include "uapi/mrpool_nl.h"
+
+#define NL_BUF		65536
+#define NOBODY		65534
+
+struct nl_req {
+	struct nlmsghdr n;
+	struct genlmsghdr g;
+	char attrs[1024];
+};
+
+static int nl_open(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	struct timeval tv = { .tv_sec = 60 };
+	int fd;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (fd < 0)
+		return -errno;
+	/* A lost reply fails the test instead of hanging it. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd)
+{
+	memset(r, 0, sizeof(*r));
+	r->n.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	r->n.nlmsg_type = family;
+	r->n.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	r->n.nlmsg_seq = 1;
+	r->g.cmd = cmd;
+	r->g.version = 1;
+}
+
+/* Append an attribute; @len bytes of @data, padded. */
+static void nl_put(struct nl_req *r, uint16_t type, const void *data,
+		   uint16_t len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)&r->n +
+					     NLMSG_ALIGN(r->n.nlmsg_len));
+
+	a->nla_type = type;
+	a->nla_len = NLA_HDRLEN + len;
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	r->n.nlmsg_len = NLMSG_ALIGN(r->n.nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+/*
+ * Send @r, read until its ack. The last data message (if any) is copied
+ * to @reply. Returns the ack's error: 0 or -errno; -ETIMEDOUT if none.
+ */
+static int nl_talk(int fd, struct nl_req *r, char *reply, size_t len)
+{
+	static char buf[NL_BUF];
+	struct nlmsghdr *h;
+	ssize_t n;
+
+	if (send(fd, r, r->n.nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+			if (reply && h->nlmsg_len <= len)
+				memcpy(reply, h, h->nlmsg_len);
+		}
+	}
+}
+
+/* The first attribute of @type in [@a, @end), or NULL. */
+static struct nlattr *nl_find(struct nlattr *a, const char *end, int type)
+{
+	for (; (char *)a + NLA_HDRLEN <= end && a->nla_len >= NLA_HDRLEN &&
+	       (char *)a + a->nla_len <= end;
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == type)
+			return a;
+	return NULL;
+}
+
+static void *nl_data(struct nlattr *a)
+{
+	return (char *)a + NLA_HDRLEN;
+}
+
+static char *nl_end(struct nlattr *a)
+{
+	return (char *)a + a->nla_len;
+}
+
+/* Top-level attributes of a genl message. */
+static struct nlattr *nl_attrs(char *msg)
+{
+	return (struct nlattr *)((char *)NLMSG_DATA(msg) + GENL_HDRLEN);
+}
+
+static char *nl_msg_end(char *msg)
+{
+	return msg + ((struct nlmsghdr *)msg)->nlmsg_len;
+}
+
+/* The family's id, and its events group's id in *@grp; -errno if none. */
+static int nl_family(int fd, uint32_t *grp)
+{
+	static char reply[NL_BUF];
+	struct nlattr *a, *g, *e;
+	struct nl_req r;
+	int ret;
+
+	nl_init(&r, GENL_ID_CTRL, CTRL_CMD_GETFAMILY);
+	nl_put(&r, CTRL_ATTR_FAMILY_NAME, MRPOOL_GENL_NAME,
+	       sizeof(MRPOOL_GENL_NAME));
+	ret = nl_talk(fd, &r, reply, sizeof(reply));
+	if (ret)
+		return ret;
+	a = nl_find(nl_attrs(reply), nl_msg_end(reply), CTRL_ATTR_FAMILY_ID);
+	if (!a)
+		return -ENOENT;
+	g = nl_find(nl_attrs(reply), nl_msg_end(reply), CTRL_ATTR_MCAST_GROUPS);
+	*grp = 0;
+	/* Each group: a nest of {name, id}; only "events" exists. */
+	if (g && (e = nl_find(nl_data(g), nl_end(g), 1)) &&
+	    (e = nl_find(nl_data(e), nl_end(e), CTRL_ATTR_MCAST_GRP_ID)))
+		*grp = *(uint32_t *)nl_data(e);
+	return *(uint16_t *)nl_data(a);
+}
+
+static uint64_t nl_u64(char *msg, int type)
+{
+	struct nlattr *a = nl_find(nl_attrs(msg), nl_msg_end(msg), type);
+	uint64_t v = UINT64_MAX;
+
+	if (a && a->nla_len == NLA_HDRLEN + 8)
+		memcpy(&v, nl_data(a), 8);
+	return v;
+}
+
+/* Devices of a GET reply: each name into @names, how many. */
+static int nl_devices(char *msg, char names[][64], int max)
+{
+	struct nlattr *devs, *d, *name;
+	int n = 0;
+
+	devs = nl_find(nl_attrs(msg), nl_msg_end(msg), MRPOOL_A_DEVICES);
+	if (!devs)
+		return -1;
+	for (d = nl_data(devs); (char *)d < nl_end(devs) && n < max;
+	     d = (struct nlattr *)((char *)d + NLA_ALIGN(d->nla_len))) {
+		if (d->nla_len < NLA_HDRLEN)
+			break;
+		name = nl_find(nl_data(d), nl_end(d), MRPOOL_DEV_A_NAME);
+		snprintf(names[n++], 64, "%s", name ? (char *)nl_data(name) : "");
+	}
+	return n;
+}
+
+/*
+ * GET, checked against sysfs: chunk size, ceiling, and the device list.
+ * 0 if all agree; else the number of the first check that failed. Runs in
+ * the caller's credentials (the test forks it as nobody).
+ */
+static int nl_get_check(void)
+{
+	static char reply[NL_BUF];
+	char names[16][64];
+	struct nl_req r;
+	uint32_t grp;
+	int fd, fam, n, i;
+
+	fd = nl_open();
+	if (fd < 0)
+		return 1;
+	fam = nl_family(fd, &grp);
+	if (fam < 0)
+		return 2;
+	nl_init(&r, fam, MRPOOL_CMD_GET);
+	if (nl_talk(fd, &r, reply, sizeof(reply)))
+		return 3;
+	if (nl_u64(reply, MRPOOL_A_CHUNK_BYTES) !=
+	    (uint64_t)pool_attr("chunk_bytes"))
+		return 4;
+	if (nl_u64(reply, MRPOOL_A_MAX_BYTES) != (uint64_t)pool_attr("max_bytes"))
+		return 5;
+	n = nl_devices(reply, names, 16);
+	if (n < 1)
+		return 6;
+	for (i = 0; i < n; i++) {
+		char name[64];
+
+		memcpy(name, names[i], sizeof(name));
+		if (!dev_listed(name))
+			return 7;
+	}
+	/* Anyone may listen to the events. */
+	if (!grp || setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &grp,
+			       sizeof(grp)))
+		return 8;
+	close(fd);
+	return 0;
+}
+
+FIXTURE(nl) {
+	int fd;
+	int family;
+	char *reply;
+};
+
+FIXTURE_SETUP(nl)
+{
+	uint32_t grp;
+
+	self->fd = -1;
+	self->reply = malloc(NL_BUF);
+	ASSERT_NE(NULL, self->reply);
+	if (access(IB_SYSFS, F_OK))
+		POOL_SETUP_SKIP("mrpool.ko not loaded");
+	self->fd = nl_open();
+	ASSERT_LE(0, self->fd);
+	self->family = nl_family(self->fd, &grp);
+	ASSERT_LT(0, self->family) TH_LOG("no family " MRPOOL_GENL_NAME);
+	ASSERT_NE(0, grp);
+}
+
+FIXTURE_TEARDOWN(nl)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	free(self->reply);
+}
+
+/* GET as root: what sysfs shows, every device the module lists. */
+TEST_F(nl, get_matches_sysfs)
+{
+	char names[16][64], name[64], state[32];
+	struct nlattr *a;
+	struct nl_req r;
+	int n, i, ready = 0;
+	uint64_t total;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	EXPECT_EQ(0, nl_get_check());
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	ASSERT_EQ(0, nl_talk(self->fd, &r, self->reply, NL_BUF));
+	total = nl_u64(self->reply, MRPOOL_A_TOTAL_BYTES);
+	EXPECT_EQ(total, nl_u64(self->reply, MRPOOL_A_FREE_BYTES) +
+			 nl_u64(self->reply, MRPOOL_A_USED_BYTES) +
+			 nl_u64(self->reply, MRPOOL_A_QUARANTINED_BYTES));
+	EXPECT_EQ((uint64_t)pool_attr("stats/allocs"),
+		  nl_u64(self->reply, MRPOOL_A_ALLOCS));
+	EXPECT_EQ((uint64_t)pool_attr("stats/grows"),
+		  nl_u64(self->reply, MRPOOL_A_GROWS));
+	n = nl_devices(self->reply, names, 16);
+	ASSERT_LE(1, n);
+	for (i = 0; i < n; i++) {
+		memcpy(name, names[i], sizeof(name));
+		dev_str(name, "state", state, sizeof(state));
+		ready += !strcmp(state, "ready");
+	}
+	a = nl_find(nl_attrs(self->reply), nl_msg_end(self->reply),
+		    MRPOOL_A_DEVICES_READY);
+	ASSERT_NE(NULL, a);
+	EXPECT_EQ(ready, *(uint32_t *)nl_data(a));
+}
+
+/* GET as nobody: allowed, the same answer (sysfs is world-readable). */
+TEST_F(nl, get_unprivileged)
+{
+	pid_t pid;
+	int st;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(90);
+		_exit(nl_get_check());
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st)) TH_LOG("failed check %d as nobody",
+					     WEXITSTATUS(st));
+}
+
+/* A device filter: that device alone, or -ENODEV for none of the name. */
+TEST_F(nl, get_one_device)
+{
+	char names[4][64];
+	struct nl_req r;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	if (!dev_listed("rxe0"))
+		POOL_SKIP("no rxe0 in this guest");
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_DEV_NAME, "rxe0", 5);
+	ASSERT_EQ(0, nl_talk(self->fd, &r, self->reply, NL_BUF));
+	ASSERT_EQ(1, nl_devices(self->reply, names, 4));
+	EXPECT_STREQ("rxe0", names[0]);
+
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_DEV_NAME, "nosuchdev0", 11);
+	EXPECT_EQ(-ENODEV, nl_talk(self->fd, &r, NULL, 0));
+}
+
+/* Malformed requests: each refused with an errno, none answered. */
+TEST_F(nl, malformed_requests_refused)
+{
+	char longname[100];
+	uint64_t v64 = 1;
+	uint32_t v32 = 1;
+	struct nl_req r;
+	int ret;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	/* An attribute type past the family's maximum. */
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_MAX + 5, &v32, 4);
+	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
+
+	/* A reply-only attribute in a request. */
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_TOTAL_BYTES, &v64, 8);
+	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
+
+	/* The device name without its NUL. */
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_DEV_NAME, "rxe0", 4);
+	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
+
+	/* A name longer than any device's. */
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_DEV_NAME, longname, sizeof(longname));
+	ret = nl_talk(self->fd, &r, NULL, 0);
+	EXPECT_TRUE(ret == -EINVAL || ret == -ERANGE) TH_LOG("got %d", ret);
+
+	/* An attribute whose length runs past the message. */
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	nl_put(&r, MRPOOL_A_DEV_NAME, "rxe0", 5);
+	((struct nlattr *)r.attrs)->nla_len = 200;
+	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
+
+	/* A command the family does not have, and the event command. */
+	nl_init(&r, self->family, 77);
+	EXPECT_EQ(-EOPNOTSUPP, nl_talk(self->fd, &r, NULL, 0));
+	nl_init(&r, self->family, MRPOOL_CMD_EVENT);
+	EXPECT_EQ(-EOPNOTSUPP, nl_talk(self->fd, &r, NULL, 0));
+
+	/* Still answering afterwards. */
+	nl_init(&r, self->family, MRPOOL_CMD_GET);
+	EXPECT_EQ(0, nl_talk(self->fd, &r, self->reply, NL_BUF));
+}
+
+TEST_HARNESS_MAIN
