@@ -17,13 +17,51 @@ bool ctl_json;
 static int ctl_json_depth;
 static bool ctl_json_items[CTL_JSON_DEPTH];
 
+/*
+ * Length of the well-formed UTF-8 sequence at @p (RFC 3629: no overlong
+ * forms, no surrogates, at most U+10FFFF), or 0.
+ */
+static size_t ctl_utf8_len(const unsigned char *p)
+{
+	size_t n, i;
+
+	if (*p >= 0xc2 && *p <= 0xdf)
+		n = 2;
+	else if (*p >= 0xe0 && *p <= 0xef)
+		n = 3;
+	else if (*p >= 0xf0 && *p <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	for (i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] > 0x9f) ||
+	    (*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/*
+ * A task's comm or a device's reason is any bytes: what is not UTF-8
+ * becomes U+FFFD, so the document stays valid JSON.
+ */
 static void ctl_json_string(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
 
 	putchar('"');
 	for (; *p; p++) {
-		if (*p == '"' || *p == '\\')
+		if (*p >= 0x80) {
+			n = ctl_utf8_len(p);
+			if (n) {
+				fwrite(p, 1, n, stdout);
+				p += n - 1;
+			} else {
+				fputs("\\ufffd", stdout);
+			}
+		} else if (*p == '"' || *p == '\\')
 			printf("\\%c", *p);
 		else if (*p == '\n')
 			fputs("\\n", stdout);
