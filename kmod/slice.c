@@ -148,12 +148,8 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	if (ret)
 		return ret;
 	if (arg->bytes > mrpool_max_bytes()) {
+		/* The caller's error, not exhaustion: no netlink event. */
 		atomic64_inc(&mrpool_stats.fail_nomem);
-		/* Beyond the ceiling: exhausted whatever the pool holds. */
-		mrpool_nl_pool_event(MRPOOL_EVENT_EXHAUSTED,
-				     min_t(u64, DIV_ROUND_UP_ULL(arg->bytes,
-								 p->chunk_size),
-					   U32_MAX), 0);
 		return -ENOMEM;
 	}
 	if (mrpool_should_fail(&mrpool_fail_slice_alloc)) {

@@ -48,8 +48,9 @@ enum mrpool_nl_cmd {
  *	allowed to (page allocator short, or the memory headroom reached);
  *	%MRPOOL_A_EVENT_CHUNKS: chunks that could not be built.
  * @MRPOOL_EVENT_EXHAUSTED: a request for chunks failed with -ENOMEM: the
- *	pool is at max_mb or could not grow, or the request alone is larger
- *	than max_mb; %MRPOOL_A_EVENT_CHUNKS: chunks asked for.
+ *	pool is at max_mb or could not grow; %MRPOOL_A_EVENT_CHUNKS: chunks
+ *	asked for. A request larger than max_mb alone is the caller's error,
+ *	refused with -ENOMEM but no event.
  * @MRPOOL_EVENT_QUARANTINE_HIGH: quarantined bytes rose to the threshold
  *	(quarantine_event_pct of max_mb); once per crossing, again only
  *	after they fell below it. %MRPOOL_A_EVENT_THRESHOLD_BYTES.
