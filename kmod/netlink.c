@@ -247,16 +247,30 @@ static bool mrpool_nl_listening(void)
 				  MRPOOL_NL_GRP_EVENTS) > 0;
 }
 
-/* A new event message of type @ev; NULL when nobody listens. */
+/* Room for the pool's totals (five u64 attributes). */
+static size_t mrpool_nl_totals_size(void)
+{
+	return 5 * nla_total_size_64bit(sizeof(u64));
+}
+
+/* Room for one MRPOOL_A_DEVICE nest (mrpool_nl_put_dev()). */
+static size_t mrpool_nl_dev_size(void)
+{
+	return nla_total_size(0) +			/* the nest */
+	       nla_total_size(MRPOOL_DEVICE_NAME_LEN) +	/* name */
+	       4 * nla_total_size(sizeof(u32)) +	/* state .. kbufs */
+	       3 * nla_total_size_64bit(sizeof(u64)) +	/* regs .. timeouts */
+	       nla_total_size(MRPOOL_IB_REASON_LEN);	/* reason */
+}
+
+/* A new event message of type @ev, @size bytes of payload after the type. */
 static struct sk_buff *mrpool_nl_event_new(enum mrpool_nl_event ev,
-					   void **hdr)
+					   size_t size, void **hdr)
 {
 	struct sk_buff *msg;
 
 	might_sleep();
-	if (!mrpool_nl_listening())
-		return NULL;
-	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	msg = genlmsg_new(nla_total_size(sizeof(u32)) + size, GFP_KERNEL);
 	if (!msg)
 		return NULL;
 	*hdr = genlmsg_put(msg, 0, 0, &mrpool_nl_family, 0, MRPOOL_CMD_EVENT);
@@ -279,22 +293,55 @@ static void mrpool_nl_event_send(struct sk_buff *msg, void *hdr, int err)
 			  GFP_KERNEL);
 }
 
-/**
- * mrpool_nl_pool_event - tell listeners about the pool
- * @ev: %MRPOOL_EVENT_GROW_FAILED, %MRPOOL_EVENT_EXHAUSTED,
- *	%MRPOOL_EVENT_TRIM or %MRPOOL_EVENT_QUARANTINE_HIGH
- * @chunks: %MRPOOL_A_EVENT_CHUNKS (not sent for QUARANTINE_HIGH)
- * @threshold: %MRPOOL_A_EVENT_THRESHOLD_BYTES (QUARANTINE_HIGH only)
- *
- * Process context; the pool lock must not be held (the totals take it).
+/*
+ * Pool events follow requests anyone with /dev/mrpool may make (every
+ * failed ALLOC is an EXHAUSTED event), so they are rate-limited per type:
+ * at most one per MRPOOL_NL_EVENT_INTERVAL. One that comes sooner is held
+ * back; the latest held back goes out when the interval ends, carrying in
+ * MRPOOL_A_EVENT_SUPPRESSED how many earlier ones it stands for. A flood
+ * thus costs listeners two messages per type and interval, and no event
+ * is lost without being counted. Device events come from ib_core (root
+ * adds and removes devices) and name a device: never held back.
  */
-void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold)
+#define MRPOOL_NL_EVENT_INTERVAL	HZ
+
+/**
+ * struct mrpool_nl_limit - rate limit of one pool event type
+ * @work: sends the event held back when the interval ends
+ * @ev: the event type
+ * @next: jiffies before which no event of the type is sent
+ * @held: events held back since the last one sent
+ * @chunks: the latest held back event's %MRPOOL_A_EVENT_CHUNKS
+ * @threshold: its %MRPOOL_A_EVENT_THRESHOLD_BYTES
+ *
+ * All but @work and @ev are under mrpool_nl_limit_lock (a spinlock:
+ * senders may hold the pool lock, a mutex, and take it briefly).
+ */
+struct mrpool_nl_limit {
+	struct delayed_work work;
+	enum mrpool_nl_event ev;
+	unsigned long next;
+	u32 held;
+	u32 chunks;
+	u64 threshold;
+};
+
+static DEFINE_SPINLOCK(mrpool_nl_limit_lock);
+static struct mrpool_nl_limit mrpool_nl_limits[MRPOOL_EVENT_MAX + 1];
+/* Set at unload under the lock: no held event schedules work after it. */
+static bool mrpool_nl_closing;
+
+static void mrpool_nl_pool_send(enum mrpool_nl_event ev, u32 chunks,
+				u64 threshold, u32 suppressed)
 {
 	struct sk_buff *msg;
 	void *hdr;
 	int err;
 
-	msg = mrpool_nl_event_new(ev, &hdr);
+	/* The totals, a u64 threshold or a u32 count, and SUPPRESSED. */
+	msg = mrpool_nl_event_new(ev, mrpool_nl_totals_size() +
+				  nla_total_size_64bit(sizeof(u64)) +
+				  nla_total_size(sizeof(u32)), &hdr);
 	if (!msg)
 		return;
 	err = mrpool_nl_put_totals(msg);
@@ -303,7 +350,81 @@ void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold)
 					threshold);
 	else if (!err)
 		err = nla_put_u32(msg, MRPOOL_A_EVENT_CHUNKS, chunks);
+	if (!err && suppressed)
+		err = nla_put_u32(msg, MRPOOL_A_EVENT_SUPPRESSED, suppressed);
 	mrpool_nl_event_send(msg, hdr, err);
+}
+
+/*
+ * May an event of @l's type go now? If not, it becomes the held one (its
+ * arguments kept) and the work that sends it is due when the interval
+ * ends.
+ */
+static bool mrpool_nl_limit_pass(struct mrpool_nl_limit *l, u32 chunks,
+				 u64 threshold)
+{
+	unsigned long now = jiffies;
+	bool pass;
+
+	spin_lock(&mrpool_nl_limit_lock);
+	pass = time_after_eq(now, l->next) && !l->held;
+	if (pass) {
+		l->next = now + MRPOOL_NL_EVENT_INTERVAL;
+	} else {
+		if (l->held < U32_MAX)
+			l->held++;
+		l->chunks = chunks;
+		l->threshold = threshold;
+		if (!mrpool_nl_closing)
+			schedule_delayed_work(&l->work,
+					      time_after(l->next, now) ?
+					      l->next - now : 0);
+	}
+	spin_unlock(&mrpool_nl_limit_lock);
+	return pass;
+}
+
+/* The interval ended: the latest held back event goes, with the count. */
+static void mrpool_nl_limit_fn(struct work_struct *work)
+{
+	struct mrpool_nl_limit *l = container_of(to_delayed_work(work),
+						 struct mrpool_nl_limit, work);
+	unsigned long now = jiffies;
+	u32 held, chunks;
+	u64 threshold;
+
+	spin_lock(&mrpool_nl_limit_lock);
+	held = l->held;
+	chunks = l->chunks;
+	threshold = l->threshold;
+	l->held = 0;
+	if (held)
+		l->next = now + MRPOOL_NL_EVENT_INTERVAL;
+	spin_unlock(&mrpool_nl_limit_lock);
+
+	if (held && mrpool_nl_listening())
+		mrpool_nl_pool_send(l->ev, chunks, threshold, held - 1);
+}
+
+/**
+ * mrpool_nl_pool_event - tell listeners about the pool
+ * @ev: %MRPOOL_EVENT_GROW_FAILED, %MRPOOL_EVENT_EXHAUSTED,
+ *	%MRPOOL_EVENT_TRIM or %MRPOOL_EVENT_QUARANTINE_HIGH
+ * @chunks: %MRPOOL_A_EVENT_CHUNKS (not sent for QUARANTINE_HIGH)
+ * @threshold: %MRPOOL_A_EVENT_THRESHOLD_BYTES (QUARANTINE_HIGH only)
+ *
+ * Rate-limited per type (see struct mrpool_nl_limit). Process context;
+ * the pool lock must not be held (the totals take it).
+ */
+void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold)
+{
+	might_sleep();
+	if (WARN_ON_ONCE(ev <= MRPOOL_EVENT_UNSPEC || ev > MRPOOL_EVENT_MAX))
+		return;
+	if (!mrpool_nl_listening() ||
+	    !mrpool_nl_limit_pass(&mrpool_nl_limits[ev], chunks, threshold))
+		return;
+	mrpool_nl_pool_send(ev, chunks, threshold, 0);
 }
 
 /**
@@ -321,7 +442,9 @@ void mrpool_nl_dev_event(enum mrpool_nl_event ev, struct mrpool_ib_dev *d)
 	void *hdr;
 	int err;
 
-	msg = mrpool_nl_event_new(ev, &hdr);
+	if (!mrpool_nl_listening())
+		return;
+	msg = mrpool_nl_event_new(ev, mrpool_nl_dev_size(), &hdr);
 	if (!msg)
 		return;
 	mutex_lock(&mrpool_ib_lock);
@@ -332,10 +455,27 @@ void mrpool_nl_dev_event(enum mrpool_nl_event ev, struct mrpool_ib_dev *d)
 
 int mrpool_nl_init(void)
 {
+	struct mrpool_nl_limit *l;
+	unsigned int ev;
+
+	for (ev = 0; ev <= MRPOOL_EVENT_MAX; ev++) {
+		l = &mrpool_nl_limits[ev];
+		l->ev = ev;
+		l->next = jiffies;
+		INIT_DELAYED_WORK(&l->work, mrpool_nl_limit_fn);
+	}
 	return genl_register_family(&mrpool_nl_family);
 }
 
+/* Every sender has stopped; held back events are dropped. */
 void mrpool_nl_exit(void)
 {
+	unsigned int ev;
+
+	spin_lock(&mrpool_nl_limit_lock);
+	mrpool_nl_closing = true;
+	spin_unlock(&mrpool_nl_limit_lock);
+	for (ev = 0; ev <= MRPOOL_EVENT_MAX; ev++)
+		cancel_delayed_work_sync(&mrpool_nl_limits[ev].work);
 	genl_unregister_family(&mrpool_nl_family);
 }

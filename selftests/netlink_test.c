@@ -7,15 +7,20 @@
  * filter answers with that device or -ENODEV, and every malformed request
  * (unknown or reply-only attributes, a string without its NUL or too
  * long, an attribute running past the message, an unknown command, the
- * event command) is refused with an errno.
+ * event command) is refused with an errno. Events: a flood of failed
+ * ALLOCs reaches listeners rate-limited, every one counted; a request
+ * larger than max_mb is no event.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <linux/genetlink.h>
@@ -394,6 +399,162 @@ TEST_F(nl, malformed_requests_refused)
 	/* Still answering afterwards. */
 	nl_init(&r, self->family, MRPOOL_CMD_GET);
 	EXPECT_EQ(0, nl_talk(self->fd, &r, self->reply, NL_BUF));
+}
+
+/* A socket in the events group, reads timing out after @sec seconds. */
+static int nl_events_open(int sec)
+{
+	struct timeval tv = { .tv_sec = sec };
+	uint32_t grp;
+	int fd;
+
+	fd = nl_open();
+	if (fd < 0)
+		return fd;
+	if (nl_family(fd, &grp) < 0 || !grp ||
+	    setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &grp,
+		       sizeof(grp)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static uint32_t nl_u32(char *msg, int type, uint32_t dflt)
+{
+	struct nlattr *a = nl_find(nl_attrs(msg), nl_msg_end(msg), type);
+	uint32_t v = dflt;
+
+	if (a && a->nla_len == NLA_HDRLEN + 4)
+		memcpy(&v, nl_data(a), 4);
+	return v;
+}
+
+/*
+ * The next event of type @ev into @msg (others are skipped). 0, or -errno
+ * (-ETIMEDOUT when none came in the socket's timeout).
+ */
+static int nl_next_event(int fd, uint32_t ev, char *msg)
+{
+	static char buf[NL_BUF];
+	struct nlmsghdr *h;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_len > NL_BUF)
+				continue;
+			memcpy(msg, h, h->nlmsg_len);
+			if (nl_u32(msg, MRPOOL_A_EVENT, 0) == ev)
+				return 0;
+		}
+	}
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Pool events; parameters and slices put back in the teardown. */
+FIXTURE(ev) {
+	int fd;		/* /dev/mrpool */
+	int ev;		/* the events group */
+	long long max_mb;
+	long long pct;
+	char *msg;
+};
+
+FIXTURE_SETUP(ev)
+{
+	self->fd = -1;
+	self->ev = -1;
+	self->max_mb = -1;
+	self->pct = -1;
+	self->msg = malloc(NL_BUF);
+	ASSERT_NE(NULL, self->msg);
+	if (access(POOL_DEV, F_OK))
+		POOL_SETUP_SKIP("mrpool.ko not loaded");
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	self->max_mb = pool_param("max_mb");
+	self->pct = pool_param("quarantine_event_pct");
+	ASSERT_LT(0, self->max_mb);
+	ASSERT_LE(0, self->pct);
+	self->ev = nl_events_open(10);
+	ASSERT_LE(0, self->ev);
+}
+
+FIXTURE_TEARDOWN(ev)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->pct >= 0)
+		pool_set_param("quarantine_event_pct", self->pct);
+	if (self->max_mb > 0)
+		pool_set_param("max_mb", self->max_mb);
+	if (self->ev >= 0)
+		close(self->ev);
+	free(self->msg);
+}
+
+#define FLOOD	200
+
+/*
+ * A flood of failed ALLOCs (anyone with /dev/mrpool can make one): at
+ * most two EXHAUSTED events per second reach listeners, and with their
+ * MRPOOL_A_EVENT_SUPPRESSED counts they stand for every failure. A
+ * request larger than max_mb, the caller's error, is none of them.
+ */
+TEST_F(ev, exhaustion_rate_limited)
+{
+	long long total, chunk, free_chunks, max_mb, t0, ms;
+	unsigned int events = 0, seen = 0;
+	struct mrpool_alloc a, all;
+	int i;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	/* No room to grow: max_mb at what the pool holds, all of it taken. */
+	total = pool_attr("total_bytes");
+	chunk = pool_attr("chunk_bytes");
+	max_mb = (total + MIB - 1) / MIB;
+	ASSERT_EQ(0, pool_set_param("max_mb", max_mb));
+	free_chunks = pool_attr("free_bytes") / chunk;
+	if (free_chunks)
+		ASSERT_EQ(0, pool_alloc(self->fd, free_chunks * chunk, &all));
+
+	t0 = now_ms();
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, max_mb * MIB + chunk, &a));
+	for (i = 0; i < FLOOD; i++)
+		ASSERT_EQ(-ENOMEM, pool_alloc(self->fd, chunk, &a));
+	ms = now_ms() - t0;
+
+	/* The last one held back comes when its second ends. */
+	while (seen < FLOOD) {
+		ASSERT_EQ(0, nl_next_event(self->ev, MRPOOL_EVENT_EXHAUSTED,
+					   self->msg))
+			TH_LOG("%u events for %u failures", events, seen);
+		EXPECT_EQ(1, nl_u32(self->msg, MRPOOL_A_EVENT_CHUNKS, 0));
+		seen += 1 + nl_u32(self->msg, MRPOOL_A_EVENT_SUPPRESSED, 0);
+		events++;
+	}
+	EXPECT_EQ(FLOOD, seen);
+	/* A leading and a trailing one per second the flood lasted. */
+	EXPECT_GE(2 * (ms / 1000 + 2), events)
+		TH_LOG("%u events in %lld ms", events, ms);
+	EXPECT_EQ(-ETIMEDOUT, nl_next_event(self->ev, MRPOOL_EVENT_EXHAUSTED,
+					    self->msg));
+	if (free_chunks)
+		EXPECT_EQ(0, pool_free(self->fd, all.slice_id));
 }
 
 TEST_HARNESS_MAIN

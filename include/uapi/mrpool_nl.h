@@ -31,6 +31,13 @@
  *	%MRPOOL_A_EVENT says what happened, the pool's totals follow (as
  *	after the event), then the event's own attributes (see
  *	enum mrpool_nl_event). Not a request: -EOPNOTSUPP.
+ *
+ * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
+ * rate-limited per type, since unprivileged requests cause them: at most
+ * one per second. One that comes sooner is held back; the latest held
+ * back is sent when the second ends (its totals as then), with
+ * %MRPOOL_A_EVENT_SUPPRESSED counting the earlier ones it replaces.
+ * Device events are never held back.
  */
 enum mrpool_nl_cmd {
 	MRPOOL_CMD_UNSPEC,
@@ -109,6 +116,9 @@ enum mrpool_nl_event {
  * @MRPOOL_A_EVENT: u32, enum mrpool_nl_event (events)
  * @MRPOOL_A_EVENT_CHUNKS: u32, see enum mrpool_nl_event
  * @MRPOOL_A_EVENT_THRESHOLD_BYTES: u64, see enum mrpool_nl_event
+ * @MRPOOL_A_EVENT_SUPPRESSED: u32, earlier events of this type that this
+ *	one stands for: held back by the rate limit and never sent (absent:
+ *	none)
  */
 enum mrpool_nl_attr {
 	MRPOOL_A_UNSPEC,
@@ -135,6 +145,7 @@ enum mrpool_nl_attr {
 	MRPOOL_A_EVENT,
 	MRPOOL_A_EVENT_CHUNKS,
 	MRPOOL_A_EVENT_THRESHOLD_BYTES,
+	MRPOOL_A_EVENT_SUPPRESSED,
 
 	__MRPOOL_A_MAX,
 	MRPOOL_A_MAX = __MRPOOL_A_MAX - 1

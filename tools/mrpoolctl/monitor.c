@@ -52,6 +52,7 @@ static struct nla_policy ctl_ev_policy[MRPOOL_A_MAX + 1] = {
 	[MRPOOL_A_EVENT] = { .type = NLA_U32 },
 	[MRPOOL_A_EVENT_CHUNKS] = { .type = NLA_U32 },
 	[MRPOOL_A_EVENT_THRESHOLD_BYTES] = { .type = NLA_U64 },
+	[MRPOOL_A_EVENT_SUPPRESSED] = { .type = NLA_U32 },
 };
 
 static struct nla_policy ctl_dev_policy[MRPOOL_DEV_A_MAX + 1] = {
@@ -188,6 +189,9 @@ static int ctl_monitor_msg(struct nl_msg *msg, void *arg)
 		ctl_monitor_device(tb[MRPOOL_A_DEVICE]);
 	if (tb[MRPOOL_A_EVENT_CHUNKS])
 		ctl_kv_u64("chunks", nla_get_u32(tb[MRPOOL_A_EVENT_CHUNKS]));
+	if (tb[MRPOOL_A_EVENT_SUPPRESSED])
+		ctl_kv_u64("suppressed",
+			   nla_get_u32(tb[MRPOOL_A_EVENT_SUPPRESSED]));
 	for (i = 0; i < ARRAY_SIZE(ctl_ev_u64); i++)
 		if (tb[ctl_ev_u64[i].attr])
 			ctl_kv_u64(ctl_ev_u64[i].name,
