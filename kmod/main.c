@@ -66,6 +66,9 @@ static int mrpool_set_max_mb(const char *val, const struct kernel_param *kp)
 	if (mrpool_loaded && v < mrpool_pool_mb)
 		return -EINVAL;
 	WRITE_ONCE(mrpool_max_mb, v);
+	/* The quarantine event's threshold is a share of max_mb. */
+	if (mrpool_loaded)
+		mrpool_pool_quarantine_check();
 	return 0;
 }
 
@@ -139,6 +142,8 @@ static int mrpool_set_pct(const char *val, const struct kernel_param *kp)
 	if (v > 100)
 		return -EINVAL;
 	WRITE_ONCE(mrpool_quarantine_event_pct, v);
+	if (mrpool_loaded)
+		mrpool_pool_quarantine_check();
 	return 0;
 }
 

@@ -188,6 +188,7 @@ void mrpool_pool_exit(void);
 int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		     struct list_head *out);
 void mrpool_pool_return(struct list_head *chunks);
+void mrpool_pool_quarantine_check(void);
 bool mrpool_chunk_whole(const struct mrpool_chunk *c);
 void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);

@@ -486,10 +486,31 @@ static bool mrpool_quarantine_crossed(u64 threshold)
 	bool above = threshold &&
 		     mrpool_pool_bytes(p->nr_quarantined) >= threshold;
 
+	lockdep_assert_held(&p->lock);
 	if (above == p->quarantine_high)
 		return false;
 	p->quarantine_high = above;
 	return above;
+}
+
+/**
+ * mrpool_pool_quarantine_check - compare quarantine with a new threshold
+ *
+ * quarantine_event_pct was written: a threshold lowered under what is
+ * quarantined now is a crossing, reported at once. Process context, the
+ * pool lock not held.
+ */
+void mrpool_pool_quarantine_check(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	u64 threshold = mrpool_quarantine_threshold();
+	bool high;
+
+	mutex_lock(&p->lock);
+	high = mrpool_quarantine_crossed(threshold);
+	mutex_unlock(&p->lock);
+	if (high)
+		mrpool_nl_pool_event(MRPOOL_EVENT_QUARANTINE_HIGH, 0, threshold);
 }
 
 static unsigned long mrpool_quarantine_wait(unsigned int level)
@@ -587,6 +608,8 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 	unsigned int released = 0, i;
 	LIST_HEAD(due);
 	LIST_HEAD(done);
+	u64 threshold;
+	bool high;
 
 	mutex_lock(&p->lock);
 	for (i = 0; i < MRPOOL_QUARANTINE_LEVELS; i++) {
@@ -620,11 +643,16 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 	}
 	mrpool_quarantine_arm();
 	/*
-	 * Quarantine only shrinks here: this re-arms the event (a threshold
-	 * lowered meanwhile is reported at the next quarantine).
+	 * Quarantine only shrinks here, which re-arms the event; but the
+	 * threshold may have been lowered under what is still quarantined:
+	 * that is a crossing too, reported now.
 	 */
-	mrpool_quarantine_crossed(mrpool_quarantine_threshold());
+	threshold = mrpool_quarantine_threshold();
+	high = mrpool_quarantine_crossed(threshold);
 	mutex_unlock(&p->lock);
+
+	if (high)
+		mrpool_nl_pool_event(MRPOOL_EVENT_QUARANTINE_HIGH, 0, threshold);
 
 	if (released)
 		mrpool_trim_arm();

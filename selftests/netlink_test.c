@@ -9,7 +9,8 @@
  * long, an attribute running past the message, an unknown command, the
  * event command) is refused with an errno. Events: a flood of failed
  * ALLOCs reaches listeners rate-limited, every one counted; a request
- * larger than max_mb is no event.
+ * larger than max_mb is no event; lowering quarantine_event_pct under
+ * what is quarantined is a QUARANTINE_HIGH event at once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,7 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
@@ -470,6 +473,7 @@ FIXTURE(ev) {
 	int ev;		/* the events group */
 	long long max_mb;
 	long long pct;
+	int pipe[2];
 	char *msg;
 };
 
@@ -479,6 +483,7 @@ FIXTURE_SETUP(ev)
 	self->ev = -1;
 	self->max_mb = -1;
 	self->pct = -1;
+	self->pipe[0] = self->pipe[1] = -1;
 	self->msg = malloc(NL_BUF);
 	ASSERT_NE(NULL, self->msg);
 	if (access(POOL_DEV, F_OK))
@@ -495,6 +500,10 @@ FIXTURE_SETUP(ev)
 
 FIXTURE_TEARDOWN(ev)
 {
+	if (self->pipe[0] >= 0) {
+		close(self->pipe[0]);
+		close(self->pipe[1]);
+	}
 	if (self->fd >= 0)
 		close(self->fd);
 	if (self->pct >= 0)
@@ -555,6 +564,52 @@ TEST_F(ev, exhaustion_rate_limited)
 					    self->msg));
 	if (free_chunks)
 		EXPECT_EQ(0, pool_free(self->fd, all.slice_id));
+}
+
+/*
+ * quarantine_event_pct lowered under what is quarantined: QUARANTINE_HIGH
+ * at once (the quarantine worker once swallowed that crossing).
+ */
+TEST_F(ev, quarantine_threshold_lowered)
+{
+	long long chunk, max_bytes, k, i;
+	struct mrpool_alloc a;
+	struct iovec iov;
+	char *p;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	chunk = pool_attr("chunk_bytes");
+	max_bytes = pool_attr("max_bytes");
+	/* Chunks that make 1 % of max_mb. */
+	k = (max_bytes / 100 + chunk - 1) / chunk;
+	if (k > 16 || pool_attr("quarantined_bytes"))
+		POOL_SKIP("1%% of max_mb is %lld chunks, or quarantine is busy", k);
+	ASSERT_EQ(0, pool_set_param("quarantine_event_pct", 100));
+	ASSERT_EQ(0, pipe2(self->pipe, O_NONBLOCK));
+	fcntl(self->pipe[1], F_SETPIPE_SZ, (int)(k * 4096 * 2));
+
+	/* A page of every chunk in a pipe: FREE quarantines them all. */
+	ASSERT_EQ(0, pool_alloc(self->fd, k * chunk, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < k; i++) {
+		p[i * chunk] = 1;
+		iov.iov_base = p + i * chunk;
+		iov.iov_len = 4096;
+		ASSERT_EQ(4096, vmsplice(self->pipe[1], &iov, 1, 0));
+	}
+	munmap(p, a.length);
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+	ASSERT_LE(k * chunk, pool_attr("quarantined_bytes"));
+
+	ASSERT_EQ(0, pool_set_param("quarantine_event_pct", 1));
+	ASSERT_EQ(0, nl_next_event(self->ev, MRPOOL_EVENT_QUARANTINE_HIGH,
+				   self->msg));
+	EXPECT_EQ((uint64_t)max_bytes / 100,
+		  nl_u64(self->msg, MRPOOL_A_EVENT_THRESHOLD_BYTES));
+	EXPECT_LE((uint64_t)k * chunk,
+		  nl_u64(self->msg, MRPOOL_A_QUARANTINED_BYTES));
 }
 
 TEST_HARNESS_MAIN

@@ -60,7 +60,8 @@ enum mrpool_nl_cmd {
  *	refused with -ENOMEM but no event.
  * @MRPOOL_EVENT_QUARANTINE_HIGH: quarantined bytes rose to the threshold
  *	(quarantine_event_pct of max_mb); once per crossing, again only
- *	after they fell below it. %MRPOOL_A_EVENT_THRESHOLD_BYTES.
+ *	after they fell below it; a threshold lowered under what is
+ *	quarantined is a crossing. %MRPOOL_A_EVENT_THRESHOLD_BYTES.
  * @MRPOOL_EVENT_DEV_ADDED: ib_core gave the module an RDMA device;
  *	%MRPOOL_A_DEVICE with its state after setup. Followed by
  *	%MRPOOL_EVENT_DEV_READY or %MRPOOL_EVENT_DEV_FAILED.
