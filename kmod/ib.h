@@ -103,8 +103,9 @@ struct mrpool_ib_dev {
 	int node;			/* NUMA node of its DMA device */
 	u32 port;			/* port of the internal QPs */
 	enum mrpool_ib_state state;	/* written under both locks */
-	bool announced;			/* DEV_ADDED sent: state changes are
-					 * netlink events; mrpool_ib_lock
+	bool announced;			/* DEV_ADDED sent, REMOVED not yet:
+					 * state changes are netlink events;
+					 * written under both locks
 					 */
 	char reason[MRPOOL_IB_REASON_LEN];	/* why not READY; ib lock */
 	struct ib_cq *cq;		/* every internal QP */

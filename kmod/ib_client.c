@@ -92,6 +92,9 @@ void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 	mutex_lock(&mrpool_ib_lock);
 	event = d->announced && d->state != state &&
 		state != MRPOOL_IB_REMOVED;
+	/* mrpool_ib_remove() sends REMOVED, the device's last event. */
+	if (state == MRPOOL_IB_REMOVED)
+		d->announced = false;
 	WRITE_ONCE(d->state, state);
 	va_start(args, fmt);
 	vsnprintf(d->reason, sizeof(d->reason), fmt, args);
@@ -225,7 +228,12 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 
 	ib_set_client_data(ibdev, &mrpool_ib_client, d);
 	mrpool_ib_dev_publish(d);
-	/* From here on mrpool_ib_set_state() reports changes itself. */
+	/*
+	 * From here on mrpool_ib_set_state() reports changes itself. Its
+	 * callers hold the device's lock, as this does until ADDED and the
+	 * state it found are out: no change is reported before them.
+	 */
+	mutex_lock(&d->lock);
 	mutex_lock(&mrpool_ib_lock);
 	d->announced = true;
 	ready = d->state == MRPOOL_IB_READY;
@@ -233,6 +241,7 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 	mrpool_nl_dev_event(MRPOOL_EVENT_DEV_ADDED, d);
 	mrpool_nl_dev_event(ready ? MRPOOL_EVENT_DEV_READY :
 			    MRPOOL_EVENT_DEV_FAILED, d);
+	mutex_unlock(&d->lock);
 	pr_info("%s: %s, node %d, %d chunks registered\n", d->name,
 		mrpool_ib_state_name(READ_ONCE(d->state)), d->node,
 		atomic_read(&d->nr_mrs));
