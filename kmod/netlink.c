@@ -54,6 +54,8 @@ static struct genl_family mrpool_nl_family __ro_after_init = {
 	.policy = mrpool_nl_policy,
 	/* Every command is new: strict attribute and header checks. */
 	.resv_start_op = MRPOOL_CMD_GET,
+	/* GET takes the locks it needs; events need no genl_mutex. */
+	.parallel_ops = true,
 	.module = THIS_MODULE,
 	.small_ops = mrpool_nl_ops,
 	.n_small_ops = ARRAY_SIZE(mrpool_nl_ops),
@@ -160,13 +162,14 @@ static int mrpool_nl_put_pool(struct sk_buff *skb)
 
 /*
  * Devices named @name (all when NULL) into a MRPOOL_A_DEVICES nest.
- * Return: how many, or -EMSGSIZE.
+ * Return: how many; -EMSGSIZE when the message is full (a bigger one may
+ * do), -E2BIG when the nest would pass the 64 KiB an attribute can hold.
  */
 static int mrpool_nl_put_devs(struct sk_buff *skb, const char *name)
 {
 	struct mrpool_ib_dev *d;
 	struct nlattr *nest;
-	int n = 0;
+	int n = 0, ret;
 
 	nest = nla_nest_start(skb, MRPOOL_A_DEVICES);
 	if (!nest)
@@ -175,10 +178,15 @@ static int mrpool_nl_put_devs(struct sk_buff *skb, const char *name)
 	list_for_each_entry(d, &mrpool_ib_devs, link) {
 		if (name && strcmp(name, d->name))
 			continue;
-		if (mrpool_nl_put_dev(skb, d)) {
+		ret = mrpool_nl_put_dev(skb, d);
+		/* nla_len is 16 bits: a longer nest would be cut short. */
+		if (!ret && skb_tail_pointer(skb) - (unsigned char *)nest >
+			    U16_MAX)
+			ret = -E2BIG;
+		if (ret) {
 			mutex_unlock(&mrpool_ib_lock);
 			nla_nest_cancel(skb, nest);
-			return -EMSGSIZE;
+			return ret;
 		}
 		n++;
 	}
@@ -201,6 +209,9 @@ static int mrpool_nl_fill_get(struct sk_buff *skb, struct genl_info *info,
 	if (mrpool_nl_put_pool(skb))
 		return -EMSGSIZE;
 	n = mrpool_nl_put_devs(skb, name);
+	if (n == -E2BIG)
+		NL_SET_ERR_MSG(info->extack,
+			       "more devices than one reply holds: ask for one by name");
 	if (n < 0)
 		return n;
 	if (name && !n) {

@@ -26,7 +26,9 @@
  *	totals and counters, and a %MRPOOL_A_DEVICES nest with one
  *	%MRPOOL_A_DEVICE per RDMA device. An optional %MRPOOL_A_DEV_NAME
  *	limits the devices to that one (-ENODEV if the module knows none of
- *	that name). The reply carries the same command.
+ *	that name). The reply carries the same command. A nest holds at
+ *	most 64 KiB: with more devices than fit (some hundreds) GET without
+ *	a name is -E2BIG; sysfs lists them all.
  * @MRPOOL_CMD_EVENT: notification only, sent to %MRPOOL_GENL_MCGRP_EVENTS:
  *	%MRPOOL_A_EVENT says what happened, the pool's totals follow (as
  *	after the event), then the event's own attributes (see
