@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #pragma GCC diagnostic push
@@ -774,6 +777,22 @@ static bool ctl_mon_has(const struct ctl_mon *m, const char *what)
 	return ctl_mon_count(m, what) > 0;
 }
 
+/* Does the monitor's stderr say @what yet? */
+static bool ctl_mon_said(const struct ctl_mon *m, const char *what)
+{
+	char text[4096];
+	size_t n;
+	FILE *f;
+
+	f = fopen(m->err, "re");
+	if (!f)
+		return false;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	return strstr(text, what);
+}
+
 /* SIGTERM: it must end with status 0. Returns that status. */
 static int ctl_mon_stop(struct ctl_mon *m)
 {
@@ -804,10 +823,38 @@ FIXTURE(mon) {
 	struct mrpool_query q;
 	struct ctl_mon m;
 	long long max_mb;
+	char ko[PATH_MAX];	/* the module, to load it again */
+	char params[512];	/* with the parameters it had */
 };
+
+static const char *const mon_params[] = {
+	"pool_mb", "max_mb", "chunk_kb", "numa_node", "idle_trim_sec",
+	"max_user_mb", "pmd_map", "quarantine_event_pct",
+};
+
+static int mon_load(const char *ko, const char *params)
+{
+	int fd = open(ko, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+static int mon_unload(void)
+{
+	return syscall(SYS_delete_module, "mrpool", O_NONBLOCK) ? -errno : 0;
+}
 
 FIXTURE_SETUP(mon)
 {
+	char exe[PATH_MAX], val[64];
+	size_t i, n = 0;
+	ssize_t len;
+
+	self->ko[0] = '\0';
 	self->fd = -1;
 	self->m.pid = 0;
 	self->max_mb = -1;
@@ -820,12 +867,26 @@ FIXTURE_SETUP(mon)
 	self->max_mb = pool_param("max_mb");
 	if (dev_listed(NLDEV))
 		link_del(NLDEV);
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ASSERT_LT(0, len);
+	exe[len] = '\0';
+	snprintf(self->ko, sizeof(self->ko), "%s/../kmod/mrpool.ko",
+		 dirname(exe));
+	for (i = 0; i < ARRAY_SIZE(mon_params); i++) {
+		pool_param_str(mon_params[i], val, sizeof(val));
+		if (val[0])
+			n += snprintf(self->params + n, sizeof(self->params) - n,
+				      "%s=%s ", mon_params[i], val);
+	}
 }
 
 /* Parameters, device and monitor back as they were, whatever failed. */
 FIXTURE_TEARDOWN(mon)
 {
 	ctl_mon_cleanup(&self->m);
+	/* A reload that failed half-way: the module back as it was. */
+	if (self->ko[0] && access("/sys/module/mrpool", F_OK))
+		mon_load(self->ko, self->params);
 	if (self->max_mb > 0)
 		pool_set_param("max_mb", self->max_mb);
 	if (dev_listed(NLDEV))
@@ -916,6 +977,52 @@ TEST_F(mon, sees_exhaustion)
 		"    assert e['total_bytes'] == e['free_bytes'] + e['used_bytes'] + e['quarantined_bytes'], e\n"
 		"    assert e['free_bytes'] == 0, e\n",
 		py));
+}
+
+/*
+ * monitor across a module reload: unloading drops every member of the
+ * family's groups; nlctrl's NEWFAMILY makes the monitor join again, and
+ * the reloaded module's events reach it.
+ */
+TEST_F(mon, follows_a_reload)
+{
+	long long chunk, free_chunks, max_mb;
+	struct mrpool_alloc a, all;
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	ASSERT_EQ(0, access(self->ko, R_OK)) TH_LOG("no %s", self->ko);
+	ASSERT_EQ(0, ctl_mon_start(&self->m)) TH_LOG("monitor did not start");
+	close(self->fd);
+	self->fd = -1;
+	/*
+	 * Quarantined chunks hold the module until the worker frees them.
+	 * POOL_WAIT evaluates its condition once more at the end: by then
+	 * the module is gone.
+	 */
+	ASSERT_TRUE(POOL_WAIT(!mon_unload() || access("/sys/module/mrpool", F_OK),
+			      120000)) TH_LOG("rmmod mrpool");
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_said(&self->m, "gone"), 60000));
+	ASSERT_EQ(0, mon_load(self->ko, self->params));
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_said(&self->m, "listening again"),
+			      60000));
+
+	/*
+	 * An event of the new module: exhaustion at max_mb, every free
+	 * chunk held and one more asked for (a request larger than max_mb
+	 * itself would be no event).
+	 */
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+	chunk = pool_attr("chunk_bytes");
+	max_mb = (pool_attr("total_bytes") + MIB - 1) / MIB;
+	ASSERT_EQ(0, pool_set_param("max_mb", max_mb));
+	free_chunks = pool_attr("free_bytes") / chunk;
+	if (free_chunks)
+		ASSERT_EQ(0, pool_alloc(self->fd, free_chunks * chunk, &all));
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, chunk, &a));
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_has(&self->m, "\"exhausted\""), 60000));
+	EXPECT_EQ(0, ctl_mon_stop(&self->m));
 }
 
 TEST_HARNESS_MAIN

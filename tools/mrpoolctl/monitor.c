@@ -6,8 +6,12 @@
  * says on stderr when it is listening, so a script can start it and wait
  * for that before it acts. Stops after COUNT events, or at SIGINT or
  * SIGTERM (status 0); if the socket overflows (events came faster than
- * they were read) it says how many were lost and goes on.
+ * they were read) it says so and goes on. It also listens to nlctrl's
+ * "notify" group: when the module is unloaded the kernel drops every
+ * member of its groups, so at the family's return (CTRL_CMD_NEWFAMILY) it
+ * joins the events group again, saying so on stderr.
  */
+#define _GNU_SOURCE	/* ppoll() */
 #include "mrpoolctl.h"
 #include "nl.h"
 
@@ -16,6 +20,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 #include <netlink/socket.h>
 #include <netlink/msg.h>
@@ -55,6 +60,18 @@ static struct nla_policy ctl_ev_policy[MRPOOL_A_MAX + 1] = {
 	[MRPOOL_A_EVENT_SUPPRESSED] = { .type = NLA_U32 },
 };
 
+/* nlctrl's family messages: the name, the id, the groups. */
+static struct nla_policy ctl_ctrl_policy[CTRL_ATTR_MAX + 1] = {
+	[CTRL_ATTR_FAMILY_ID] = { .type = NLA_U16 },
+	[CTRL_ATTR_FAMILY_NAME] = { .type = NLA_STRING },
+	[CTRL_ATTR_MCAST_GROUPS] = { .type = NLA_NESTED },
+};
+
+static struct nla_policy ctl_grp_policy[CTRL_ATTR_MCAST_GRP_MAX + 1] = {
+	[CTRL_ATTR_MCAST_GRP_NAME] = { .type = NLA_STRING },
+	[CTRL_ATTR_MCAST_GRP_ID] = { .type = NLA_U32 },
+};
+
 static struct nla_policy ctl_dev_policy[MRPOOL_DEV_A_MAX + 1] = {
 	[MRPOOL_DEV_A_NAME] = { .type = NLA_STRING },
 	[MRPOOL_DEV_A_STATE] = { .type = NLA_U32 },
@@ -81,6 +98,7 @@ static const struct {
 };
 
 struct ctl_monitor {
+	struct ctl_nl *nl;
 	long long left;		/* events still to print; <0: no limit */
 	int err;		/* output failed */
 };
@@ -154,6 +172,63 @@ static void ctl_monitor_device(struct nlattr *nest)
 		ctl_json_obj_end();
 }
 
+/* The events group's id in a NEWFAMILY message's groups; <0 if none. */
+static int ctl_monitor_grp(struct nlattr *groups)
+{
+	struct nlattr *tb[CTRL_ATTR_MCAST_GRP_MAX + 1], *g;
+	int rem;
+
+	nla_for_each_nested(g, groups, rem) {
+		if (nla_parse_nested(tb, CTRL_ATTR_MCAST_GRP_MAX, g,
+				     ctl_grp_policy) < 0 ||
+		    !tb[CTRL_ATTR_MCAST_GRP_NAME] || !tb[CTRL_ATTR_MCAST_GRP_ID])
+			continue;
+		if (!strcmp(nla_get_string(tb[CTRL_ATTR_MCAST_GRP_NAME]),
+			    MRPOOL_GENL_MCGRP_EVENTS))
+			return (int)nla_get_u32(tb[CTRL_ATTR_MCAST_GRP_ID]);
+	}
+	return -1;
+}
+
+/*
+ * nlctrl says a family came or went. The module's going dropped our
+ * membership; its coming back (a new id, perhaps a new group id) is
+ * joined again.
+ */
+static void ctl_monitor_ctrl(struct ctl_monitor *m, struct nlmsghdr *h)
+{
+	struct genlmsghdr *gh = genlmsg_hdr(h);
+	struct nlattr *tb[CTRL_ATTR_MAX + 1];
+	int grp, ret;
+
+	if ((gh->cmd != CTRL_CMD_NEWFAMILY && gh->cmd != CTRL_CMD_DELFAMILY) ||
+	    genlmsg_parse(h, 0, tb, CTRL_ATTR_MAX, ctl_ctrl_policy) < 0 ||
+	    !tb[CTRL_ATTR_FAMILY_NAME] || !tb[CTRL_ATTR_FAMILY_ID] ||
+	    strcmp(nla_get_string(tb[CTRL_ATTR_FAMILY_NAME]), MRPOOL_GENL_NAME))
+		return;
+	if (gh->cmd == CTRL_CMD_DELFAMILY) {
+		fprintf(stderr, "%s: family %s gone (module unloaded): waiting for it\n",
+			ctl_prog, MRPOOL_GENL_NAME);
+		return;
+	}
+	grp = tb[CTRL_ATTR_MCAST_GROUPS] ?
+	      ctl_monitor_grp(tb[CTRL_ATTR_MCAST_GROUPS]) : -1;
+	if (grp < 0) {
+		ctl_err("family %s is back without its %s group",
+			MRPOOL_GENL_NAME, MRPOOL_GENL_MCGRP_EVENTS);
+		return;
+	}
+	m->nl->family = nla_get_u16(tb[CTRL_ATTR_FAMILY_ID]);
+	ret = nl_socket_add_membership(m->nl->sk, grp);
+	if (ret < 0) {
+		ctl_errno(ctl_nl_errno(ret), "joining group %s again",
+			  MRPOOL_GENL_MCGRP_EVENTS);
+		return;
+	}
+	fprintf(stderr, "%s: family %s is back: listening again\n", ctl_prog,
+		MRPOOL_GENL_NAME);
+}
+
 static int ctl_monitor_msg(struct nl_msg *msg, void *arg)
 {
 	struct genlmsghdr *gh = genlmsg_hdr(nlmsg_hdr(msg));
@@ -164,7 +239,12 @@ static int ctl_monitor_msg(struct nl_msg *msg, void *arg)
 	struct tm tm;
 	size_t i;
 
-	if (gh->cmd != MRPOOL_CMD_EVENT ||
+	if (nlmsg_hdr(msg)->nlmsg_type == GENL_ID_CTRL) {
+		ctl_monitor_ctrl(m, nlmsg_hdr(msg));
+		return NL_SKIP;
+	}
+	if (nlmsg_hdr(msg)->nlmsg_type != m->nl->family ||
+	    gh->cmd != MRPOOL_CMD_EVENT ||
 	    genlmsg_parse(nlmsg_hdr(msg), 0, tb, MRPOOL_A_MAX,
 			  ctl_ev_policy) < 0 || !tb[MRPOOL_A_EVENT])
 		return NL_SKIP;
@@ -212,10 +292,11 @@ int ctl_cmd_monitor(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = ctl_monitor_signal };
 	struct ctl_monitor m = { .left = -1 };
+	sigset_t block, unblocked;
 	struct ctl_nl nl;
 	struct pollfd pfd;
 	long long count;
-	int ret;
+	int ret, grp;
 
 	if (argc > 2)
 		return ctl_usage_error(cmd, "unexpected argument '%s'", argv[2]);
@@ -230,9 +311,27 @@ int ctl_cmd_monitor(const struct ctl_cmd *cmd, int argc, char **argv)
 		ctl_warn_missing(ret, "generic netlink family " MRPOOL_GENL_NAME);
 		return CTL_FAIL;
 	}
+	m.nl = &nl;
+	/* The module's unloading and loading again, from nlctrl. */
+	grp = genl_ctrl_resolve_grp(nl.sk, "nlctrl", "notify");
+	if (grp >= 0)
+		grp = nl_socket_add_membership(nl.sk, grp);
+	if (grp < 0)
+		ctl_err("cannot follow module reloads (nlctrl notify: %s)",
+			nl_geterror(grp));
 	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, ctl_monitor_msg,
 			    &m);
-	/* No SA_RESTART: poll() returns at a signal. */
+	/*
+	 * SIGINT and SIGTERM are blocked but while ppoll() waits: one that
+	 * comes between the check of the flag and the wait ends the wait
+	 * instead of going unnoticed until the next event.
+	 */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &unblocked);
+	sigdelset(&unblocked, SIGINT);
+	sigdelset(&unblocked, SIGTERM);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	fprintf(stderr, "%s: listening for %s events (group %s)\n", ctl_prog,
@@ -242,7 +341,7 @@ int ctl_cmd_monitor(const struct ctl_cmd *cmd, int argc, char **argv)
 	pfd.events = POLLIN;
 	ret = CTL_OK;
 	while (!ctl_monitor_stop && m.left != 0 && !m.err) {
-		if (poll(&pfd, 1, -1) < 0) {
+		if (ppoll(&pfd, 1, NULL, &unblocked) < 0) {
 			if (errno == EINTR)
 				continue;
 			ctl_errno(errno, "poll");
