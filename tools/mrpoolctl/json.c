@@ -197,16 +197,37 @@ void ctl_json_cell(const char *key, const char *text)
 		ctl_json_str(key, text);
 }
 
+/*
+ * Columns of free text (a task's comm, a name, a reason): a string
+ * whatever it looks like, since a comm may well be "123" or "-".
+ */
+static bool ctl_json_text_col(const char *name)
+{
+	static const char *const text[] = { "comm", "name", "reason" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(text); i++)
+		if (!strcmp(name, text[i]))
+			return true;
+	return false;
+}
+
 /* A table as an array of objects keyed by the (lower-case) column names. */
 void ctl_json_table(const char *key, const struct ctl_table *t)
 {
+	const char *cell;
 	size_t r, c;
 
 	ctl_json_arr(key);
 	for (r = 0; r < t->nrows; r++) {
 		ctl_json_obj(NULL);
-		for (c = 0; c < t->ncols; c++)
-			ctl_json_cell(t->head[c], ctl_table_cell(t, r, c));
+		for (c = 0; c < t->ncols; c++) {
+			cell = ctl_table_cell(t, r, c);
+			if (cell && ctl_json_text_col(t->head[c]))
+				ctl_json_str(t->head[c], cell);
+			else
+				ctl_json_cell(t->head[c], cell);
+		}
 		ctl_json_obj_end();
 	}
 	ctl_json_arr_end();

@@ -50,7 +50,7 @@ echo 1 >"$m/devices/mlx5_0/node"
 printf 'no "fast"\tregistration\n' >"$m/devices/mlx5_0/reason"
 printf 'pfn node state slice blocks\n0x1000 0 used 1 9:1\n0x1200 0 free - 9:1\n010 0 quarantined - 9:1\n' >"$d/chunks"
 printf 'id pid comm length chunks maps state\n1 42 my prog 2097152 1 1 live\n2 43 b\xffd\xc3\xa9 2097152 1 0 live\n' >"$d/slices"
-printf 'pid comm slices bytes allocs\n42 my\tprog 1 2097152 -\n' >"$d/clients"
+printf 'pid comm slices bytes allocs\n42 my\tprog 1 2097152 -\n44 1234 0 0 0\n' >"$d/clients"
 
 out=$root/out
 "$tool" --json status >"$out" 2>/dev/null
@@ -66,8 +66,8 @@ ok "chunks --json: rows as objects, '-' null, hex and leading zeros stay strings
 "$tool" -j slices >"$out" && json_check "$out" 'docs[0]["slices"][0] == {"id": 1, "pid": 42, "comm": "my prog", "length": 2097152, "chunks": 1, "maps": 1, "state": "live"} and docs[0]["slices"][1]["comm"] == "b\ufffdd\u00e9"'
 ok "slices -j: a comm with a blank stays one value, bytes not UTF-8 become U+FFFD" $?
 
-"$tool" --json clients >"$out" && json_check "$out" 'docs[0]["clients"][0]["comm"] == "my prog" and docs[0]["clients"][0]["allocs"] is None'
-ok "clients --json: a comm with a tab, '-' counters null" $?
+"$tool" --json clients >"$out" && json_check "$out" 'docs[0]["clients"][0]["comm"] == "my prog" and docs[0]["clients"][0]["allocs"] is None and docs[0]["clients"][1]["comm"] == "1234" and docs[0]["clients"][1]["pid"] == 44'
+ok "clients --json: a comm with a tab, '-' counters null, a comm of digits a string" $?
 
 "$tool" --json devices >"$out" 2>/dev/null
 ok "devices --json exits 0" $?
