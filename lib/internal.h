@@ -337,6 +337,12 @@ struct mrp_pool {
 	_Atomic uint64_t double_frees;	/* frees of buffers not live */
 	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
 	_Atomic uint64_t tcache_reclaims;	/* idle caches returned to the depot */
+	/*
+	 * Registrations of the program's that libmrpool-preload (preload/)
+	 * served from this pool or passed on to libibverbs: written by the
+	 * shim only, published on the stats page.
+	 */
+	_Atomic uint64_t preload_served, preload_passed;
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
