@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The allocator entry points. Requests of at least MRPOOL_PRELOAD_MIN
+ * bytes come from the pool (a size-class buffer, a power of two from 4 KiB
+ * to 2 MiB, aligned to its size; above that an arena of its own), the rest
+ * from the real allocator, as does anything the pool refuses (limit,
+ * RLIMIT_MEMLOCK). free() and realloc() tell the two apart with one load
+ * from the library's address map: a pointer in one of the pool's arenas is
+ * the pool's, anything else the real allocator's (or the bootstrap
+ * buffer's, which is never freed).
+ *
+ * malloc_usable_size() and reallocarray() are covered too: glibc's own
+ * would read a pool buffer as one of its chunks.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#define MRP_PL_EXPORT	__attribute__((visibility("default")))
+/* Large requests the pool refused: the next ones go straight to malloc. */
+#define MRP_PL_BACKOFF	64
+static _Atomic unsigned int mrp_pl_backoff;	/* requests left to skip */
+
+/* A pool buffer of at least size bytes aligned to align, or NULL. */
+static void *mrp_pl_pool_alloc(size_t size, size_t align)
+{
+	struct mrp_pool *pool;
+	struct mrp_buf b;
+	unsigned int skip;
+	int ret;
+
+	if (!mrp_pl_cfg.min || size < mrp_pl_cfg.min)
+		return NULL;
+	skip = atomic_load_explicit(&mrp_pl_backoff, memory_order_relaxed);
+	if (skip) {
+		atomic_compare_exchange_strong(&mrp_pl_backoff, &skip, skip - 1);
+		return NULL;
+	}
+	pool = mrp_pl_pool();
+	if (!pool)
+		return NULL;
+	mrp_pl_enter();
+	ret = mrp_alloc_aligned(pool, size, align < 4096 ? 4096 : align, NULL, &b);
+	mrp_pl_leave();
+	if (ret) {
+		mrp_add(&mrp_pl_count.alloc_fails, 1);
+		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
+		return NULL;
+	}
+	mrp_add(&mrp_pl_count.allocs, 1);
+	return b.addr;
+}
+
+/* A pool buffer goes back; in a forked child it is not there: nothing to do. */
+static void mrp_pl_pool_free(void *p)
+{
+	struct mrp_pool *pool = mrp_pl_pool();
+
+	if (!pool)
+		return;
+	mrp_pl_enter();
+	mrp_free(pool, p);
+	mrp_pl_leave();
+}
+
+/* Usable bytes at p, whoever allocated it. */
+static size_t mrp_pl_usable(void *p)
+{
+	struct mrp_arena *a = mrp_pl_arena(p);
+
+	if (a)
+		return mrp_pl_buf_left(a, p);
+	if (mrp_pl_boot_owns(p))
+		return mrp_pl_boot_size(p);
+	return mrp_pl_real.malloc_usable_size(p);
+}
+
+MRP_PL_EXPORT void *malloc(size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, 16);
+	if (size >= mrp_pl_cfg.min && mrp_pl_cfg.min) {
+		p = mrp_pl_pool_alloc(size, 0);
+		if (p)
+			return p;
+	}
+	return mrp_pl_real.malloc(size);
+}
+
+MRP_PL_EXPORT void free(void *p)
+{
+	if (!p)
+		return;
+	if (unlikely(mrp_pl_arena(p) != NULL)) {
+		mrp_pl_pool_free(p);
+		return;
+	}
+	if (unlikely(mrp_pl_boot_owns(p)))
+		return;
+	mrp_pl_ready();
+	mrp_pl_real.free(p);
+}
+
+MRP_PL_EXPORT void *calloc(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free)) {
+		if (__builtin_mul_overflow(n, size, &bytes))
+			return NULL;
+		return mrp_pl_boot_alloc(bytes, 16);	/* static: zero */
+	}
+	if (!__builtin_mul_overflow(n, size, &bytes) && mrp_pl_cfg.min &&
+	    bytes >= mrp_pl_cfg.min) {
+		p = mrp_pl_pool_alloc(bytes, 0);
+		if (p) {
+			/* reused buffers keep their old bytes */
+			memset(p, 0, bytes);
+			return p;
+		}
+	}
+	return mrp_pl_real.calloc(n, size);
+}
+
+/* p is non-NULL, size non-zero: move to a new block, pool or real. */
+static void *mrp_pl_move(void *p, size_t size)
+{
+	size_t old = mrp_pl_usable(p);
+	void *q = mrp_pl_pool_alloc(size, 0);
+
+	if (!q)
+		q = mrp_pl_real.malloc(size);
+	if (!q)
+		return NULL;	/* p untouched, errno ENOMEM */
+	memcpy(q, p, old < size ? old : size);
+	free(p);
+	return q;
+}
+
+MRP_PL_EXPORT void *realloc(void *p, size_t size)
+{
+	struct mrp_arena *a;
+
+	mrp_pl_ready();
+	if (!p)
+		return malloc(size);
+	a = mrp_pl_arena(p);
+	if (!a && !mrp_pl_boot_owns(p)) {
+		/* the real allocator's block: into the pool once it is large */
+		if (mrp_pl_cfg.min && size >= mrp_pl_cfg.min && mrp_pl_pool())
+			return mrp_pl_move(p, size);
+		return mrp_pl_real.realloc(p, size);
+	}
+	if (!size) {		/* glibc's realloc(p, 0): free, NULL */
+		free(p);
+		return NULL;
+	}
+	/* a pool buffer keeps serving while the size fits and stays large */
+	if (a && size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
+		return p;
+	return mrp_pl_move(p, size);
+}
+
+MRP_PL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t bytes;
+
+	if (__builtin_mul_overflow(n, size, &bytes)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, bytes);
+}
+
+static bool mrp_pl_pow2(size_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+MRP_PL_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free)) {
+		if (!mrp_pl_pow2(align) || align % sizeof(void *))
+			return EINVAL;
+		p = mrp_pl_boot_alloc(size, align);
+		if (!p)
+			return ENOMEM;
+		*out = p;
+		return 0;
+	}
+	if (mrp_pl_pow2(align) && !(align % sizeof(void *))) {
+		p = mrp_pl_pool_alloc(size, align);
+		if (p) {
+			*out = p;
+			return 0;
+		}
+	}
+	return mrp_pl_real.posix_memalign(out, align, size);
+}
+
+/* aligned_alloc, memalign: glibc takes any power of two (others: its errors). */
+static void *mrp_pl_aligned(size_t align, size_t size, void *(*real)(size_t, size_t))
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_pow2(align) ? mrp_pl_boot_alloc(size, align) : NULL;
+	if (mrp_pl_pow2(align)) {
+		p = mrp_pl_pool_alloc(size, align);
+		if (p)
+			return p;
+	}
+	return real(align, size);
+}
+
+MRP_PL_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	mrp_pl_ready();
+	return mrp_pl_aligned(align, size, mrp_pl_real.aligned_alloc);
+}
+
+MRP_PL_EXPORT void *memalign(size_t align, size_t size)
+{
+	mrp_pl_ready();
+	return mrp_pl_aligned(align, size, mrp_pl_real.memalign);
+}
+
+MRP_PL_EXPORT void *valloc(size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, 4096);
+	p = mrp_pl_pool_alloc(size, 0);		/* pool buffers are page-aligned */
+	return p ? p : mrp_pl_real.valloc(size);
+}
+
+MRP_PL_EXPORT void *pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, 4096);
+	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
+		p = mrp_pl_pool_alloc(bytes & ~(page - 1), 0);
+		if (p)
+			return p;
+	}
+	return mrp_pl_real.pvalloc(size);
+}
+
+MRP_PL_EXPORT size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	mrp_pl_ready();
+	return mrp_pl_usable(p);
+}
