@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * OS layer: aligned mappings, the page size, and a process-wide memory
- * barrier (mrp_os_membarrier()). Contract of mrp_os_map_aligned(): map
+ * OS layer: aligned mappings and their unmapping, the page size, and a
+ * process-wide memory barrier (mrp_os_membarrier()). Contract of mrp_os_map_aligned(): map
  * size bytes with the given prot/flags/fd/offset at an address aligned to
  * align (a power of two, >= page size), or return NULL with errno set;
  * never touch a mapping it did not create.
@@ -13,6 +13,7 @@
  * the range, another thread's mmap (a thread stack, say) may take it, and
  * unmapping "our" reservation afterwards would destroy that mapping.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -22,6 +23,25 @@
 #include <unistd.h>
 
 #include "internal.h"
+
+/*
+ * Unmap memory the application may have registered itself (arenas,
+ * fallback buffers). Registration caches of other libraries in the process
+ * must forget it first, or they would hand out a stale MR for whatever is
+ * mapped there next: UCX's, when it is loaded, through ucm_vm_munmap(),
+ * which runs its handlers for an unmapping without unmapping (looked up
+ * each time: UCX may be dlopen()ed late; unmapping is rare, off the fast
+ * paths). libfabric's monitors have no such call and rely on their hooks.
+ */
+void mrp_os_unmap(void *addr, size_t len)
+{
+	void (*ucm_vm_munmap)(void *, size_t);
+
+	*(void **)&ucm_vm_munmap = dlsym(RTLD_DEFAULT, "ucm_vm_munmap");
+	if (ucm_vm_munmap)
+		ucm_vm_munmap(addr, len);
+	munmap(addr, len);
+}
 
 /* Another thread took the hole between munmap and mmap: try again. */
 #define MRP_OS_MAP_TRIES	8

@@ -401,7 +401,7 @@ MRP_EXPORT int mrp_pd_dead(struct mrp_pool *pool, struct ibv_pd *pd)
 static void mrp_fb_unmap(struct mrp_fallback *fb)
 {
 	if (!fb->leak)
-		munmap(fb->addr, fb->len);
+		mrp_os_unmap(fb->addr, fb->len);
 	free(fb);
 }
 
