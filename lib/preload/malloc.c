@@ -24,15 +24,21 @@
 #define MRP_PL_BACKOFF	64
 static _Atomic unsigned int mrp_pl_backoff;	/* requests left to skip */
 
-/* A pool buffer of at least size bytes aligned to align, or NULL. */
+#define MRP_PL_PAGE	4096
+
+/*
+ * A pool buffer of at least size bytes aligned to align (0: malloc's), or
+ * NULL: below the threshold, the pool refused or is not to be used here.
+ */
 static void *mrp_pl_pool_alloc(size_t size, size_t align)
 {
+	size_t min = align >= MRP_PL_PAGE ? mrp_pl_cfg.aligned_min : mrp_pl_cfg.min;
 	struct mrp_pool *pool;
 	struct mrp_buf b;
 	unsigned int skip;
 	int ret;
 
-	if (!mrp_pl_cfg.min || size < mrp_pl_cfg.min)
+	if (!min || size < min)
 		return NULL;
 	skip = atomic_load_explicit(&mrp_pl_backoff, memory_order_relaxed);
 	if (skip) {
@@ -43,7 +49,7 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 	if (!pool)
 		return NULL;
 	mrp_pl_enter();
-	ret = mrp_alloc_aligned(pool, size, align < 4096 ? 4096 : align, NULL, &b);
+	ret = mrp_alloc_aligned(pool, size, align < MRP_PL_PAGE ? MRP_PL_PAGE : align, NULL, &b);
 	mrp_pl_leave();
 	if (ret) {
 		mrp_add(&mrp_pl_count.alloc_fails, 1);
@@ -244,7 +250,7 @@ MRP_PL_EXPORT void *valloc(size_t size)
 	mrp_pl_ready();
 	if (unlikely(!mrp_pl_real.free))
 		return mrp_pl_boot_alloc(size, 4096);
-	p = mrp_pl_pool_alloc(size, 0);		/* pool buffers are page-aligned */
+	p = mrp_pl_pool_alloc(size, MRP_PL_PAGE);
 	return p ? p : mrp_pl_real.valloc(size);
 }
 
@@ -257,7 +263,7 @@ MRP_PL_EXPORT void *pvalloc(size_t size)
 	if (unlikely(!mrp_pl_real.free))
 		return mrp_pl_boot_alloc(size, 4096);
 	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
-		p = mrp_pl_pool_alloc(bytes & ~(page - 1), 0);
+		p = mrp_pl_pool_alloc(bytes & ~(page - 1), MRP_PL_PAGE);
 		if (p)
 			return p;
 	}

@@ -62,6 +62,16 @@ void mrp_pl_load_cfg(void)
 	mrp_pl_cfg.min = 64 * 1024;
 	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.min))
 		mrp_pl_cfg.min = 64 * 1024;
+	/*
+	 * RDMA buffers are mostly asked for page-aligned (posix_memalign,
+	 * memalign, valloc), where glibc wastes up to a page anyway: a lower
+	 * threshold for those serves small ones without moving every small
+	 * malloc into 4 KiB buffers.
+	 */
+	mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	s = getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.aligned_min))
+		mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
 	s = getenv("MRPOOL_PRELOAD_REMOTE");
 	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
 			    MRP_PL_REMOTE_REAL;

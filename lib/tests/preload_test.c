@@ -322,6 +322,20 @@ TEST(min_zero_and_report)
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
 }
 
+/* MRPOOL_PRELOAD_ALIGNED_MIN: small page-aligned requests from the pool. */
+TEST(aligned_min)
+{
+	char line[512];
+
+	ASSERT_EQ(0, run_mode("aligned", "MRPOOL_PRELOAD_ALIGNED_MIN=1", NULL, line,
+			      sizeof(line)));
+	EXPECT_EQ(3, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	/* unset: the same threshold as the rest, so none of them */
+	ASSERT_EQ(0, run_mode("aligned", "MRPOOL_PRELOAD_ALIGNED_MIN=", NULL, line,
+			      sizeof(line)));
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+}
+
 static struct ibv_pd *new_pd(void)
 {
 	struct ibv_pd *pd = calloc(1, sizeof(*pd));
@@ -416,6 +430,25 @@ TEST(registration_counters)
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
+	if (!strcmp(mode, "aligned")) {
+		bool on = getenv("MRPOOL_PRELOAD_ALIGNED_MIN") &&
+			  *getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
+		void *a = NULL, *b = aligned_alloc(4096, 100), *c = valloc(10);
+		void *d = malloc(1024), *e = NULL;
+
+		if (posix_memalign(&a, 4096, 1024) || posix_memalign(&e, 64, 1024))
+			return 1;
+		/* page-aligned: the pool's when on; the others never */
+		if (in_pool(a) != on || in_pool(b) != on || in_pool(c) != on ||
+		    in_pool(d) || in_pool(e))
+			return 1;
+		free(a);
+		free(b);
+		free(c);
+		free(d);
+		free(e);
+		return 0;
+	}
 	if (!strcmp(mode, "alloc10")) {
 		for (int i = 0; i < 10; i++) {
 			char *volatile q = malloc(100000 + i);	/* kept: GCC drops malloc+free */
