@@ -15,7 +15,8 @@
  * where the device refuses them).
  *
  * Served MRs live in a region of the shim's (one mapping, slots on a free
- * list), so ibv_dereg_mr() and ibv_rereg_mr() know them by address. PDs
+ * list), so ibv_dereg_mr() and ibv_rereg_mr() know them by address;
+ * ibv_rereg_mr() of one fails as on a device without rereg. PDs
  * with served MRs are counted: ibv_dealloc_pd() refuses one with EBUSY as
  * libibverbs would for real MRs, and detaches the PD from the pool first
  * otherwise (the arenas' MRs in it would make the real call fail with
@@ -329,54 +330,19 @@ MRP_PL_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 }
 
 /*
- * A served MR stays served or the call fails with IBV_REREG_MR_ERR_INPUT
- * (the MR unchanged, errno EOPNOTSUPP): its struct cannot become a real
- * MR's. A real MR is libibverbs' business.
+ * A served MR's struct cannot become a real MR's, nor should the shim
+ * invent a rereg the device may not have: the call fails as on a device
+ * without rereg (IBV_REREG_MR_ERR_INPUT, errno EOPNOTSUPP, the MR
+ * unchanged); a program then registers anew. Real MRs: libibverbs'.
  */
 MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			       void *addr, size_t length, int access)
 {
-	struct mrp_pl_mr *m = (struct mrp_pl_mr *)mr;
-	struct mrp_pl_pd *e;
-	struct mrp_buf keys;
-	bool ok;
-
 	if (!mrp_pl_served_mr(mr))
 		return MRP_PL_REAL(real_rereg_mr, "ibv_rereg_mr")(mr, flags, pd, addr,
 								  length, access);
-	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) {
-		errno = EINVAL;
-		return IBV_REREG_MR_ERR_INPUT;
-	}
-	if (!(flags & IBV_REREG_MR_CHANGE_PD))
-		pd = mr->pd;
-	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
-		addr = mr->addr;
-		length = mr->length;
-	}
-	/* unchanged access: what it was served with is servable by definition */
-	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
-		access = MRP_PL_LOCAL;
-	pthread_mutex_lock(&mrp_pl_lock);
-	ok = m->pd && mrp_pl_servable(pd, addr, length, (uintptr_t)addr,
-				      (unsigned int)access, &e, &keys);
-	if (ok) {
-		m->pd->live--;
-		e->live++;
-		m->pd = e;
-		m->mr.context = pd->context;
-		m->mr.pd = pd;
-		m->mr.addr = addr;
-		m->mr.length = length;
-		m->mr.lkey = keys.lkey;
-		m->mr.rkey = keys.rkey;
-	}
-	pthread_mutex_unlock(&mrp_pl_lock);
-	if (!ok) {
-		errno = EOPNOTSUPP;
-		return IBV_REREG_MR_ERR_INPUT;
-	}
-	return 0;
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
 }
 
 MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)

@@ -393,12 +393,18 @@ TEST(registrations)
 	EXPECT_EQ(0, ibv_dereg_mr(r));
 	EXPECT_EQ(regs0 + 4, fake("fake_regs"));
 	EXPECT_EQ(live1, fake("fake_live"));
-	/* a served MR changes within the pool, or refuses */
-	EXPECT_EQ(0, ibv_rereg_mr(mr[1], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, p + 8, 64, 0));
-	EXPECT_EQ(p + 8, mr[1]->addr);
+	/* a served MR refuses rereg as a device without it does, unchanged */
+	errno = 0;
 	EXPECT_EQ(IBV_REREG_MR_ERR_INPUT,
-		  ibv_rereg_mr(mr[1], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, small, 64, 0));
+		  ibv_rereg_mr(mr[1], IBV_REREG_MR_CHANGE_TRANSLATION, NULL, p + 8, 64, 0));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(p, mr[1]->addr);
 	EXPECT_EQ(0, fake("fake_rereg_mrs"));
+	r = ibv_reg_mr(pd, small, 1000, IBV_ACCESS_LOCAL_WRITE);	/* a real one: passed on */
+	ASSERT_NE(NULL, r);
+	EXPECT_EQ(0, ibv_rereg_mr(r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0));
+	EXPECT_EQ(1, fake("fake_rereg_mrs"));
+	EXPECT_EQ(0, ibv_dereg_mr(r));
 
 	EXPECT_EQ(EBUSY, ibv_dealloc_pd(pd));
 	EXPECT_EQ(0, fake("fake_dealloc_pds"));
