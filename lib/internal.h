@@ -577,6 +577,7 @@ extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
 void mrp_os_unmap(void *addr, size_t len);
+void mrp_os_unmap_resolve(void);
 size_t mrp_os_page_size(void);
 int mrp_os_membarrier_register(void);
 int mrp_os_membarrier(void);

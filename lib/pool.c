@@ -120,6 +120,7 @@ static void *mrp_bg_main(void *arg)
 			break;
 		pool->bg_kick = false;
 		pthread_mutex_unlock(&pool->bg_lock);
+		mrp_os_unmap_resolve();	/* no lock held: see os.c */
 		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
 		/* caches first: what they return is idle_since now, trimmed later */
 		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(), delay);
@@ -241,6 +242,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->hooked = pool->cfg.sample_every != 0 || pool->debug;
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
 	pthread_mutex_init(&pool->lock, NULL);
+	mrp_os_unmap_resolve();
 
 	ret = mrp_backend_init(pool);
 	if (ret)
@@ -329,6 +331,7 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	if (!pool || (flags & ~MRP_CLOSE_FORCE))
 		return -EINVAL;
 	forked = mrp_forked(pool);
+	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	/* a child holds none of the parent's buffers: nothing to wait for */
 	if (!forked && !(flags & MRP_CLOSE_FORCE) && mrp_pool_busy(pool))
 		return -EBUSY;
@@ -382,6 +385,7 @@ MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 		return -EINVAL;
 	if (mrp_forked(pool))
 		return -ECHILD;
+	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	if (flags & MRP_TRIM_FLUSH)
 		mrp_tcache_flush_self(pool);
 	if (!pool->bg_running)

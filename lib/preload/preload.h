@@ -126,6 +126,7 @@ static inline size_t mrp_pl_buf_left(const struct mrp_arena *a, const void *p)
 }
 
 /* verbs.c */
+void mrp_pl_verbs_resolve(void);
 void mrp_pl_verbs_fork_prepare(void);
 void mrp_pl_verbs_fork_parent(void);
 void mrp_pl_verbs_fork_child(void);

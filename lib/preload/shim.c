@@ -217,9 +217,11 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		close(fd);
 }
 
+/* libibverbs' functions are looked up here, once, with no lock held (verbs.c). */
 __attribute__((constructor)) static void mrp_pl_init(void)
 {
 	mrp_pl_ready();
+	mrp_pl_verbs_resolve();
 	pthread_atfork(mrp_pl_verbs_fork_prepare, mrp_pl_verbs_fork_parent,
 		       mrp_pl_fork_child);
 }

@@ -64,27 +64,39 @@ static struct mrp_pl_mr *mrp_pl_mrs;		/* the region, mapped on first use */
 static uint32_t mrp_pl_mr_used;			/* slots ever handed out */
 static uint32_t mrp_pl_mr_free = UINT32_MAX;	/* free list head */
 
-/* libibverbs' functions, found on first use. */
-static struct ibv_mr *(*_Atomic real_reg_mr)(struct ibv_pd *, void *, size_t, int);
-static struct ibv_mr *(*_Atomic real_reg_mr_iova)(struct ibv_pd *, void *, size_t,
-						   uint64_t, int);
-static struct ibv_mr *(*_Atomic real_reg_mr_iova2)(struct ibv_pd *, void *, size_t,
-						    uint64_t, unsigned int);
-static int (*_Atomic real_dereg_mr)(struct ibv_mr *);
-static int (*_Atomic real_rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *,
-				    size_t, int);
-static int (*_Atomic real_dealloc_pd)(struct ibv_pd *);
-static int (*_Atomic real_close_device)(struct ibv_context *);
+/*
+ * libibverbs' functions, found once by the constructor (mrp_pl_verbs_resolve):
+ * never looked up later, when the caller may hold a lock (the library
+ * registers arenas under pool->lock, through the shim's ibv_reg_mr) that a
+ * thread in dlopen(), holding the dynamic linker's lock dlsym() needs,
+ * may be waiting for. Written before any other thread can exist here,
+ * then read-only; NULL if this libibverbs lacks one (ENOSYS then).
+ */
+static struct {
+	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+	struct ibv_mr *(*reg_mr_iova)(struct ibv_pd *, void *, size_t, uint64_t, int);
+	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t,
+				       unsigned int);
+	int (*dereg_mr)(struct ibv_mr *);
+	int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
+	int (*dealloc_pd)(struct ibv_pd *);
+	int (*close_device)(struct ibv_context *);
+} mrp_pl_verbs;
 
-#define MRP_PL_REAL(fn, name) ({						\
-	__typeof__(fn) _f = atomic_load_explicit(&(fn), memory_order_relaxed);	\
-										\
-	if (!_f) {								\
-		_f = (__typeof__(_f))mrp_pl_verbs_sym(name);			\
-		atomic_store_explicit(&(fn), _f, memory_order_relaxed);		\
-	}									\
-	_f;									\
-})
+void mrp_pl_verbs_resolve(void)
+{
+	*(void **)&mrp_pl_verbs.reg_mr = mrp_pl_verbs_sym("ibv_reg_mr");
+	*(void **)&mrp_pl_verbs.reg_mr_iova = mrp_pl_verbs_sym("ibv_reg_mr_iova");
+	*(void **)&mrp_pl_verbs.reg_mr_iova2 = mrp_pl_verbs_sym("ibv_reg_mr_iova2");
+	*(void **)&mrp_pl_verbs.dereg_mr = mrp_pl_verbs_sym("ibv_dereg_mr");
+	*(void **)&mrp_pl_verbs.rereg_mr = mrp_pl_verbs_sym("ibv_rereg_mr");
+	*(void **)&mrp_pl_verbs.dealloc_pd = mrp_pl_verbs_sym("ibv_dealloc_pd");
+	*(void **)&mrp_pl_verbs.close_device = mrp_pl_verbs_sym("ibv_close_device");
+}
+
+/* A missing libibverbs function fails as ENOSYS, with ret. */
+#define MRP_PL_REAL(fn, ret, ...) \
+	(mrp_pl_verbs.fn ? mrp_pl_verbs.fn(__VA_ARGS__) : (errno = ENOSYS, (ret)))
 
 void mrp_pl_verbs_fork_prepare(void)
 {
@@ -282,7 +294,7 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t le
 	if (mr)
 		return mr;
 	mrp_pl_enter();
-	mr = MRP_PL_REAL(real_reg_mr, "ibv_reg_mr")(pd, addr, length, access);
+	mr = MRP_PL_REAL(reg_mr, NULL, pd, addr, length, access);
 	mrp_pl_leave();
 	return mr;
 }
@@ -296,7 +308,7 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size
 	if (mr)
 		return mr;
 	mrp_pl_enter();
-	mr = MRP_PL_REAL(real_reg_mr_iova, "ibv_reg_mr_iova")(pd, addr, length, iova, access);
+	mr = MRP_PL_REAL(reg_mr_iova, NULL, pd, addr, length, iova, access);
 	mrp_pl_leave();
 	return mr;
 }
@@ -310,7 +322,7 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, siz
 	if (mr)
 		return mr;
 	mrp_pl_enter();
-	mr = MRP_PL_REAL(real_reg_mr_iova2, "ibv_reg_mr_iova2")(pd, addr, length, iova, access);
+	mr = MRP_PL_REAL(reg_mr_iova2, NULL, pd, addr, length, iova, access);
 	mrp_pl_leave();
 	return mr;
 }
@@ -320,7 +332,7 @@ MRP_PL_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	struct mrp_pl_mr *m = (struct mrp_pl_mr *)mr;
 
 	if (!mrp_pl_served_mr(mr))
-		return MRP_PL_REAL(real_dereg_mr, "ibv_dereg_mr")(mr);
+		return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
 	pthread_mutex_lock(&mrp_pl_lock);
 	if (m->pd)
 		m->pd->live--;
@@ -339,8 +351,8 @@ MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			       void *addr, size_t length, int access)
 {
 	if (!mrp_pl_served_mr(mr))
-		return MRP_PL_REAL(real_rereg_mr, "ibv_rereg_mr")(mr, flags, pd, addr,
-								  length, access);
+		return MRP_PL_REAL(rereg_mr, IBV_REREG_MR_ERR_INPUT, mr, flags, pd,
+					   addr, length, access);
 	errno = EOPNOTSUPP;
 	return IBV_REREG_MR_ERR_INPUT;
 }
@@ -358,7 +370,7 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	if (e)
 		mrp_pl_pd_detach(e);
 	pthread_mutex_unlock(&mrp_pl_lock);
-	return MRP_PL_REAL(real_dealloc_pd, "ibv_dealloc_pd")(pd);
+	return MRP_PL_REAL(dealloc_pd, ENOSYS, pd);
 }
 
 MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
@@ -376,5 +388,5 @@ MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		mrp_pl_pd_detach(e);
 	}
 	pthread_mutex_unlock(&mrp_pl_lock);
-	return MRP_PL_REAL(real_close_device, "ibv_close_device")(ctx);
+	return MRP_PL_REAL(close_device, ENOSYS, ctx);
 }

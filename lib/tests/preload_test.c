@@ -16,6 +16,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -433,9 +435,71 @@ TEST(registration_counters)
 	EXPECT_EQ(1, field(line, "passed ")) TH_LOG("%s", line);
 }
 
+/*
+ * The pool thread trims large arenas (unmapping them under the pool's
+ * lock) while another thread dlopen()s an object whose constructor
+ * allocates from the pool: nothing may look symbols up under the pool's
+ * lock (the dynamic linker's lock, held by dlopen, comes first there).
+ * A deadlock ends the mode by SIGALRM.
+ */
+TEST(dlopen_race)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("dlrace", "MRPOOL_TRIM_DELAY_MS=0", "MRPOOL_BACKGROUND=1", line,
+		      sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		TH_LOG("status %#x%s", st,
+		       WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? ": deadlock" : "");
+	}
+	EXPECT_LT(100, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+}
+
+static void *dl_churn(void *arg)
+{
+	const struct timespec *end = arg;
+	struct timespec now;
+
+	do {
+		void *h = dlopen(MRP_DL_PATH, RTLD_NOW | RTLD_LOCAL);
+
+		if (!h)
+			return (void *)1;
+		dlclose(h);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < end->tv_sec ||
+		 (now.tv_sec == end->tv_sec && now.tv_nsec < end->tv_nsec));
+	return NULL;
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
+	if (!strcmp(mode, "dlrace")) {
+		struct timespec end, now;
+		pthread_t t;
+		void *r;
+
+		alarm(20);
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += 2;
+		if (pthread_create(&t, NULL, dl_churn, &end))
+			return 1;
+		do {	/* large arenas parked, for the pool thread to trim */
+			char *volatile p = malloc(3 << 20);
+
+			if (!p)
+				return 1;
+			p[0] = 1;
+			free(p);
+			usleep(100);
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while (now.tv_sec < end.tv_sec ||
+			 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+		pthread_join(t, &r);
+		return r != NULL;
+	}
 	if (!strcmp(mode, "aligned")) {
 		bool on = getenv("MRPOOL_PRELOAD_ALIGNED_MIN") &&
 			  *getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
