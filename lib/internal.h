@@ -16,7 +16,9 @@
  * tcache->lock (a cache against its reclaimer, never on a fast path),
  * pool->lock (arena list, PDs, large and fallback lists), class->lock
  * (depot of one class), mrp_fork_lock (read: a slice's dma-buf fd exists;
- * write: a fork). pool->bg_lock only guards the thread's wakeups.
+ * write: a fork). The fork handlers take mrp_global_lock, every open
+ * pool->lock, then mrp_fork_lock. pool->bg_lock only guards the thread's
+ * wakeups.
  */
 #ifndef MRP_INTERNAL_H
 #define MRP_INTERNAL_H
@@ -557,6 +559,8 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
 void mrp_bg_kick(struct mrp_pool *pool);
+void mrp_pools_fork_prepare(void);
+void mrp_pools_fork_parent(void);
 void mrp_pools_fork_child(void);
 uint64_t mrp_now_ns(void);
 

@@ -54,9 +54,31 @@ MRP_EXPORT const char *mrp_strerror(int err)
 }
 
 /*
- * In a child at fork (from the fork handler, mrp_global_lock held across
- * the fork): close every pool's file. The module releases a file's slices
- * when its last descriptor closes, so a child's copy would keep the
+ * Fork (the library's handlers, tcache.c, mrp_global_lock held across it):
+ * every open pool's lock is taken before the fork and released after it,
+ * so a child sees each pool's arena list, PDs and large and fallback
+ * lists as they are between two operations, never half-changed (the
+ * preload shim walks the arena list in the child). Order as everywhere:
+ * mrp_global_lock, pool->lock, then mrp_fork_lock.
+ */
+void mrp_pools_fork_prepare(void)
+{
+	for (int i = 0; i < MRP_MAX_POOLS; i++)
+		if (mrp_pools[i])
+			pthread_mutex_lock(&mrp_pools[i]->lock);
+}
+
+void mrp_pools_fork_parent(void)
+{
+	for (int i = MRP_MAX_POOLS - 1; i >= 0; i--)
+		if (mrp_pools[i])
+			pthread_mutex_unlock(&mrp_pools[i]->lock);
+}
+
+/*
+ * In the child: the locks start again unlocked (the one thread here took
+ * them), and every pool's file closes. The module releases a file's
+ * slices when its last descriptor closes, so a child's copy would keep the
  * parent's pinned memory alive after the parent dies, for as long as the
  * child lives. O_CLOEXEC covers exec, not a child that does not exec.
  */
@@ -65,7 +87,10 @@ void mrp_pools_fork_child(void)
 	for (int i = 0; i < MRP_MAX_POOLS; i++) {
 		struct mrp_pool *pool = mrp_pools[i];
 
-		if (pool && pool->fd >= 0) {
+		if (!pool)
+			continue;
+		pthread_mutex_init(&pool->lock, NULL);
+		if (pool->fd >= 0) {
 			close(pool->fd);
 			pool->fd = -1;
 		}

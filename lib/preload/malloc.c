@@ -64,12 +64,15 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 static void mrp_pl_pool_free(void *p)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
+	int ret;
 
 	if (!pool)
 		return;
 	mrp_pl_enter();
-	mrp_free(pool, p);
+	ret = mrp_free(pool, p);
 	mrp_pl_leave();
+	if (!ret)
+		mrp_add(&mrp_pl_count.frees, 1);
 }
 
 /* Usable bytes at p, whoever allocated it. */

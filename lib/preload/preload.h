@@ -77,6 +77,7 @@ struct mrp_pl_cfg {
 					 * page-aligned requests, default min */
 	enum mrp_pl_remote remote;
 	const char *report;		/* MRPOOL_PRELOAD_REPORT: where, or NULL */
+	bool debug;			/* MRPOOL_PRELOAD_DEBUG: warnings on stderr */
 };
 
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
@@ -86,6 +87,8 @@ extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec
 struct mrp_pl_counters {
 	_Atomic uint64_t allocs;	/* allocations served from the pool */
 	_Atomic uint64_t alloc_fails;	/* large ones the pool refused (real then) */
+	_Atomic uint64_t frees;		/* pool blocks freed (allocs - frees: live) */
+	_Atomic uint64_t forks;		/* forks with pool blocks live */
 	_Atomic uint64_t served;	/* registrations served from the pool */
 	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
 };

@@ -77,6 +77,8 @@ void mrp_pl_load_cfg(void)
 			    MRP_PL_REMOTE_REAL;
 	s = getenv("MRPOOL_PRELOAD_REPORT");
 	mrp_pl_cfg.report = s && *s ? s : NULL;
+	s = getenv("MRPOOL_PRELOAD_DEBUG");
+	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
 }
 
 static void mrp_pl_open(void)
@@ -157,7 +159,45 @@ void mrp_pl_count_reg(bool served)
 		mrp_add(served ? &pool->preload_served : &pool->preload_passed, 1);
 }
 
-/* In the child: the parent's arenas are gone; keep their ranges reserved. */
+static void mrp_pl_fork_prepare(void)
+{
+	mrp_pl_verbs_fork_prepare();
+}
+
+/*
+ * A fork with pool blocks live: the child has none of them (see the top of
+ * the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
+ * on stderr (write(2): no allocation in a fork handler).
+ */
+static void mrp_pl_fork_parent(void)
+{
+	static atomic_bool warned;
+	uint64_t live = atomic_load(&mrp_pl_count.allocs) - atomic_load(&mrp_pl_count.frees);
+	char line[256];
+	int n;
+
+	mrp_pl_verbs_fork_parent();
+	if (!live || !mrp_pl_pool_peek())
+		return;
+	mrp_add(&mrp_pl_count.forks, 1);
+	if (!mrp_pl_cfg.debug || atomic_exchange(&warned, true))
+		return;
+	n = snprintf(line, sizeof(line),
+		     "mrpool-preload: pid %d forked with %llu blocks from the pool live: "
+		     "the child does not inherit them (a read faults, see mrpool-run(1))\n",
+		     (int)getpid(), (unsigned long long)live);
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* nowhere to say it */
+	}
+}
+
+/*
+ * In the child: the parent's arenas are gone; keep their ranges reserved.
+ * The library's child handler ran first (registered first, see
+ * mrp_pl_init): the pool's lock is free again and the list is as the
+ * parent left it between two operations (its prepare handler held the
+ * lock across the fork). This is the child's only thread.
+ */
 static void mrp_pl_fork_child(void)
 {
 	struct mrp_pool *pool = mrp_pl_the_pool;
@@ -166,9 +206,7 @@ static void mrp_pl_fork_child(void)
 	mrp_pl_verbs_fork_child();
 	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN)
 		return;
-	/* a parent thread inside the pool at fork: leave the list alone */
-	if (pthread_mutex_trylock(&pool->lock))
-		return;
+	pthread_mutex_lock(&pool->lock);
 	for (a = pool->arenas; a; a = a->next)
 		mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
 		     MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
@@ -195,12 +233,14 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		return;
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
-		     "allocations from the pool %llu (refused %llu)\n", (int)getpid(),
+		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu\n",
+		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)atomic_load(&mrp_pl_count.served),
 		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
 		     (unsigned long long)atomic_load(&mrp_pl_count.allocs),
-		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails));
+		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
+		     (unsigned long long)atomic_load(&mrp_pl_count.forks));
 	if (n <= 0)
 		return;
 	if (!strcmp(mrp_pl_cfg.report, "stderr")) {
@@ -217,11 +257,21 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		close(fd);
 }
 
-/* libibverbs' functions are looked up here, once, with no lock held (verbs.c). */
+/*
+ * The library's fork handlers are registered (mrp_global_init) before the
+ * shim's: prepare handlers run in reverse order, so the shim's lock is
+ * taken first and the library's (mrp_global_lock, each pool->lock,
+ * mrp_fork_lock) inside it, the order every other path takes them in
+ * (verbs.c holds mrp_pl_lock while it attaches PDs and registers arenas);
+ * child handlers run in order, so the library's has made the pool
+ * consistent when the shim's runs. libibverbs' functions are looked up
+ * here, once, where no lock of ours is held (verbs.c).
+ */
 __attribute__((constructor)) static void mrp_pl_init(void)
 {
 	mrp_pl_ready();
 	mrp_pl_verbs_resolve();
-	pthread_atfork(mrp_pl_verbs_fork_prepare, mrp_pl_verbs_fork_parent,
-		       mrp_pl_fork_child);
+	/* on failure no pool opens, and the library registered no handlers */
+	(void)mrp_global_init();
+	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
 }

@@ -14,8 +14,10 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -310,6 +312,88 @@ TEST(fork_child)
 	free(p);
 }
 
+static void *large_churn(void *arg)
+{
+	_Atomic bool *stop = arg;
+
+	while (!atomic_load(stop)) {
+		char *volatile p = malloc((3 << 20) + (rand() % 4) * (2 << 20));
+
+		if (!p)
+			return (void *)1;
+		p[0] = 1;
+		free(p);
+	}
+	return NULL;
+}
+
+/*
+ * Forks while other threads change the pool's arena list (large blocks):
+ * in every child, the parent's blocks stay reserved (the fork handlers
+ * hold the pool's lock across the fork rather than give up when it is
+ * busy), so no mapping of the child's can land in them.
+ */
+TEST(fork_while_busy)
+{
+	_Atomic bool stop = false;
+	char *p = malloc(1 << 20);
+	int bad = 0, st;
+	pthread_t t[3];
+	void *r;
+
+	ASSERT_NE(NULL, p);
+	ASSERT_TRUE(in_pool(p));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, large_churn, &stop));
+	for (int i = 0; i < 200; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			void *m = mmap(p, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+				       MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+			_exit(m == MAP_FAILED && errno == EEXIST ? 0 : 1);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], &r));
+		EXPECT_EQ(NULL, r);
+	}
+	EXPECT_EQ(0, bad);
+	free(p);
+}
+
+/*
+ * A fork with pool blocks live is counted in the report, and said once on
+ * stderr with MRPOOL_PRELOAD_DEBUG; one without is not.
+ */
+TEST(fork_warns)
+{
+	char line[512], err[] = "/tmp/mrp_preload_err.XXXXXX", buf[1024] = "";
+	int fd = mkstemp(err), saved;
+	ssize_t n;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, run_mode("fork", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(2, field(line, "forks with pool blocks ")) TH_LOG("%s", line);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	int st_ = run_mode("fork", "MRPOOL_PRELOAD_DEBUG=1", NULL, line, sizeof(line));
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	EXPECT_EQ(0, st_);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	unlink(err);
+	ASSERT_LT(0, n);
+	buf[n] = 0;
+	EXPECT_NE(NULL, strstr(buf, "forked with 1 blocks from the pool live")) TH_LOG("%s", buf);
+	EXPECT_EQ(NULL, strstr(strstr(buf, "live") + 1, "forked with")) TH_LOG("twice: %s", buf);
+}
+
 /* The report counts pool allocations; MRPOOL_PRELOAD_MIN=0 makes none. */
 TEST(min_zero_and_report)
 {
@@ -517,6 +601,27 @@ static int mode_main(const char *mode)
 		free(c);
 		free(d);
 		free(e);
+		return 0;
+	}
+	if (!strcmp(mode, "fork")) {
+		char *p;
+		int st;
+
+		/* none live: not counted; then one live, two forks */
+		p = malloc(100000);
+		free(p);
+		for (int i = 0; i < 3; i++) {
+			pid_t pid;
+
+			if (i == 1)
+				p = malloc(100000);
+			pid = fork();
+			if (pid == 0)
+				_exit(0);
+			if (pid < 0 || waitpid(pid, &st, 0) != pid)
+				return 1;
+		}
+		free(p);
 		return 0;
 	}
 	if (!strcmp(mode, "alloc10")) {
