@@ -10,9 +10,16 @@
  * other flags (on-demand paging, memory windows, zero-based), and by
  * default any remote access: an arena's rkey reaches the whole arena (every
  * pool buffer of the process in it), so a peer would reach more than the
- * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too, with the
- * arena registered for remote read, write and atomics (atomics dropped
- * where the device refuses them).
+ * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too: the PD's
+ * arenas are registered with the remote rights of the first registration
+ * with remote access in it (local ones before it are passed on), and only
+ * registrations asking for exactly those, or none, are served (a
+ * peer never gets a right the program did not ask for); a served MR
+ * without remote access has rkey 0. A PD whose attach failed is passed
+ * on from then on, without retrying.
+ *
+ * ibv_dereg_mr() of a served MR deregistered already is EINVAL (the slot
+ * is not put on the free list twice).
  *
  * Served MRs live in a region of the shim's (one mapping, slots on a free
  * list), so ibv_dereg_mr() and ibv_rereg_mr() know them by address;
@@ -37,7 +44,8 @@
 #define MRP_PL_EXPORT	__attribute__((visibility("default")))
 #define MRP_PL_MAX_MRS	(1u << 16)	/* served MRs alive at once; more: real ones */
 #define MRP_PL_LOCAL	IBV_ACCESS_LOCAL_WRITE
-#define MRP_PL_REMOTE	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+#define MRP_PL_REMOTE_ALL	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
+				 IBV_ACCESS_REMOTE_ATOMIC)
 
 /* A PD the shim attached to its pool. */
 struct mrp_pl_pd {
@@ -45,6 +53,7 @@ struct mrp_pl_pd {
 	struct ibv_context *ctx;	/* its context, for ibv_close_device() */
 	unsigned int access;		/* of the arenas' registrations in it */
 	uint64_t live;			/* served MRs in it */
+	bool failed;			/* the attach failed: never served, not retried */
 };
 
 /* A served MR: the program holds &mr. */
@@ -52,6 +61,7 @@ struct mrp_pl_mr {
 	struct ibv_mr mr;
 	struct mrp_pl_pd *pd;		/* NULL once its PD's device was closed */
 	uint32_t next;			/* free list */
+	bool live;			/* handed out, not yet deregistered */
 };
 
 /*
@@ -113,11 +123,22 @@ void mrp_pl_verbs_fork_child(void)
 	pthread_mutex_unlock(&mrp_pl_lock);
 }
 
+/* Is mr in the region (a served MR's address, live or not)? */
 static bool mrp_pl_served_mr(const struct ibv_mr *mr)
 {
 	const struct mrp_pl_mr *m = (const struct mrp_pl_mr *)mr;
 
 	return mrp_pl_mrs && m >= mrp_pl_mrs && m < mrp_pl_mrs + MRP_PL_MAX_MRS;
+}
+
+/* A served MR the program holds: a slot's start, handed out. mrp_pl_lock held. */
+static bool mrp_pl_mr_live(const struct ibv_mr *mr)
+{
+	uintptr_t off = (uintptr_t)mr - (uintptr_t)mrp_pl_mrs;
+
+	return !(off % sizeof(struct mrp_pl_mr)) &&
+	       off / sizeof(struct mrp_pl_mr) < mrp_pl_mr_used &&
+	       ((const struct mrp_pl_mr *)mr)->live;
 }
 
 /* mrp_pl_lock held. */
@@ -135,17 +156,20 @@ static struct mrp_pl_mr *mrp_pl_mr_get(void)
 	if (mrp_pl_mr_free != UINT32_MAX) {
 		m = &mrp_pl_mrs[mrp_pl_mr_free];
 		mrp_pl_mr_free = m->next;
-		return m;
-	}
-	if (mrp_pl_mr_used == MRP_PL_MAX_MRS)
+	} else if (mrp_pl_mr_used < MRP_PL_MAX_MRS) {
+		m = &mrp_pl_mrs[mrp_pl_mr_used++];
+	} else {
 		return NULL;
-	return &mrp_pl_mrs[mrp_pl_mr_used++];
+	}
+	m->live = true;
+	return m;
 }
 
 static void mrp_pl_mr_put(struct mrp_pl_mr *m)
 {
 	memset(&m->mr, 0, sizeof(m->mr));
 	m->pd = NULL;
+	m->live = false;
 	m->next = mrp_pl_mr_free;
 	mrp_pl_mr_free = (uint32_t)(m - mrp_pl_mrs);
 }
@@ -159,14 +183,20 @@ static struct mrp_pl_pd *mrp_pl_pd_find(struct ibv_pd *pd)
 }
 
 /*
- * pd's entry, attaching pd to the pool on first use: the arenas' access is
- * local write, plus remote read and write (and atomics where the device
- * takes them) with MRPOOL_PRELOAD_REMOTE=arena. mrp_pl_lock held.
+ * pd's entry, attaching pd to the pool on first use with the arenas'
+ * access: local write, plus, with MRPOOL_PRELOAD_REMOTE=arena, exactly the
+ * remote rights of this first registration (remote), so that no served
+ * MR's rkey grants more than was asked for; registrations in pd asking for
+ * other remote rights are passed on. A failed attach is remembered (entry
+ * marked failed) and not retried: every later registration in pd is passed
+ * on without another try, until pd is deallocated. NULL when the table is
+ * full. mrp_pl_lock held.
  */
-static struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool, struct ibv_pd *pd)
+static struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool, struct ibv_pd *pd,
+					  unsigned int remote)
 {
 	struct mrp_pl_pd *e = mrp_pl_pd_find(pd);
-	unsigned int access = MRP_PL_LOCAL;
+	unsigned int access = MRP_PL_LOCAL | remote;
 	int ret;
 
 	if (e)
@@ -175,23 +205,13 @@ static struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool, struct ibv_pd *
 	if (!e)
 		return NULL;
 	mrp_pl_enter();
-	if (mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA) {
-		access |= MRP_PL_REMOTE | IBV_ACCESS_REMOTE_ATOMIC;
-		ret = mrp_attach_pd(pool, pd, access);
-		if (ret) {
-			access &= ~(unsigned int)IBV_ACCESS_REMOTE_ATOMIC;
-			ret = mrp_attach_pd(pool, pd, access);
-		}
-	} else {
-		ret = mrp_attach_pd(pool, pd, access);
-	}
+	ret = mrp_attach_pd(pool, pd, access);
 	mrp_pl_leave();
-	if (ret)
-		return NULL;
 	e->pd = pd;
 	e->ctx = pd->context;
 	e->access = access;
 	e->live = 0;
+	e->failed = ret != 0;
 	return e;
 }
 
@@ -200,7 +220,7 @@ static void mrp_pl_pd_detach(struct mrp_pl_pd *e)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 
-	if (pool) {
+	if (pool && !e->failed) {
 		mrp_pl_enter();
 		mrp_detach_pd(pool, e->pd);
 		mrp_pl_leave();
@@ -219,20 +239,29 @@ static bool mrp_pl_servable(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 {
 	struct mrp_arena *a = mrp_pl_arena(addr);
 	struct mrp_pool *pool;
+	unsigned int remote;
 	struct mrp_pl_pd *e;
 	int ret;
 
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	remote = access & MRP_PL_REMOTE_ALL;
 	if (!a || !pd || !len || iova != (uintptr_t)addr ||
 	    len > mrp_pl_buf_left(a, addr))
 		return false;
-	if ((access & MRP_PL_REMOTE) && mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA)
+	if (remote && mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA)
 		return false;
 	pool = mrp_pl_pool();
 	if (!pool || a->pool != pool)
 		return false;
-	e = mrp_pl_pd_attach(pool, pd);
-	if (!e || (access & ~e->access & ~(unsigned int)MRP_PL_LOCAL))
+	/* with arena keys for remote access, the first remote registration attaches */
+	if (!remote && mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA && !mrp_pl_pd_find(pd))
+		return false;
+	e = mrp_pl_pd_attach(pool, pd, remote);
+	/* other flags (ODP, MW binding, zero-based): never in e->access */
+	if (!e || e->failed || (access & ~e->access & ~(unsigned int)MRP_PL_LOCAL))
+		return false;
+	/* remote: the very rights the arena grants, no fewer (no upgrade) */
+	if (remote && remote != (e->access & MRP_PL_REMOTE_ALL))
 		return false;
 	/* the arena's keys in pd, registering it there now if it lacks them */
 	mrp_pl_enter();
@@ -264,7 +293,8 @@ static struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len,
 		m->mr.length = len;
 		m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
 		m->mr.lkey = keys.lkey;
-		m->mr.rkey = keys.rkey;
+		/* no remote access asked for: no rkey, whatever the arena's */
+		m->mr.rkey = access & MRP_PL_REMOTE_ALL ? keys.rkey : 0;
 		m->pd = e;
 		e->live++;
 	}
@@ -334,6 +364,11 @@ MRP_PL_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!mrp_pl_served_mr(mr))
 		return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
 	pthread_mutex_lock(&mrp_pl_lock);
+	/* deregistered already (or not a slot): the free list must not see it twice */
+	if (!mrp_pl_mr_live(mr)) {
+		pthread_mutex_unlock(&mrp_pl_lock);
+		return EINVAL;
+	}
 	if (m->pd)
 		m->pd->live--;
 	mrp_pl_mr_put(m);

@@ -557,9 +557,151 @@ static void *dl_churn(void *arg)
 	return NULL;
 }
 
+/* The access of the fake verbs' live MR of pd covering p (the arena's), or -1. */
+static int mr_access(struct ibv_pd *pd, const void *p)
+{
+	int (*f)(struct ibv_pd *, const void *) = dlsym(RTLD_DEFAULT, "fake_mr_access");
+
+	return f ? f(pd, p) : -2;
+}
+
+static bool served(const struct ibv_mr *mr)
+{
+	return mr && mr->handle == UINT32_MAX;	/* no kernel object behind it */
+}
+
+/*
+ * The security default (no MRPOOL_PRELOAD_REMOTE): the PD's arenas are
+ * registered for local write only, a served MR has no rkey, and any
+ * remote access gets a real MR.
+ */
+TEST(security_default)
+{
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *l, *r;
+
+	ASSERT_TRUE(in_pool(p));
+	l = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(l));
+	EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE, mr_access(pd, p));
+	EXPECT_EQ(0, l->rkey);
+	for (int f = IBV_ACCESS_REMOTE_WRITE; f <= IBV_ACCESS_REMOTE_ATOMIC; f <<= 1) {
+		r = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE | f);
+		ASSERT_NE(NULL, r);
+		EXPECT_FALSE(served(r)) TH_LOG("access %#x", f);
+		EXPECT_EQ(0, ibv_dereg_mr(r));
+	}
+	EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE, mr_access(pd, p));
+	EXPECT_EQ(0, ibv_dereg_mr(l));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
+/*
+ * MRPOOL_PRELOAD_REMOTE=arena grants no right that was not asked for: the
+ * arenas get the first remote registration's rights, others pass on.
+ */
+TEST(remote_arena_no_upgrade)
+{
+	char line[512];
+	int st = run_mode("remote", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
+}
+
+/* A served MR deregistered twice: EINVAL, and the slot is reused once. */
+TEST(double_dereg)
+{
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *a, *b, *c;
+
+	a = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(a));
+	EXPECT_EQ(0, ibv_dereg_mr(a));
+	EXPECT_EQ(EINVAL, ibv_dereg_mr(a));
+	EXPECT_EQ(EINVAL, ibv_dereg_mr((struct ibv_mr *)((char *)a + 8)));
+	b = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+	c = ibv_reg_mr(pd, p, 200, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(b) && served(c));
+	EXPECT_NE(b, c);
+	EXPECT_EQ(100, b->length);
+	EXPECT_EQ(0, ibv_dereg_mr(b));
+	EXPECT_EQ(0, ibv_dereg_mr(c));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
+/* A PD the pool could not attach is not tried again at every registration. */
+TEST(failed_attach_remembered)
+{
+	struct ibv_pd **fail_pd = dlsym(RTLD_DEFAULT, "fake_fail_pd");
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	int calls;
+
+	ASSERT_NE(NULL, fail_pd);
+	*fail_pd = pd;				/* every registration in pd: EIO */
+	EXPECT_EQ(NULL, ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE));
+	*fail_pd = NULL;
+	calls = fake("fake_reg_calls");
+	for (int i = 0; i < 10; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+
+		ASSERT_NE(NULL, mr);
+		EXPECT_FALSE(served(mr));	/* real: passed on */
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+	EXPECT_EQ(calls + 10, fake("fake_reg_calls"));	/* one each, no attach */
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
+	if (!strcmp(mode, "remote")) {
+		const int lw = IBV_ACCESS_LOCAL_WRITE;
+		struct ibv_pd *pd = new_pd();
+		char *p = malloc(100000);
+		struct ibv_mr *l0, *r, *w, *rw, *l1, *r2;
+		int access;
+
+		l0 = ibv_reg_mr(pd, p, 100, lw);	/* before any remote: real */
+		r = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_READ);
+		/* the arena's MR (the newest covering p): read only, as asked */
+		access = mr_access(pd, p);
+		w = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_WRITE);
+		rw = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_WRITE);
+		l1 = ibv_reg_mr(pd, p, 100, lw);
+		r2 = ibv_reg_mr(pd, p, 100, IBV_ACCESS_REMOTE_READ);
+		if (!l0 || served(l0))
+			return 10;
+		if (!served(r) || !r->rkey)
+			return 11;
+		if (access != (lw | IBV_ACCESS_REMOTE_READ))
+			return 12;
+		if (!w || served(w) || !rw || served(rw))
+			return 13;
+		if (!served(l1) || l1->rkey)
+			return 14;
+		if (!served(r2) || r2->rkey != r->rkey)
+			return 15;
+		ibv_dereg_mr(l0);
+		ibv_dereg_mr(r);
+		ibv_dereg_mr(w);
+		ibv_dereg_mr(rw);
+		ibv_dereg_mr(l1);
+		ibv_dereg_mr(r2);
+		return ibv_dealloc_pd(pd);
+	}
 	if (!strcmp(mode, "dlrace")) {
 		struct timespec end, now;
 		pthread_t t;
@@ -640,11 +782,12 @@ static int mode_main(const char *mode)
 		char *p = malloc(100000), *s = malloc(10);
 		struct ibv_mr *m[5];
 
-		/* 3 local in the pool, 1 remote in the pool, 1 outside */
+		/* 1 remote in the pool (first: it attaches the PD with
+		 * MRPOOL_PRELOAD_REMOTE=arena), 3 local in the pool, 1 outside */
+		m[3] = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 		m[0] = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
 		m[1] = ibv_reg_mr(pd, p, 100, 0);
 		m[2] = ibv_reg_mr_iova2(pd, p, 100, (uintptr_t)p, IBV_ACCESS_LOCAL_WRITE);
-		m[3] = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 		m[4] = ibv_reg_mr(pd, s, 10, IBV_ACCESS_LOCAL_WRITE);
 		for (int i = 0; i < 5; i++)
 			if (!m[i] || ibv_dereg_mr(m[i]))
