@@ -13,6 +13,7 @@
  * would read a pool buffer as one of its chunks.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 	unsigned int skip;
 	int ret;
 
-	if (!min || size < min)
+	if (!min || size < min || (mrp_pl_cfg.max && size > mrp_pl_cfg.max))
 		return NULL;
 	skip = atomic_load_explicit(&mrp_pl_backoff, memory_order_relaxed);
 	if (skip) {
@@ -60,6 +61,27 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 	return b.addr;
 }
 
+/*
+ * free() of a pool pointer the pool refuses: a double free, or a pointer
+ * inside a buffer rather than at its start. Like glibc ("free(): double
+ * free detected"), say so and abort: going on would hand one buffer to two
+ * owners. Large blocks are always caught; size-class buffers when the
+ * first free reached the shared depot, every time with MRPOOL_DEBUG=1
+ * (the library then tracks each buffer), never when it is still in this
+ * thread's cache otherwise.
+ */
+static MRP_NOINLINE void mrp_pl_bad_free(void *p)
+{
+	char line[128];
+	int n = snprintf(line, sizeof(line),
+			 "mrpool-preload: free(): double free or invalid pointer %p\n", p);
+
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* aborting anyway */
+	}
+	abort();
+}
+
 /* A pool buffer goes back; in a forked child it is not there: nothing to do. */
 static void mrp_pl_pool_free(void *p)
 {
@@ -71,6 +93,8 @@ static void mrp_pl_pool_free(void *p)
 	mrp_pl_enter();
 	ret = mrp_free(pool, p);
 	mrp_pl_leave();
+	if (unlikely(ret == -EINVAL))
+		mrp_pl_bad_free(p);
 	if (!ret)
 		mrp_add(&mrp_pl_count.frees, 1);
 }

@@ -73,6 +73,8 @@ enum mrp_pl_remote {
 
 struct mrp_pl_cfg {
 	size_t min;			/* MRPOOL_PRELOAD_MIN, 0: no allocations */
+	size_t max;			/* MRPOOL_PRELOAD_MAX: largest from the pool,
+					 * default 1 GiB, 0: no limit */
 	size_t aligned_min;		/* MRPOOL_PRELOAD_ALIGNED_MIN: the same for
 					 * page-aligned requests, default min */
 	enum mrp_pl_remote remote;

@@ -72,6 +72,14 @@ void mrp_pl_load_cfg(void)
 	s = getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
 	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.aligned_min))
 		mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	/*
+	 * Pool memory is pinned: one huge request (a file read whole, a
+	 * matrix) would pin it all and could take the pool's whole limit.
+	 */
+	mrp_pl_cfg.max = 1ull << 30;
+	s = getenv("MRPOOL_PRELOAD_MAX");
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.max))
+		mrp_pl_cfg.max = 1ull << 30;
 	s = getenv("MRPOOL_PRELOAD_REMOTE");
 	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
 			    MRP_PL_REMOTE_REAL;

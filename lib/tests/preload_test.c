@@ -11,6 +11,7 @@
  * arena of its own); glibc's blocks are neither.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -663,9 +664,62 @@ TEST(failed_attach_remembered)
 	free(pd);
 }
 
+/*
+ * A pool block freed twice aborts, as glibc does: a large one always, a
+ * size-class one with MRPOOL_DEBUG=1 (or once in the depot); the message
+ * names the pointer.
+ */
+TEST(double_free_aborts)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("dfree", "MRP_DFREE_SIZE=3145728", NULL, line, sizeof(line));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	st = run_mode("dfree", "MRP_DFREE_SIZE=100000", "MRPOOL_DEBUG=1", line, sizeof(line));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+}
+
+/* MRPOOL_PRELOAD_MAX: larger requests go to glibc; 0 lifts the cap. */
+TEST(max)
+{
+	char line[512];
+
+	ASSERT_EQ(0, run_mode("max", "MRPOOL_PRELOAD_MAX=4M", NULL, line, sizeof(line)));
+	EXPECT_EQ(1, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	ASSERT_EQ(0, run_mode("max", "MRPOOL_PRELOAD_MAX=0", NULL, line, sizeof(line)));
+	EXPECT_EQ(2, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	ASSERT_EQ(0, run_mode("max", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(2, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
+	if (!strcmp(mode, "dfree")) {
+		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
+		char *volatile p = malloc(n);
+		int err = open("/dev/null", O_WRONLY);
+
+		if (!in_pool(p))
+			return 1;
+		dup2(err, STDERR_FILENO);	/* the message is expected */
+		free(p);
+		free(p);
+		return 0;
+	}
+	if (!strcmp(mode, "max")) {
+		char *volatile a = malloc(3 << 20), *volatile b = malloc(8 << 20);
+		bool capped = getenv("MRPOOL_PRELOAD_MAX") &&
+			      !strcmp(getenv("MRPOOL_PRELOAD_MAX"), "4M");
+
+		if (!a || !b || !in_pool(a) || in_pool(b) == capped)
+			return 1;
+		a[0] = b[0] = 1;
+		free(a);
+		free(b);
+		return 0;
+	}
 	if (!strcmp(mode, "remote")) {
 		const int lw = IBV_ACCESS_LOCAL_WRITE;
 		struct ibv_pd *pd = new_pd();
