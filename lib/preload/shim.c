@@ -266,6 +266,42 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 }
 
 /*
+ * MRPOOL_PRELOAD_INHERIT=0 (mrpool-run --no-inherit): take the shim out of
+ * LD_PRELOAD, so that programs this one executes run without it (a shell,
+ * a launcher, a helper that forks and keeps using large buffers). The
+ * dynamic loader read LD_PRELOAD before: this process keeps the shim.
+ */
+static void mrp_pl_uninherit(void)
+{
+	static const char name[] = "libmrpool-preload.so";
+	const char *s = getenv("MRPOOL_PRELOAD_INHERIT"), *pre = getenv("LD_PRELOAD");
+	char out[4096];
+	size_t n = 0;
+
+	if (!s || strcmp(s, "0") || !pre || strlen(pre) >= sizeof(out))
+		return;
+	/* entries separated by spaces or colons, as ld.so(8) reads them */
+	while (*pre) {
+		size_t len = strcspn(pre, " :"), nl = sizeof(name) - 1;
+
+		if (len && !(len >= nl && !memcmp(pre + len - nl, name, nl) &&
+			     (len == nl || pre[len - nl - 1] == '/'))) {
+			if (n)
+				out[n++] = ' ';
+			memcpy(out + n, pre, len);
+			n += len;
+		}
+		pre += len;
+		pre += strspn(pre, " :");
+	}
+	out[n] = 0;
+	if (n)
+		setenv("LD_PRELOAD", out, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
+/*
  * The library's fork handlers are registered (mrp_global_init) before the
  * shim's: prepare handlers run in reverse order, so the shim's lock is
  * taken first and the library's (mrp_global_lock, each pool->lock,
@@ -279,6 +315,7 @@ __attribute__((constructor)) static void mrp_pl_init(void)
 {
 	mrp_pl_ready();
 	mrp_pl_verbs_resolve();
+	mrp_pl_uninherit();
 	/* on failure no pool opens, and the library registered no handlers */
 	(void)mrp_global_init();
 	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);

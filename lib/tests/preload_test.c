@@ -693,9 +693,34 @@ TEST(max)
 	EXPECT_EQ(2, field(line, "allocations from the pool ")) TH_LOG("%s", line);
 }
 
+/*
+ * MRPOOL_PRELOAD_INHERIT=0: the shim leaves LD_PRELOAD (what this process
+ * executes runs without it), the rest of it stays; this process keeps it.
+ */
+TEST(no_inherit)
+{
+	char line[512];
+
+	ASSERT_EQ(0, run_mode("inherit", "MRPOOL_PRELOAD_INHERIT=0", NULL, line, sizeof(line)));
+	EXPECT_EQ(1, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	ASSERT_EQ(0, run_mode("inherit", NULL, NULL, line, sizeof(line)));
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
+	if (!strcmp(mode, "inherit")) {
+		const char *pre = getenv("LD_PRELOAD");
+		bool strip = getenv("MRPOOL_PRELOAD_INHERIT") != NULL;
+		char *volatile p = malloc(100000);
+
+		if (!in_pool(p) || !pre || !strstr(pre, MRP_FAKE_PATH))
+			return 1;
+		if ((strstr(pre, "libmrpool-preload.so") == NULL) != strip)
+			return 2;
+		free(p);
+		return 0;
+	}
 	if (!strcmp(mode, "dfree")) {
 		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
 		char *volatile p = malloc(n);
