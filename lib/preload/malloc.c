@@ -25,7 +25,21 @@
 #define MRP_PL_BACKOFF	64
 static _Atomic unsigned int mrp_pl_backoff;	/* requests left to skip */
 
+/* Alignment from which a request counts as page-aligned (aligned_min). */
 #define MRP_PL_PAGE	4096
+
+/* The page size valloc and pvalloc align to (4, 16 or 64 KiB on arm64). */
+static size_t mrp_pl_page(void)
+{
+	static _Atomic size_t page;
+	size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+
+	if (!p) {
+		p = mrp_os_page_size();
+		atomic_store_explicit(&page, p, memory_order_relaxed);
+	}
+	return p;
+}
 
 /*
  * A pool buffer of at least size bytes aligned to align (0: malloc's), or
@@ -185,6 +199,17 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 	mrp_pl_ready();
 	if (!p)
 		return malloc(size);
+	if (unlikely(!mrp_pl_real.free)) {
+		/* inside dlsym while resolving: the static buffer again */
+		void *q = mrp_pl_boot_alloc(size, 16);
+		size_t old;
+
+		if (!q || !mrp_pl_boot_owns(p))
+			return q;	/* nothing else can exist yet */
+		old = mrp_pl_boot_size(p);
+		memcpy(q, p, old < size ? old : size);
+		return q;
+	}
 	a = mrp_pl_arena(p);
 	if (!a && !mrp_pl_boot_owns(p)) {
 		/* the real allocator's block: into the pool once it is large */
@@ -276,25 +301,42 @@ MRP_PL_EXPORT void *valloc(size_t size)
 
 	mrp_pl_ready();
 	if (unlikely(!mrp_pl_real.free))
-		return mrp_pl_boot_alloc(size, 4096);
-	p = mrp_pl_pool_alloc(size, MRP_PL_PAGE);
+		return mrp_pl_boot_alloc(size, mrp_pl_page());
+	p = mrp_pl_pool_alloc(size, mrp_pl_page());
 	return p ? p : mrp_pl_real.valloc(size);
 }
 
 MRP_PL_EXPORT void *pvalloc(size_t size)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+	size_t page = mrp_pl_page(), bytes;
 	void *p;
 
 	mrp_pl_ready();
 	if (unlikely(!mrp_pl_real.free))
-		return mrp_pl_boot_alloc(size, 4096);
+		return mrp_pl_boot_alloc(size, page);
 	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
-		p = mrp_pl_pool_alloc(bytes & ~(page - 1), MRP_PL_PAGE);
+		p = mrp_pl_pool_alloc(bytes & ~(page - 1), page);
 		if (p)
 			return p;
 	}
 	return mrp_pl_real.pvalloc(size);
+}
+
+/*
+ * C23's sized frees (glibc 2.39): glibc's would hand a pool block to its
+ * own free. The size and alignment are hints free() does not need.
+ */
+MRP_PL_EXPORT void free_sized(void *p, size_t size)
+{
+	(void)size;
+	free(p);
+}
+
+MRP_PL_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+{
+	(void)align;
+	(void)size;
+	free(p);
 }
 
 MRP_PL_EXPORT size_t malloc_usable_size(void *p)

@@ -56,9 +56,15 @@ struct mrp_pl_pd {
 	bool failed;			/* the attach failed: never served, not retried */
 };
 
-/* A served MR: the program holds &mr. */
+/*
+ * A served MR: the program holds &mr. It begins as rdma-core's struct
+ * verbs_mr does (ibv_mr, then the MR type and the access flags), which
+ * libibverbs and providers reach with container_of from an ibv_mr.
+ */
 struct mrp_pl_mr {
 	struct ibv_mr mr;
+	int mr_type;			/* verbs_mr's: IBV_MR_TYPE_MR (0) */
+	int access;			/* verbs_mr's: as registered */
 	struct mrp_pl_pd *pd;		/* NULL once its PD's device was closed */
 	uint32_t next;			/* free list */
 	bool live;			/* handed out, not yet deregistered */
@@ -292,6 +298,8 @@ static struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len,
 		m->mr.addr = addr;
 		m->mr.length = len;
 		m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
+		m->mr_type = 0;
+		m->access = (int)access;
 		m->mr.lkey = keys.lkey;
 		/* no remote access asked for: no rkey, whatever the arena's */
 		m->mr.rkey = access & MRP_PL_REMOTE_ALL ? keys.rkey : 0;

@@ -216,6 +216,41 @@ TEST(alignments)
 	EXPECT_EQ(EINVAL, posix_memalign(&bad, 3, 100000));	/* glibc's error */
 }
 
+/* C23's free_sized and free_aligned_sized free pool blocks too. */
+TEST(sized_frees)
+{
+	void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+	void (*fas)(void *, size_t, size_t) =
+		(void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+	char *p = malloc(100000), *q;
+
+	ASSERT_TRUE(fs && fas);
+	ASSERT_TRUE(in_pool(p));
+	fs(p, 100000);
+	q = malloc(100000);			/* the same buffer, back from the cache */
+	EXPECT_EQ(p, q);
+	fas(q, 4096, 100000);
+	q = aligned_alloc(4096, 100000);
+	EXPECT_EQ(p, q);
+	free(q);
+	q = malloc(100);
+	fs(q, 100);				/* glibc's block: glibc's free */
+}
+
+/* valloc and pvalloc align to the page size, whatever it is. */
+TEST(valloc_page)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *v = valloc(100000), *pv = pvalloc(100001);
+
+	ASSERT_TRUE(v && pv);
+	EXPECT_EQ(0, (uintptr_t)v % page);
+	EXPECT_EQ(0, (uintptr_t)pv % page);
+	EXPECT_LE(100001, malloc_usable_size(pv));
+	free(v);
+	free(pv);
+}
+
 /* Blocks the shim never saw (glibc's own entry point) are glibc's to free. */
 TEST(foreign_pointers)
 {
