@@ -25,6 +25,9 @@
 /* Fields a writer must cover for the kernel to show them. */
 #define MRPOOL_CLIENT_STATS_SIZE_V1 \
 	offsetofend(struct mrpool_client_stats, reg_ns_total)
+/* ...and the preload shim's counters (a writer that knows them fills them). */
+#define MRPOOL_CLIENT_STATS_SIZE_V2 \
+	offsetofend(struct mrpool_client_stats, preload_passed)
 /* Reads of a page being rewritten: the writer is quick, or misbehaving. */
 #define MRPOOL_CLIENT_STATS_TRIES 4
 
@@ -92,10 +95,22 @@ void mrpool_client_stats_release(struct mrpool_client *client)
 }
 
 /* Columns mrpool_client_stats_show() prints, after those of debugfs.c. */
-const char mrpool_client_stats_header[] =
-	"allocs frees tc_hits tc_misses hit_pct fallbacks fallback_bytes in_use mapped regs reg_ns";
+static const char *const mrpool_client_stats_cols[] = {
+	"allocs", "frees", "tc_hits", "tc_misses", "hit_pct", "fallbacks",
+	"fallback_bytes", "in_use", "mapped", "regs", "reg_ns",
+	"mr_served", "mr_passed",
+};
 
-#define MRPOOL_CLIENT_STATS_COLS 11
+#define MRPOOL_CLIENT_STATS_COLS ARRAY_SIZE(mrpool_client_stats_cols)
+
+/* Their names, each after a blank, for debugfs clients' header line. */
+void mrpool_client_stats_show_header(struct seq_file *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < MRPOOL_CLIENT_STATS_COLS; i++)
+		seq_printf(m, " %s", mrpool_client_stats_cols[i]);
+}
 
 /* A percentage with one decimal, or "-"; @hits and @misses are untrusted. */
 static void mrpool_show_pct(struct seq_file *m, u64 hits, u64 misses)
@@ -144,6 +159,8 @@ static bool mrpool_client_stats_read(const struct mrpool_client_stats *p,
 		out->bytes_mapped = READ_ONCE(p->bytes_mapped);
 		out->registrations = READ_ONCE(p->registrations);
 		out->reg_ns_total = READ_ONCE(p->reg_ns_total);
+		out->preload_served = READ_ONCE(p->preload_served);
+		out->preload_passed = READ_ONCE(p->preload_passed);
 		smp_rmb();	/* ...before the second */
 		if (READ_ONCE(p->seq) == seq)
 			return out->size >= MRPOOL_CLIENT_STATS_SIZE_V1;
@@ -156,7 +173,7 @@ static bool mrpool_client_stats_read(const struct mrpool_client_stats *p,
  * @m: debugfs clients
  * @client: a client, with client->lock held
  *
- * One blank-separated cell per column of mrpool_client_stats_header, "-"
+ * One blank-separated cell per column of mrpool_client_stats_cols, "-"
  * in each when nothing consistent was published.
  */
 void mrpool_client_stats_show(struct seq_file *m, struct mrpool_client *client)
@@ -177,4 +194,8 @@ void mrpool_client_stats_show(struct seq_file *m, struct mrpool_client *client)
 	seq_printf(m, " %llu %llu %llu %llu %llu %llu", st.fallbacks,
 		   st.fallback_bytes, st.bytes_in_use, st.bytes_mapped,
 		   st.registrations, st.reg_ns_total);
+	if (st.size >= MRPOOL_CLIENT_STATS_SIZE_V2)
+		seq_printf(m, " %llu %llu", st.preload_served, st.preload_passed);
+	else
+		seq_puts(m, " - -");
 }

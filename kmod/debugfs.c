@@ -108,7 +108,9 @@ static int clients_show(struct seq_file *m, void *v)
 	struct mrpool_slice *s;
 	unsigned int n;
 
-	seq_printf(m, "pid comm slices bytes %s\n", mrpool_client_stats_header);
+	seq_puts(m, "pid comm slices bytes");
+	mrpool_client_stats_show_header(m);
+	seq_putc(m, '\n');
 	mutex_lock(&mrpool_clients_lock);
 	list_for_each_entry(client, &mrpool_clients, node) {
 		n = 0;

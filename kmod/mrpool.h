@@ -288,7 +288,7 @@ unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 /* ---- client_stats.c ---- */
 struct seq_file;
 
-extern const char mrpool_client_stats_header[];
+void mrpool_client_stats_show_header(struct seq_file *m);
 
 int mrpool_client_stats_mmap(struct mrpool_client *client,
 			     struct vm_area_struct *vma);

@@ -74,7 +74,7 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 static void mrp_anon_unmap(struct mrp_pool *pool, struct mrp_region *r)
 {
 	(void)pool;
-	munmap((void *)r->base, r->size);
+	mrp_os_unmap((void *)r->base, r->size);
 }
 
 const struct mrp_backend_ops mrp_backend_anon = {

@@ -109,7 +109,7 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 
 static void mrp_kmod_unmap(struct mrp_pool *pool, struct mrp_region *r)
 {
-	munmap((void *)r->base, r->size);
+	mrp_os_unmap((void *)r->base, r->size);
 	mrp_kmod_free(pool, r->handle);
 }
 

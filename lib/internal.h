@@ -16,7 +16,9 @@
  * tcache->lock (a cache against its reclaimer, never on a fast path),
  * pool->lock (arena list, PDs, large and fallback lists), class->lock
  * (depot of one class), mrp_fork_lock (read: a slice's dma-buf fd exists;
- * write: a fork). pool->bg_lock only guards the thread's wakeups.
+ * write: a fork). The fork handlers take mrp_global_lock, every open
+ * pool->lock, then mrp_fork_lock. pool->bg_lock only guards the thread's
+ * wakeups.
  */
 #ifndef MRP_INTERNAL_H
 #define MRP_INTERNAL_H
@@ -343,6 +345,12 @@ struct mrp_pool {
 	_Atomic uint64_t double_frees;	/* frees of buffers not live */
 	_Atomic uint64_t dereg_errors;	/* failed ibv_dereg_mr calls */
 	_Atomic uint64_t tcache_reclaims;	/* idle caches returned to the depot */
+	/*
+	 * Registrations of the program's that libmrpool-preload (preload/)
+	 * served from this pool or passed on to libibverbs: written by the
+	 * shim only, published on the stats page.
+	 */
+	_Atomic uint64_t preload_served, preload_passed;
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
@@ -557,6 +565,8 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
 void mrp_bg_kick(struct mrp_pool *pool);
+void mrp_pools_fork_prepare(void);
+void mrp_pools_fork_parent(void);
 void mrp_pools_fork_child(void);
 uint64_t mrp_now_ns(void);
 
@@ -576,6 +586,8 @@ extern const struct mrp_backend_ops mrp_backend_anon;
 extern const struct mrp_backend_ops mrp_backend_kmod;
 void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
+void mrp_os_unmap(void *addr, size_t len);
+void mrp_os_unmap_resolve(void);
 size_t mrp_os_page_size(void);
 /* numa.c */
 #define MRP_NUMA_MAX	1023	/* highest node number taken (MAX_NUMNODES) */

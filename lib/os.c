@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * OS layer: aligned mappings, the page size, and a process-wide memory
- * barrier (mrp_os_membarrier()). Contract of mrp_os_map_aligned(): map
+ * OS layer: aligned mappings and their unmapping, the page size, and a
+ * process-wide memory barrier (mrp_os_membarrier()). Contract of mrp_os_map_aligned(): map
  * size bytes with the given prot/flags/fd/offset at an address aligned to
  * align (a power of two, >= page size), or return NULL with errno set;
  * never touch a mapping it did not create.
@@ -13,15 +13,54 @@
  * the range, another thread's mmap (a thread stack, say) may take it, and
  * unmapping "our" reservation afterwards would destroy that mapping.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/*
+ * Unmap memory the application may have registered itself (arenas,
+ * fallback buffers). Registration caches of other libraries in the process
+ * must forget it first, or they would hand out a stale MR for whatever is
+ * mapped there next: UCX's, when it is loaded, through ucm_vm_munmap(),
+ * which runs its handlers for an unmapping without unmapping. libfabric's
+ * monitors have no such call and rely on their hooks.
+ *
+ * mrp_os_unmap() runs under pool->lock (trim, close), so it must not call
+ * dlsym(): dlsym takes the dynamic linker's lock, and a thread in dlopen()
+ * holds that lock while constructors allocate, which may need pool->lock
+ * (the preload shim's malloc): a lock order inversion. The entry point is
+ * looked up by mrp_os_unmap_resolve() instead, called where the library
+ * holds no lock (pool open and close, mrp_trim(), each wakeup of the pool
+ * thread, a fallback free): UCX dlopen()ed late is seen from the next one
+ * on, before any trim that could unmap memory it registered.
+ */
+static void (*_Atomic mrp_ucm_vm_munmap)(void *, size_t);
+
+void mrp_os_unmap_resolve(void)
+{
+	void (*fn)(void *, size_t);
+
+	*(void **)&fn = dlsym(RTLD_DEFAULT, "ucm_vm_munmap");
+	atomic_store_explicit(&mrp_ucm_vm_munmap, fn, memory_order_relaxed);
+}
+
+void mrp_os_unmap(void *addr, size_t len)
+{
+	void (*fn)(void *, size_t) =
+		atomic_load_explicit(&mrp_ucm_vm_munmap, memory_order_relaxed);
+
+	if (fn)
+		fn(addr, len);
+	munmap(addr, len);
+}
 
 /* Another thread took the hole between munmap and mmap: try again. */
 #define MRP_OS_MAP_TRIES	8

@@ -54,9 +54,31 @@ MRP_EXPORT const char *mrp_strerror(int err)
 }
 
 /*
- * In a child at fork (from the fork handler, mrp_global_lock held across
- * the fork): close every pool's file. The module releases a file's slices
- * when its last descriptor closes, so a child's copy would keep the
+ * Fork (the library's handlers, tcache.c, mrp_global_lock held across it):
+ * every open pool's lock is taken before the fork and released after it,
+ * so a child sees each pool's arena list, PDs and large and fallback
+ * lists as they are between two operations, never half-changed (the
+ * preload shim walks the arena list in the child). Order as everywhere:
+ * mrp_global_lock, pool->lock, then mrp_fork_lock.
+ */
+void mrp_pools_fork_prepare(void)
+{
+	for (int i = 0; i < MRP_MAX_POOLS; i++)
+		if (mrp_pools[i])
+			pthread_mutex_lock(&mrp_pools[i]->lock);
+}
+
+void mrp_pools_fork_parent(void)
+{
+	for (int i = MRP_MAX_POOLS - 1; i >= 0; i--)
+		if (mrp_pools[i])
+			pthread_mutex_unlock(&mrp_pools[i]->lock);
+}
+
+/*
+ * In the child: the locks start again unlocked (the one thread here took
+ * them), and every pool's file closes. The module releases a file's
+ * slices when its last descriptor closes, so a child's copy would keep the
  * parent's pinned memory alive after the parent dies, for as long as the
  * child lives. O_CLOEXEC covers exec, not a child that does not exec.
  */
@@ -65,7 +87,10 @@ void mrp_pools_fork_child(void)
 	for (int i = 0; i < MRP_MAX_POOLS; i++) {
 		struct mrp_pool *pool = mrp_pools[i];
 
-		if (pool && pool->fd >= 0) {
+		if (!pool)
+			continue;
+		pthread_mutex_init(&pool->lock, NULL);
+		if (pool->fd >= 0) {
 			close(pool->fd);
 			pool->fd = -1;
 		}
@@ -120,6 +145,7 @@ static void *mrp_bg_main(void *arg)
 			break;
 		pool->bg_kick = false;
 		pthread_mutex_unlock(&pool->bg_lock);
+		mrp_os_unmap_resolve();	/* no lock held: see os.c */
 		mrp_grow_ahead(pool, mrp_now_ns(), delay > period ? delay : period);
 		/* caches first: what they return is idle_since now, trimmed later */
 		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(), delay);
@@ -244,6 +270,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
 	pool->node = pool->cfg.numa_node >= 0 ? pool->cfg.numa_node : -1;
 	pthread_mutex_init(&pool->lock, NULL);
+	mrp_os_unmap_resolve();
 
 	ret = mrp_backend_init(pool);
 	if (ret)
@@ -332,6 +359,7 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	if (!pool || (flags & ~MRP_CLOSE_FORCE))
 		return -EINVAL;
 	forked = mrp_forked(pool);
+	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	/* a child holds none of the parent's buffers: nothing to wait for */
 	if (!forked && !(flags & MRP_CLOSE_FORCE) && mrp_pool_busy(pool))
 		return -EBUSY;
@@ -385,6 +413,7 @@ MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 		return -EINVAL;
 	if (mrp_forked(pool))
 		return -ECHILD;
+	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	if (flags & MRP_TRIM_FLUSH)
 		mrp_tcache_flush_self(pool);
 	if (!pool->bg_running)

@@ -83,6 +83,8 @@ void mrp_publish(struct mrp_pool *pool, bool force)
 	MRP_PUB(p, bytes_mapped, st.bytes_mapped);
 	MRP_PUB(p, registrations, st.registrations);
 	MRP_PUB(p, reg_ns_total, st.reg_ns_total);
+	MRP_PUB(p, preload_served, mrp_get(&pool->preload_served));
+	MRP_PUB(p, preload_passed, mrp_get(&pool->preload_passed));
 	/* the fields above before the even count that vouches for them */
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
 out:

@@ -398,11 +398,15 @@ MRP_EXPORT int mrp_pd_dead(struct mrp_pool *pool, struct ibv_pd *pd)
 	return 0;
 }
 
-/* Unmap unless a deregistration of it ever failed: then only forget it. */
+/*
+ * Unmap unless a deregistration of it ever failed: then only forget it.
+ * Never under pool->lock, so UCX's hook is looked up here (os.c).
+ */
 static void mrp_fb_unmap(struct mrp_fallback *fb)
 {
+	mrp_os_unmap_resolve();
 	if (!fb->leak)
-		munmap(fb->addr, fb->len);
+		mrp_os_unmap(fb->addr, fb->len);
 	free(fb);
 }
 

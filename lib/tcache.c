@@ -184,12 +184,14 @@ static void mrp_thread_exit(void *arg)
 static void mrp_fork_prepare(void)
 {
 	pthread_mutex_lock(&mrp_global_lock);
+	mrp_pools_fork_prepare();
 	pthread_rwlock_wrlock(&mrp_fork_lock);
 }
 
 static void mrp_fork_parent(void)
 {
 	pthread_rwlock_unlock(&mrp_fork_lock);
+	mrp_pools_fork_parent();
 	pthread_mutex_unlock(&mrp_global_lock);
 }
 

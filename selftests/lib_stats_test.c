@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -318,6 +319,21 @@ TEST_F(stats, kernel_prints_what_was_written)
 	EXPECT_EQ(4 << 20, num(&r, "mapped"));
 	EXPECT_EQ(2, num(&r, "regs"));
 	EXPECT_EQ(99, num(&r, "reg_ns"));
+	EXPECT_EQ(0, num(&r, "mr_served"));
+	EXPECT_EQ(0, num(&r, "mr_passed"));
+
+	/* The preload shim's counters; "-" from a writer older than them. */
+	p->preload_served = 5;
+	p->preload_passed = 6;
+	ASSERT_EQ(1, client_row(0, &r));
+	EXPECT_EQ(5, num(&r, "mr_served"));
+	EXPECT_EQ(6, num(&r, "mr_passed"));
+	p->size = offsetof(struct mrpool_client_stats, preload_served);
+	ASSERT_EQ(1, client_row(0, &r));
+	EXPECT_EQ(1000, num(&r, "allocs"));
+	EXPECT_STREQ("-", cell(&r, "mr_served"));
+	EXPECT_STREQ("-", cell(&r, "mr_passed"));
+	p->size = sizeof(*p);
 
 	/* Hostile values are printed, not trusted: sums that overflow. */
 	p->tcache_hits = UINT64_MAX;

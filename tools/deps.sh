@@ -23,7 +23,7 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       perftest rdmacm-utils libnl-3-dev libnl-route-3-dev libnl-genl-3-dev iproute2
       linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
       build-essential libc6-dev perl
-      pkg-config valgrind groff-base man-db
+      pkg-config valgrind groff-base man-db python3-pyverbs
       debhelper dh-dkms lintian)
 
 # The library's arm64 build and its host tests under qemu-aarch64

@@ -320,6 +320,10 @@ struct mrpool_export_dmabuf {
  * @bytes_mapped: (in) bytes of pool memory the library has mapped
  * @registrations: (in) memory registrations made by the library
  * @reg_ns_total: (in) nanoseconds spent in them
+ * @preload_served: (in) the program's registrations libmrpool-preload
+ *		served from the pool (no pinning); 0 without the shim
+ * @preload_passed: (in) the program's registrations it passed on to
+ *		libibverbs
  * @reserved:	(in) zero
  *
  * The page starts zeroed and belongs to the file that mapped it: only the
@@ -346,7 +350,9 @@ struct mrpool_client_stats {
 	__u64 bytes_mapped;
 	__u64 registrations;
 	__u64 reg_ns_total;
-	__u64 reserved[5];
+	__u64 preload_served;
+	__u64 preload_passed;
+	__u64 reserved[3];
 };
 
 #define MRPOOL_IOC_QUERY	_IOWR(MRPOOL_IOC_MAGIC, 0x00, struct mrpool_query)

@@ -29,6 +29,8 @@ static struct fake_mr {
 } *fake_mrs;
 static uint32_t fake_next_key = 0x100;
 int fake_live, fake_regs, fake_fail_next;
+/* every ibv_reg_mr call, failed ones too */
+int fake_reg_calls;
 /* the next n ibv_dereg_mr calls fail with EBUSY, the MR staying live */
 int fake_dereg_fail_next;
 /*
@@ -43,6 +45,7 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 	struct fake_mr *f;
 
 	pthread_mutex_lock(&fake_lock);
+	fake_reg_calls++;
 	if (fake_fail_next) {
 		fake_fail_next--;
 		pthread_mutex_unlock(&fake_lock);
@@ -123,6 +126,22 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 		abort();	/* deregistering something never registered */
 	free(f);
 	return ret;
+}
+
+/* The access flags of the live MR of pd covering addr, or -1. */
+int fake_mr_access(struct ibv_pd *pd, const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct fake_mr *f;
+	int access = -1;
+
+	pthread_mutex_lock(&fake_lock);
+	for (f = fake_mrs; f && access < 0; f = f->next)
+		if (f->mr.pd == pd && a >= (uintptr_t)f->mr.addr &&
+		    a < (uintptr_t)f->mr.addr + f->mr.length)
+			access = f->access;
+	pthread_mutex_unlock(&fake_lock);
+	return access;
 }
 
 /*

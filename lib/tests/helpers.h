@@ -29,6 +29,7 @@
 extern int fake_live, fake_regs, fake_fail_next, fake_dereg_fail_next;
 extern struct ibv_pd *fake_fail_pd, *fake_dereg_fail_pd;
 extern int fake_dmabuf_errno, fake_dmabuf_regs;
+int fake_mr_access(struct ibv_pd *pd, const void *addr);
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
 

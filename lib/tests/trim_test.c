@@ -19,6 +19,37 @@
 #include "kselftest_harness.h"
 #include "helpers.h"
 
+/* What ucm_vm_munmap() below was told: UCX's entry point, found by dlsym. */
+static void *ucm_addr;
+static size_t ucm_len;
+static int ucm_calls;
+
+void ucm_vm_munmap(void *addr, size_t len);
+__attribute__((visibility("default"))) void ucm_vm_munmap(void *addr, size_t len)
+{
+	ucm_addr = addr;
+	ucm_len = len;
+	ucm_calls++;
+}
+
+/* Trim tells UCX's registration cache (when loaded) before unmapping an arena. */
+TEST(trim_tells_ucx)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf b;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &b));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));
+	ucm_calls = 0;
+	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(1, ucm_calls);
+	EXPECT_TRUE((uintptr_t)ucm_addr <= (uintptr_t)b.addr &&
+		    (uintptr_t)b.addr < (uintptr_t)ucm_addr + ucm_len);
+	EXPECT_EQ(4 << 20, ucm_len);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
 /* Trim releases fully free arenas only; live buffers keep theirs. */
 TEST(trim_keeps_live)
 {

@@ -5,7 +5,9 @@
  * with the counters its process's libmrpool publishes in the file's stats
  * page ("-" for a client that publishes none), then totals: how many
  * publish, their allocations and thread-cache hit rate, fallbacks, bytes
- * in use. Columns a module does not have are simply not summed.
+ * in use, and the registrations libmrpool-preload served from the pool
+ * (mr_served) or passed on (mr_passed). Columns a module does not have are
+ * simply not summed.
  */
 #include "mrpoolctl.h"
 
@@ -34,7 +36,7 @@ static long long ctl_clients_sum(const struct ctl_table *t, const char *name,
 
 static void ctl_clients_summary(const struct ctl_table *t)
 {
-	long long allocs, hits, misses, fb, in_use;
+	long long allocs, hits, misses, fb, in_use, served, passed;
 	size_t publishing = 0;
 	char human[32];
 
@@ -44,6 +46,8 @@ static void ctl_clients_summary(const struct ctl_table *t)
 	misses = ctl_clients_sum(t, "tc_misses", NULL);
 	fb = ctl_clients_sum(t, "fallbacks", NULL);
 	in_use = ctl_clients_sum(t, "in_use", NULL);
+	served = ctl_clients_sum(t, "mr_served", NULL);
+	passed = ctl_clients_sum(t, "mr_passed", NULL);
 	if (allocs < 0 || !publishing) {
 		putchar('\n');
 		return;
@@ -57,6 +61,9 @@ static void ctl_clients_summary(const struct ctl_table *t)
 	if (in_use >= 0)
 		printf(", %s in use", ctl_human(human, sizeof(human),
 						(unsigned long long)in_use));
+	if (served > 0 || passed > 0)
+		printf(", preload: %lld registrations served from the pool, %lld passed on",
+		       served > 0 ? served : 0, passed > 0 ? passed : 0);
 	putchar('\n');
 }
 

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The allocator entry points. Requests of at least MRPOOL_PRELOAD_MIN
+ * bytes come from the pool (a size-class buffer, a power of two from 4 KiB
+ * to 2 MiB, aligned to its size; above that an arena of its own), the rest
+ * from the real allocator, as does anything the pool refuses (limit,
+ * RLIMIT_MEMLOCK). free() and realloc() tell the two apart with one load
+ * from the library's address map: a pointer in one of the pool's arenas is
+ * the pool's, anything else the real allocator's (or the bootstrap
+ * buffer's, which is never freed).
+ *
+ * malloc_usable_size() and reallocarray() are covered too: glibc's own
+ * would read a pool buffer as one of its chunks.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#define MRP_PL_EXPORT	__attribute__((visibility("default")))
+/* Large requests the pool refused: the next ones go straight to malloc. */
+#define MRP_PL_BACKOFF	64
+static _Atomic unsigned int mrp_pl_backoff;	/* requests left to skip */
+
+/* Alignment from which a request counts as page-aligned (aligned_min). */
+#define MRP_PL_PAGE	4096
+
+/* The page size valloc and pvalloc align to (4, 16 or 64 KiB on arm64). */
+static size_t mrp_pl_page(void)
+{
+	static _Atomic size_t page;
+	size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+
+	if (!p) {
+		p = mrp_os_page_size();
+		atomic_store_explicit(&page, p, memory_order_relaxed);
+	}
+	return p;
+}
+
+/*
+ * A pool buffer of at least size bytes aligned to align (0: malloc's), or
+ * NULL: below the threshold, the pool refused or is not to be used here.
+ */
+static void *mrp_pl_pool_alloc(size_t size, size_t align)
+{
+	size_t min = align >= MRP_PL_PAGE ? mrp_pl_cfg.aligned_min : mrp_pl_cfg.min;
+	struct mrp_pool *pool;
+	struct mrp_buf b;
+	unsigned int skip;
+	int ret;
+
+	if (!min || size < min || (mrp_pl_cfg.max && size > mrp_pl_cfg.max))
+		return NULL;
+	skip = atomic_load_explicit(&mrp_pl_backoff, memory_order_relaxed);
+	if (skip) {
+		atomic_compare_exchange_strong(&mrp_pl_backoff, &skip, skip - 1);
+		return NULL;
+	}
+	pool = mrp_pl_pool();
+	if (!pool)
+		return NULL;
+	mrp_pl_enter();
+	ret = mrp_alloc_aligned(pool, size, align < MRP_PL_PAGE ? MRP_PL_PAGE : align, NULL, &b);
+	mrp_pl_leave();
+	if (ret) {
+		mrp_add(&mrp_pl_count.alloc_fails, 1);
+		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
+		return NULL;
+	}
+	mrp_add(&mrp_pl_count.allocs, 1);
+	return b.addr;
+}
+
+/*
+ * free() of a pool pointer the pool refuses: a double free, or a pointer
+ * inside a buffer rather than at its start. Like glibc ("free(): double
+ * free detected"), say so and abort: going on would hand one buffer to two
+ * owners. Large blocks are always caught; size-class buffers when the
+ * first free reached the shared depot, every time with MRPOOL_DEBUG=1
+ * (the library then tracks each buffer), never when it is still in this
+ * thread's cache otherwise.
+ */
+static MRP_NOINLINE void mrp_pl_bad_free(void *p)
+{
+	char line[128];
+	int n = snprintf(line, sizeof(line),
+			 "mrpool-preload: free(): double free or invalid pointer %p\n", p);
+
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* aborting anyway */
+	}
+	abort();
+}
+
+/* A pool buffer goes back; in a forked child it is not there: nothing to do. */
+static void mrp_pl_pool_free(void *p)
+{
+	struct mrp_pool *pool = mrp_pl_pool();
+	int ret;
+
+	if (!pool)
+		return;
+	mrp_pl_enter();
+	ret = mrp_free(pool, p);
+	mrp_pl_leave();
+	if (unlikely(ret == -EINVAL))
+		mrp_pl_bad_free(p);
+	if (!ret)
+		mrp_add(&mrp_pl_count.frees, 1);
+}
+
+/* Usable bytes at p, whoever allocated it. */
+static size_t mrp_pl_usable(void *p)
+{
+	struct mrp_arena *a = mrp_pl_arena(p);
+
+	if (a)
+		return mrp_pl_buf_left(a, p);
+	if (mrp_pl_boot_owns(p))
+		return mrp_pl_boot_size(p);
+	return mrp_pl_real.malloc_usable_size(p);
+}
+
+MRP_PL_EXPORT void *malloc(size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, 16);
+	if (size >= mrp_pl_cfg.min && mrp_pl_cfg.min) {
+		p = mrp_pl_pool_alloc(size, 0);
+		if (p)
+			return p;
+	}
+	return mrp_pl_real.malloc(size);
+}
+
+MRP_PL_EXPORT void free(void *p)
+{
+	if (!p)
+		return;
+	if (unlikely(mrp_pl_arena(p) != NULL)) {
+		mrp_pl_pool_free(p);
+		return;
+	}
+	if (unlikely(mrp_pl_boot_owns(p)))
+		return;
+	mrp_pl_ready();
+	mrp_pl_real.free(p);
+}
+
+MRP_PL_EXPORT void *calloc(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free)) {
+		if (__builtin_mul_overflow(n, size, &bytes))
+			return NULL;
+		return mrp_pl_boot_alloc(bytes, 16);	/* static: zero */
+	}
+	if (!__builtin_mul_overflow(n, size, &bytes) && mrp_pl_cfg.min &&
+	    bytes >= mrp_pl_cfg.min) {
+		p = mrp_pl_pool_alloc(bytes, 0);
+		if (p) {
+			/* reused buffers keep their old bytes */
+			memset(p, 0, bytes);
+			return p;
+		}
+	}
+	return mrp_pl_real.calloc(n, size);
+}
+
+/* p is non-NULL, size non-zero: move to a new block, pool or real. */
+static void *mrp_pl_move(void *p, size_t size)
+{
+	size_t old = mrp_pl_usable(p);
+	void *q = mrp_pl_pool_alloc(size, 0);
+
+	if (!q)
+		q = mrp_pl_real.malloc(size);
+	if (!q)
+		return NULL;	/* p untouched, errno ENOMEM */
+	memcpy(q, p, old < size ? old : size);
+	free(p);
+	return q;
+}
+
+MRP_PL_EXPORT void *realloc(void *p, size_t size)
+{
+	struct mrp_arena *a;
+
+	mrp_pl_ready();
+	if (!p)
+		return malloc(size);
+	if (unlikely(!mrp_pl_real.free)) {
+		/* inside dlsym while resolving: the static buffer again */
+		void *q = mrp_pl_boot_alloc(size, 16);
+		size_t old;
+
+		if (!q || !mrp_pl_boot_owns(p))
+			return q;	/* nothing else can exist yet */
+		old = mrp_pl_boot_size(p);
+		memcpy(q, p, old < size ? old : size);
+		return q;
+	}
+	a = mrp_pl_arena(p);
+	if (!a && !mrp_pl_boot_owns(p)) {
+		/* the real allocator's block: into the pool once it is large */
+		if (mrp_pl_cfg.min && size >= mrp_pl_cfg.min && mrp_pl_pool())
+			return mrp_pl_move(p, size);
+		return mrp_pl_real.realloc(p, size);
+	}
+	if (!size) {		/* glibc's realloc(p, 0): free, NULL */
+		free(p);
+		return NULL;
+	}
+	/* a pool buffer keeps serving while the size fits and stays large */
+	if (a && size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
+		return p;
+	return mrp_pl_move(p, size);
+}
+
+MRP_PL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t bytes;
+
+	if (__builtin_mul_overflow(n, size, &bytes)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, bytes);
+}
+
+static bool mrp_pl_pow2(size_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+MRP_PL_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free)) {
+		if (!mrp_pl_pow2(align) || align % sizeof(void *))
+			return EINVAL;
+		p = mrp_pl_boot_alloc(size, align);
+		if (!p)
+			return ENOMEM;
+		*out = p;
+		return 0;
+	}
+	if (mrp_pl_pow2(align) && !(align % sizeof(void *))) {
+		p = mrp_pl_pool_alloc(size, align);
+		if (p) {
+			*out = p;
+			return 0;
+		}
+	}
+	return mrp_pl_real.posix_memalign(out, align, size);
+}
+
+/* aligned_alloc, memalign: glibc takes any power of two (others: its errors). */
+static void *mrp_pl_aligned(size_t align, size_t size, void *(*real)(size_t, size_t))
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_pow2(align) ? mrp_pl_boot_alloc(size, align) : NULL;
+	if (mrp_pl_pow2(align)) {
+		p = mrp_pl_pool_alloc(size, align);
+		if (p)
+			return p;
+	}
+	return real(align, size);
+}
+
+MRP_PL_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	mrp_pl_ready();
+	return mrp_pl_aligned(align, size, mrp_pl_real.aligned_alloc);
+}
+
+MRP_PL_EXPORT void *memalign(size_t align, size_t size)
+{
+	mrp_pl_ready();
+	return mrp_pl_aligned(align, size, mrp_pl_real.memalign);
+}
+
+MRP_PL_EXPORT void *valloc(size_t size)
+{
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, mrp_pl_page());
+	p = mrp_pl_pool_alloc(size, mrp_pl_page());
+	return p ? p : mrp_pl_real.valloc(size);
+}
+
+MRP_PL_EXPORT void *pvalloc(size_t size)
+{
+	size_t page = mrp_pl_page(), bytes;
+	void *p;
+
+	mrp_pl_ready();
+	if (unlikely(!mrp_pl_real.free))
+		return mrp_pl_boot_alloc(size, page);
+	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
+		p = mrp_pl_pool_alloc(bytes & ~(page - 1), page);
+		if (p)
+			return p;
+	}
+	return mrp_pl_real.pvalloc(size);
+}
+
+/*
+ * C23's sized frees (glibc 2.39): glibc's would hand a pool block to its
+ * own free. The size and alignment are hints free() does not need.
+ */
+MRP_PL_EXPORT void free_sized(void *p, size_t size)
+{
+	(void)size;
+	free(p);
+}
+
+MRP_PL_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+{
+	(void)align;
+	(void)size;
+	free(p);
+}
+
+MRP_PL_EXPORT size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	mrp_pl_ready();
+	return mrp_pl_usable(p);
+}

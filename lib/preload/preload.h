@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * libmrpool-preload: unmodified programs on pool memory (LD_PRELOAD, see
+ * mrpool-run(1)). The shim carries its own copy of the library's objects
+ * (linked from the same sources, every symbol hidden) and one pool:
+ *
+ *   real.c    the functions it interposes on, found with dlsym(RTLD_NEXT),
+ *             and a static buffer for the allocations dlsym makes first
+ *   shim.c    settings, the pool (opened on first use), fork, counters
+ *   malloc.c  the allocator entry points: large requests from the pool
+ *   verbs.c   registrations inside a pool buffer served by its arena's MR
+ *
+ * Global state: interposed entry points get no handle from their caller, so
+ * what they share (the real functions, the settings, the pool, the served
+ * MRs) lives in process-wide variables, one set per process, each with a
+ * comment saying who writes it.
+ *
+ * Recursion: the library itself calls malloc(), free() and ibv_reg_mr()
+ * (arena bookkeeping, registering an arena in a PD), which reach the shim's
+ * own definitions. Every call the shim makes into the library runs between
+ * mrp_pl_enter() and mrp_pl_leave(); inside, and on the pool's background
+ * thread, every entry point goes straight to the real function.
+ */
+#ifndef MRP_PRELOAD_H
+#define MRP_PRELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../internal.h"
+
+#pragma GCC visibility push(hidden)
+
+struct ibv_context;
+struct ibv_mr;
+struct ibv_pd;
+
+/* The next definitions in the lookup order (glibc's, normally). */
+struct mrp_pl_real {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*malloc_usable_size)(void *);
+};
+
+/* real.c */
+extern struct mrp_pl_real mrp_pl_real;	/* written once, under pthread_once */
+void mrp_pl_resolve(void);
+void *mrp_pl_verbs_sym(const char *name);
+bool mrp_pl_boot_owns(const void *p);
+void *mrp_pl_boot_alloc(size_t size, size_t align);
+size_t mrp_pl_boot_size(const void *p);
+
+/* Real allocator entry points, resolved on first use. */
+static inline void mrp_pl_ready(void)
+{
+	if (unlikely(!mrp_pl_real.free))
+		mrp_pl_resolve();
+}
+
+/* shim.c */
+enum mrp_pl_remote {
+	MRP_PL_REMOTE_REAL,		/* remote access: a real registration */
+	MRP_PL_REMOTE_ARENA,		/* MRPOOL_PRELOAD_REMOTE=arena */
+};
+
+struct mrp_pl_cfg {
+	size_t min;			/* MRPOOL_PRELOAD_MIN, 0: no allocations */
+	size_t max;			/* MRPOOL_PRELOAD_MAX: largest from the pool,
+					 * default 1 GiB, 0: no limit */
+	size_t aligned_min;		/* MRPOOL_PRELOAD_ALIGNED_MIN: the same for
+					 * page-aligned requests, default min */
+	enum mrp_pl_remote remote;
+	const char *report;		/* MRPOOL_PRELOAD_REPORT: where, or NULL */
+	bool debug;			/* MRPOOL_PRELOAD_DEBUG: warnings on stderr */
+};
+
+extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
+extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
+
+/* Counters for the report and the stats page (struct mrp_pool). */
+struct mrp_pl_counters {
+	_Atomic uint64_t allocs;	/* allocations served from the pool */
+	_Atomic uint64_t alloc_fails;	/* large ones the pool refused (real then) */
+	_Atomic uint64_t frees;		/* pool blocks freed (allocs - frees: live) */
+	_Atomic uint64_t forks;		/* forks with pool blocks live */
+	_Atomic uint64_t served;	/* registrations served from the pool */
+	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
+};
+extern struct mrp_pl_counters mrp_pl_count;
+
+void mrp_pl_load_cfg(void);
+struct mrp_pool *mrp_pl_pool(void);
+bool mrp_pl_internal(void);
+void mrp_pl_count_reg(bool served);
+
+static inline void mrp_pl_enter(void)
+{
+	mrp_pl_depth++;
+}
+
+static inline void mrp_pl_leave(void)
+{
+	mrp_pl_depth--;
+}
+
+/*
+ * The arena of the shim's pool holding p, or NULL: one load from the
+ * address map (the shim's copy; it maps this pool's arenas only).
+ */
+static inline struct mrp_arena *mrp_pl_arena(const void *p)
+{
+	return mrp_arena_of((uintptr_t)p);
+}
+
+/* Bytes from p to the end of its buffer in arena a. */
+static inline size_t mrp_pl_buf_left(const struct mrp_arena *a, const void *p)
+{
+	uintptr_t u = (uintptr_t)p;
+
+	if (a->cls == MRP_LARGE)
+		return a->base + a->size - u;
+	return mrp_buf_mask(a) + 1 - (u & mrp_buf_mask(a));
+}
+
+/* verbs.c */
+void mrp_pl_verbs_resolve(void);
+void mrp_pl_verbs_fork_prepare(void);
+void mrp_pl_verbs_fork_parent(void);
+void mrp_pl_verbs_fork_child(void);
+
+#pragma GCC visibility pop
+
+#endif /* MRP_PRELOAD_H */

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The real functions behind the shim's: dlsym(RTLD_NEXT) once, on the
+ * first call of any allocator entry point (constructors of other libraries
+ * may allocate before ours runs). dlsym itself may allocate (its error
+ * buffer): while it runs, the calling thread's allocations come from a
+ * small static buffer, never freed, so resolving cannot recurse.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <string.h>
+
+#include "preload.h"
+
+struct mrp_pl_real mrp_pl_real;
+
+/* Bootstrap buffer: bump allocation, a size header before each block. */
+#define MRP_PL_BOOT_BYTES	(64 * 1024)
+#define MRP_PL_BOOT_HDR		16
+static alignas(64) unsigned char mrp_pl_boot[MRP_PL_BOOT_BYTES];
+static _Atomic size_t mrp_pl_boot_used;		/* bytes handed out */
+static __thread bool mrp_pl_resolving __attribute__((tls_model("initial-exec")));
+static pthread_once_t mrp_pl_once = PTHREAD_ONCE_INIT;
+
+bool mrp_pl_boot_owns(const void *p)
+{
+	return (const unsigned char *)p >= mrp_pl_boot &&
+	       (const unsigned char *)p < mrp_pl_boot + MRP_PL_BOOT_BYTES;
+}
+
+size_t mrp_pl_boot_size(const void *p)
+{
+	size_t n;
+
+	memcpy(&n, (const unsigned char *)p - MRP_PL_BOOT_HDR, sizeof(n));
+	return n;
+}
+
+/* NULL once the buffer is used up: dlsym needs a few hundred bytes. */
+void *mrp_pl_boot_alloc(size_t size, size_t align)
+{
+	size_t old = atomic_load(&mrp_pl_boot_used), start, end;
+
+	if (align < MRP_PL_BOOT_HDR)
+		align = MRP_PL_BOOT_HDR;
+	do {
+		start = (old + MRP_PL_BOOT_HDR + align - 1) & ~(align - 1);
+		end = start + size;
+		if (size > MRP_PL_BOOT_BYTES || end > MRP_PL_BOOT_BYTES)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&mrp_pl_boot_used, &old, end));
+	memcpy(mrp_pl_boot + start - MRP_PL_BOOT_HDR, &size, sizeof(size));
+	return mrp_pl_boot + start;	/* static storage: already zero */
+}
+
+static void mrp_pl_resolve_once(void)
+{
+	struct mrp_pl_real r;
+
+	mrp_pl_resolving = true;
+	r.malloc = dlsym(RTLD_NEXT, "malloc");
+	r.free = dlsym(RTLD_NEXT, "free");
+	r.calloc = dlsym(RTLD_NEXT, "calloc");
+	r.realloc = dlsym(RTLD_NEXT, "realloc");
+	r.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+	r.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	r.memalign = dlsym(RTLD_NEXT, "memalign");
+	r.valloc = dlsym(RTLD_NEXT, "valloc");
+	r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
+	mrp_pl_load_cfg();
+	mrp_pl_resolving = false;
+	/* free last: mrp_pl_ready() tests it without the once */
+	mrp_pl_real.malloc = r.malloc;
+	mrp_pl_real.calloc = r.calloc;
+	mrp_pl_real.realloc = r.realloc;
+	mrp_pl_real.reallocarray = r.reallocarray;
+	mrp_pl_real.posix_memalign = r.posix_memalign;
+	mrp_pl_real.aligned_alloc = r.aligned_alloc;
+	mrp_pl_real.memalign = r.memalign;
+	mrp_pl_real.valloc = r.valloc;
+	mrp_pl_real.pvalloc = r.pvalloc;
+	mrp_pl_real.malloc_usable_size = r.malloc_usable_size;
+	__atomic_store_n(&mrp_pl_real.free, r.free, __ATOMIC_RELEASE);
+}
+
+/*
+ * Resolve the allocator, or, called from inside dlsym on this thread,
+ * return at once: the caller then serves itself from the static buffer
+ * (mrp_pl_real.free still NULL).
+ */
+void mrp_pl_resolve(void)
+{
+	if (mrp_pl_resolving)
+		return;
+	pthread_once(&mrp_pl_once, mrp_pl_resolve_once);
+}
+
+/* A libibverbs function behind the shim's (the shim links libibverbs). */
+void *mrp_pl_verbs_sym(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The shim's settings, its one pool and its counters.
+ *
+ * The pool opens on first use (a large allocation or a registration), on
+ * the kernel module when /dev/mrpool opens and on the library's anonymous
+ * backend otherwise (MRPOOL_BACKEND as for any pool); if it cannot open,
+ * the shim passes everything on. No fallback buffers (MRPOOL_FALLBACK is
+ * ignored): every pool buffer must lie in an arena, the test free() makes.
+ *
+ * Fork: pool memory is not inherited (slices are VM_DONTCOPY, anonymous
+ * arenas MADV_DONTFORK), so in a child the shim serves nothing from the
+ * pool and passes every registration on; the parent's arenas are covered
+ * with inaccessible placeholders so that no mapping of the child lands
+ * there while the shim still takes pointers into them for pool buffers
+ * (free() of one is a no-op in the child, a read of one faults).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+struct mrp_pl_cfg mrp_pl_cfg;
+__thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
+struct mrp_pl_counters mrp_pl_count;
+
+enum { MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
+static _Atomic int mrp_pl_state;		/* the first user opens the pool */
+static struct mrp_pool *mrp_pl_the_pool;	/* set before state OPEN, then fixed */
+
+/* "64K", "2M", "0": K/M/G suffixes, as the library's MRPOOL_* sizes. */
+static bool mrp_pl_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	}
+	if (*end)
+		return false;
+	*out = (size_t)v;
+	return true;
+}
+
+/* From mrp_pl_resolve(): getenv() allocates nothing. */
+void mrp_pl_load_cfg(void)
+{
+	const char *s = getenv("MRPOOL_PRELOAD_MIN");
+
+	mrp_pl_cfg.min = 64 * 1024;
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.min))
+		mrp_pl_cfg.min = 64 * 1024;
+	/*
+	 * RDMA buffers are mostly asked for page-aligned (posix_memalign,
+	 * memalign, valloc), where glibc wastes up to a page anyway: a lower
+	 * threshold for those serves small ones without moving every small
+	 * malloc into 4 KiB buffers.
+	 */
+	mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	s = getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.aligned_min))
+		mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	/*
+	 * Pool memory is pinned: one huge request (a file read whole, a
+	 * matrix) would pin it all and could take the pool's whole limit.
+	 */
+	mrp_pl_cfg.max = 1ull << 30;
+	s = getenv("MRPOOL_PRELOAD_MAX");
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.max))
+		mrp_pl_cfg.max = 1ull << 30;
+	s = getenv("MRPOOL_PRELOAD_REMOTE");
+	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
+			    MRP_PL_REMOTE_REAL;
+	s = getenv("MRPOOL_PRELOAD_REPORT");
+	mrp_pl_cfg.report = s && *s ? s : NULL;
+	s = getenv("MRPOOL_PRELOAD_DEBUG");
+	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
+}
+
+static void mrp_pl_open(void)
+{
+	struct mrp_pool_attr attr = {
+		.comp_mask = MRP_POOL_ATTR_FALLBACK,
+		.fallback = 0,
+	};
+	struct mrp_pool *pool;
+
+	mrp_pl_enter();
+	pool = mrp_pool_open(&attr);
+	mrp_pl_leave();
+	mrp_pl_the_pool = pool;
+	atomic_store_explicit(&mrp_pl_state, pool ? MRP_PL_OPEN : MRP_PL_OFF,
+			      memory_order_release);
+}
+
+/*
+ * Is this call the library's own (inside a call of the shim's into it, or
+ * on the pool's thread)? Then it goes straight to the real function.
+ */
+bool mrp_pl_internal(void)
+{
+	struct mrp_pool *pool;
+
+	if (mrp_pl_depth)
+		return true;
+	if (atomic_load_explicit(&mrp_pl_state, memory_order_acquire) != MRP_PL_OPEN)
+		return false;
+	pool = mrp_pl_the_pool;
+	return pool->bg_running && pthread_equal(pthread_self(), pool->bg);
+}
+
+/*
+ * The pool, if this call may use it: not from inside the library (the
+ * caller's own bookkeeping), not on the pool's thread (it may hold the
+ * pool's lock), not in a forked child, not while another thread opens it
+ * (that caller gets the real function rather than waiting).
+ */
+struct mrp_pool *mrp_pl_pool(void)
+{
+	int st = atomic_load_explicit(&mrp_pl_state, memory_order_acquire);
+	struct mrp_pool *pool;
+
+	if (mrp_pl_depth)
+		return NULL;
+	if (unlikely(st == MRP_PL_CLOSED)) {
+		if (atomic_compare_exchange_strong(&mrp_pl_state, &st, MRP_PL_OPENING))
+			mrp_pl_open();
+		st = atomic_load_explicit(&mrp_pl_state, memory_order_acquire);
+	}
+	if (st != MRP_PL_OPEN)
+		return NULL;
+	pool = mrp_pl_the_pool;
+	if (mrp_forked(pool) ||
+	    (pool->bg_running && pthread_equal(pthread_self(), pool->bg)))
+		return NULL;
+	return pool;
+}
+
+/* The pool if it is open and ours (not a forked child's copy); never opens it. */
+static struct mrp_pool *mrp_pl_pool_peek(void)
+{
+	if (atomic_load_explicit(&mrp_pl_state, memory_order_acquire) != MRP_PL_OPEN ||
+	    mrp_forked(mrp_pl_the_pool))
+		return NULL;
+	return mrp_pl_the_pool;
+}
+
+/* A registration served or passed on: counted, and shown on the stats page. */
+void mrp_pl_count_reg(bool served)
+{
+	struct mrp_pool *pool = mrp_pl_pool_peek();
+
+	mrp_add(served ? &mrp_pl_count.served : &mrp_pl_count.passed, 1);
+	if (pool)
+		mrp_add(served ? &pool->preload_served : &pool->preload_passed, 1);
+}
+
+static void mrp_pl_fork_prepare(void)
+{
+	mrp_pl_verbs_fork_prepare();
+}
+
+/*
+ * A fork with pool blocks live: the child has none of them (see the top of
+ * the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
+ * on stderr (write(2): no allocation in a fork handler).
+ */
+static void mrp_pl_fork_parent(void)
+{
+	static atomic_bool warned;
+	uint64_t live = atomic_load(&mrp_pl_count.allocs) - atomic_load(&mrp_pl_count.frees);
+	char line[256];
+	int n;
+
+	mrp_pl_verbs_fork_parent();
+	if (!live || !mrp_pl_pool_peek())
+		return;
+	mrp_add(&mrp_pl_count.forks, 1);
+	if (!mrp_pl_cfg.debug || atomic_exchange(&warned, true))
+		return;
+	n = snprintf(line, sizeof(line),
+		     "mrpool-preload: pid %d forked with %llu blocks from the pool live: "
+		     "the child does not inherit them (a read faults, see mrpool-run(1))\n",
+		     (int)getpid(), (unsigned long long)live);
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* nowhere to say it */
+	}
+}
+
+/*
+ * In the child: the parent's arenas are gone; keep their ranges reserved.
+ * The library's child handler ran first (registered first, see
+ * mrp_pl_init): the pool's lock is free again and the list is as the
+ * parent left it between two operations (its prepare handler held the
+ * lock across the fork). This is the child's only thread.
+ */
+static void mrp_pl_fork_child(void)
+{
+	struct mrp_pool *pool = mrp_pl_the_pool;
+	struct mrp_arena *a;
+
+	mrp_pl_verbs_fork_child();
+	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	for (a = pool->arenas; a; a = a->next)
+		mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+		     MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * MRPOOL_PRELOAD_REPORT=stderr or a file (appended to): one line at exit
+ * with the counters, for people and for the tests; the stats page gets its
+ * last update too.
+ */
+__attribute__((destructor)) static void mrp_pl_fini(void)
+{
+	struct mrp_pool *pool = mrp_pl_pool_peek();
+	char line[320];
+	int fd, n;
+
+	if (pool) {
+		mrp_pl_enter();
+		mrp_publish(pool, true);
+		mrp_pl_leave();
+	}
+	if (!mrp_pl_cfg.report)
+		return;
+	n = snprintf(line, sizeof(line),
+		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
+		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu\n",
+		     (int)getpid(),
+		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
+		     (unsigned long long)atomic_load(&mrp_pl_count.served),
+		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
+		     (unsigned long long)atomic_load(&mrp_pl_count.allocs),
+		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
+		     (unsigned long long)atomic_load(&mrp_pl_count.forks));
+	if (n <= 0)
+		return;
+	if (!strcmp(mrp_pl_cfg.report, "stderr")) {
+		fd = STDERR_FILENO;
+	} else {
+		fd = open(mrp_pl_cfg.report, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return;
+	}
+	if (write(fd, line, (size_t)n) < 0) {
+		/* nothing to do about it at exit */
+	}
+	if (fd != STDERR_FILENO)
+		close(fd);
+}
+
+/*
+ * MRPOOL_PRELOAD_INHERIT=0 (mrpool-run --no-inherit): take the shim out of
+ * LD_PRELOAD, so that programs this one executes run without it (a shell,
+ * a launcher, a helper that forks and keeps using large buffers). The
+ * dynamic loader read LD_PRELOAD before: this process keeps the shim.
+ */
+static void mrp_pl_uninherit(void)
+{
+	static const char name[] = "libmrpool-preload.so";
+	const char *s = getenv("MRPOOL_PRELOAD_INHERIT"), *pre = getenv("LD_PRELOAD");
+	char out[4096];
+	size_t n = 0;
+
+	if (!s || strcmp(s, "0") || !pre || strlen(pre) >= sizeof(out))
+		return;
+	/* entries separated by spaces or colons, as ld.so(8) reads them */
+	while (*pre) {
+		size_t len = strcspn(pre, " :"), nl = sizeof(name) - 1;
+
+		if (len && !(len >= nl && !memcmp(pre + len - nl, name, nl) &&
+			     (len == nl || pre[len - nl - 1] == '/'))) {
+			if (n)
+				out[n++] = ' ';
+			memcpy(out + n, pre, len);
+			n += len;
+		}
+		pre += len;
+		pre += strspn(pre, " :");
+	}
+	out[n] = 0;
+	if (n)
+		setenv("LD_PRELOAD", out, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
+/*
+ * The library's fork handlers are registered (mrp_global_init) before the
+ * shim's: prepare handlers run in reverse order, so the shim's lock is
+ * taken first and the library's (mrp_global_lock, each pool->lock,
+ * mrp_fork_lock) inside it, the order every other path takes them in
+ * (verbs.c holds mrp_pl_lock while it attaches PDs and registers arenas);
+ * child handlers run in order, so the library's has made the pool
+ * consistent when the shim's runs. libibverbs' functions are looked up
+ * here, once, where no lock of ours is held (verbs.c).
+ */
+__attribute__((constructor)) static void mrp_pl_init(void)
+{
+	mrp_pl_ready();
+	mrp_pl_verbs_resolve();
+	mrp_pl_uninherit();
+	/* on failure no pool opens, and the library registered no handlers */
+	(void)mrp_global_init();
+	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
+}

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The rest of the verbs the preload shim passes on, for preload_test:
+ * built with fake_verbs.c into a shared object preloaded after the shim,
+ * so that the shim's dlsym(RTLD_NEXT) finds these (no RDMA device here).
+ */
+#include <infiniband/verbs.h>
+
+#undef ibv_reg_mr_iova
+
+int fake_dealloc_pds, fake_close_devices, fake_rereg_mrs;
+
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+			       uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
+}
+
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+		 size_t length, int access)
+{
+	(void)mr;
+	(void)flags;
+	(void)pd;
+	(void)addr;
+	(void)length;
+	(void)access;
+	fake_rereg_mrs++;
+	return 0;
+}
+
+int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+	fake_dealloc_pds++;
+	return 0;
+}
+
+int ibv_close_device(struct ibv_context *ctx)
+{
+	(void)ctx;
+	fake_close_devices++;
+	return 0;
+}
