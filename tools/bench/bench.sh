@@ -21,7 +21,9 @@ say() { printf '[bench] %s\n' "$*"; }
 	echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2 / 1024) " MiB"}' /proc/meminfo)"
 	echo "host kernel: $(uname -r); $(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release)"
 	echo "host load at start: $(cut -d' ' -f1-3 /proc/loadavg) (other jobs share this machine: see the CPU-time columns)"
-	echo "packages: $(dpkg-query -W -f='${Package} ${Version}, ' libucx0 libfabric1 libibverbs1 qemu-system-x86 gnuplot-nox 2>/dev/null | sed 's/, $//')"
+	# (one line per architecture installed: arm64 libibverbs1 too)
+	echo "packages: $(dpkg-query -W -f='${Package} ${Version}\n' libucx0 libfabric1 libibverbs1 \
+		qemu-system-x86 gnuplot-nox 2>/dev/null | sort -u | paste -sd, - | sed 's/,/, /g')"
 } >"$res/host.txt"
 
 st=0

@@ -182,7 +182,10 @@ GP
 	echo "is read from: a cache that hits makes none after the first operation of a cell (the"
 	echo "\`first op ibv_reg_mr\` column). \`ucx map\` and \`fabric reg\` malloc a new buffer each time,"
 	echo "but glibc hands the same address back, so their caches hit too: what is left of their cost"
-	echo "is the cache lookup and the library's own bookkeeping around it."
+	echo "is the cache lookup and the library's own bookkeeping around it. A 2-thread cell that"
+	echo "registers nothing at all found the 1-thread cell's buffers still in the cache. Under TCG a"
+	echo "clock read costs about as much as a pool or malloc operation, so the p50 of the fast peers"
+	echo "(mrpool, glibc, libfabric's hits) is mostly the timer: compare their ops/s instead."
 	echo
 	if have "$vm/alloc.csv"; then
 		alloc_table | { IFS= read -r h; echo "$h"; sort -s -t, -k1,1n -k2,2n; } >"$dir/alloc.csv"
