@@ -8,6 +8,8 @@
 #                     last line "N passed, N failed, N skipped"
 #   make check-busy   make check while a kernel build loop keeps every CPU busy
 #   make stress       the reliability suite's long form on both guests (hours)
+#   make bench        deps + build + the benchmark scenarios (VM and host);
+#                     report in results/bench/report.md (not part of check)
 #   make modules-6.12 the module and test modules for the 6.12 guest
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make deb          Debian packages in build/deb/, checked by lintian
@@ -31,7 +33,7 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy stress deb check-deb \
+.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy stress bench deb check-deb \
 	install modules_install clean
 
 all: module lib tools selftests
@@ -85,6 +87,12 @@ stress: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	$(MAKE) -f $(TOP)/Makefile modules-6.12
 	tools/stress.sh
+
+# alloc, reg and rdma in one VM run, fastpath on the host, then the report
+# (tools/bench/bench.sh). Figures only: nothing asserted, not in check.
+bench: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	tools/bench/bench.sh
 
 # From a copy of the tracked (and new, unignored) files: the package build
 # cleans and builds in its tree, which must not touch this one's objects.

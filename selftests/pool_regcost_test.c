@@ -72,26 +72,6 @@ static uint64_t median(uint64_t *v, int n)
 	return v[n / 2];
 }
 
-/* Time one reg + dereg of [p, p + len); 0 on success. */
-static int time_reg(struct ibv_pd *pd, void *p, size_t len, uint64_t *reg,
-		    uint64_t *dereg)
-{
-	struct ibv_mr *mr;
-	uint64_t t0, t1;
-
-	t0 = rdt_now_ns();
-	mr = ibv_reg_mr(pd, p, len, RDT_ACCESS_ALL);
-	t1 = rdt_now_ns();
-	if (!mr)
-		return -errno;
-	*reg = t1 - t0;
-	t0 = rdt_now_ns();
-	if (ibv_dereg_mr(mr))
-		return -EIO;
-	*dereg = rdt_now_ns() - t0;
-	return 0;
-}
-
 /*
  * Chunks of slice @id in debugfs chunks, and in *@whole those of one
  * block of @order (blocks column "ORDER:1").
@@ -160,10 +140,10 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 	memset(anon, 1, REG_LEN);
 
 	for (i = 0; i < ROUNDS; i++) {
-		ASSERT_EQ(0, time_reg(self->dev.pd, slice, a.length, &sreg[i],
-				      &sdereg[i]));
-		ASSERT_EQ(0, time_reg(self->dev.pd, anon, REG_LEN, &areg[i],
-				      &adereg[i]));
+		ASSERT_EQ(0, rdt_reg_time(self->dev.pd, slice, a.length, &sreg[i],
+					  &sdereg[i]));
+		ASSERT_EQ(0, rdt_reg_time(self->dev.pd, anon, REG_LEN, &areg[i],
+					  &adereg[i]));
 	}
 	EXPECT_EQ(0, munmap(slice, a.length));
 	ms = median(sreg, ROUNDS);

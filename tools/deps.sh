@@ -25,6 +25,11 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       build-essential libc6-dev perl
       pkg-config valgrind groff-base man-db python3-pyverbs
       debhelper dh-dkms lintian)
+# make bench: UCX and libfabric as the alloc scenario's peers (headers for
+# tools/bench/mrpool-scenarios; ucx_info and fi_info for the report), and
+# gnuplot for its plots. The guest runs this machine's root, so what is
+# installed here is what the guest has.
+pkgs+=(libucx-dev ucx-utils libfabric-dev libfabric-bin gnuplot-nox)
 
 # The library's arm64 build and its host tests under qemu-aarch64
 # (make -C lib test-arm64): a cross compiler and arm64 libraries.

@@ -8,6 +8,10 @@
  *   malloc+reg  malloc + ibv_reg_mr + ibv_dereg_mr + free (only when an RDMA
  *             device is present)
  *
+ * With --ring N the pool and malloc loops keep N buffers in flight: each
+ * iteration frees the buffer allocated N iterations before (a receive
+ * ring), instead of freeing the one it just allocated (one hot buffer).
+ *
  * and the pool's throughput with 1 and N threads. Each loop touches the
  * buffer once so no compiler drops the pair. Times are the best of
  * --rounds runs. For instruction counts run one loop under callgrind:
@@ -32,6 +36,8 @@ static size_t size = 8192;
 static long iters = 2000000;
 static int rounds = 5;
 static int max_threads = 2;
+static long ring;		/* --ring: buffers in flight, 0 = one hot buffer */
+static __thread void **ring_slot;	/* per thread: the buffers in flight */
 
 static struct mrp_pool *pool;
 static struct ibv_pd *pd;		/* attached when a device exists */
@@ -44,11 +50,79 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The slots of --ring for this thread; each loop frees what it leaves there
+ * so that every call starts empty.
+ */
+static void **ring_slots(void)
+{
+	if (!ring_slot)
+		ring_slot = calloc((size_t)ring, sizeof(*ring_slot));
+	if (!ring_slot) {
+		fprintf(stderr, "mrpool-bench: out of memory\n");
+		exit(1);
+	}
+	return ring_slot;
+}
+
+/* --ring: each buffer is freed ring iterations after it was allocated. */
+static __attribute__((noinline)) long loop_pool_ring(long n)
+{
+	void **slot = ring_slots();
+	struct mrp_buf b;
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		void **s = &slot[i % ring];
+
+		if (*s && mrp_free(pool, *s))
+			bad++;
+		*s = NULL;
+		if (mrp_alloc(pool, size, pd, &b)) {
+			bad++;
+			continue;
+		}
+		*(volatile char *)b.addr = (char)i;
+		*s = b.addr;
+	}
+	for (long i = 0; i < ring; i++) {
+		if (slot[i] && mrp_free(pool, slot[i]))
+			bad++;
+		slot[i] = NULL;
+	}
+	return bad;
+}
+
+static __attribute__((noinline)) long loop_malloc_ring(long n)
+{
+	void **slot = ring_slots();
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		void **s = &slot[i % ring];
+
+		free(*s);
+		*s = malloc(size);
+		if (!*s) {
+			bad++;
+			continue;
+		}
+		*(volatile char *)*s = (char)i;
+	}
+	for (long i = 0; i < ring; i++) {
+		free(slot[i]);
+		slot[i] = NULL;
+	}
+	return bad;
+}
+
 static __attribute__((noinline)) long loop_pool(long n)
 {
 	struct mrp_buf b;
 	long bad = 0;
 
+	if (ring)
+		return loop_pool_ring(n);
 	for (long i = 0; i < n; i++) {
 		if (mrp_alloc(pool, size, pd, &b))
 			bad++;
@@ -63,6 +137,8 @@ static __attribute__((noinline)) long loop_malloc(long n)
 {
 	long bad = 0;
 
+	if (ring)
+		return loop_malloc_ring(n);
 	for (long i = 0; i < n; i++) {
 		char *p = malloc(size);
 
@@ -238,7 +314,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: mrpool-bench [-s SIZE] [-n ITERS] [-r ROUNDS] [-t THREADS]\n"
-		"                    [--only pool|malloc|reg] [--no-rdma]\n");
+		"                    [--only pool|malloc|reg] [--no-rdma] [--ring N]\n");
 	exit(2);
 }
 
@@ -247,6 +323,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "only", required_argument, NULL, 'o' },
 		{ "no-rdma", no_argument, NULL, 'N' },
+		{ "ring", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *only = NULL;
@@ -263,10 +340,11 @@ int main(int argc, char **argv)
 		case 't': max_threads = atoi(optarg); break;
 		case 'o': only = optarg; break;
 		case 'N': use_rdma = false; break;
+		case 'R': ring = strtol(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
-	if (!size || iters < 1 || rounds < 1 || max_threads < 1)
+	if (!size || iters < 1 || rounds < 1 || max_threads < 1 || ring < 0)
 		usage();
 
 	pool = mrp_pool_open(NULL);
@@ -301,9 +379,12 @@ int main(int argc, char **argv)
 	double tm = time_loop(loop_malloc, iters, &cm);
 
 	mrp_stats(pool, &st, sizeof(st));
-	printf("# mrpool-bench: %zu-byte buffers, best of %d rounds, backend %s%s\n",
+	printf("# mrpool-bench: %zu-byte buffers, best of %d rounds, backend %s%s",
 	       size, rounds, st.backend == MRP_KIND_KERNEL ? "kernel" : "anon",
 	       pd ? ", keys of one attached PD" : ", no RDMA device: no keys");
+	if (ring)
+		printf(", %ld buffers in flight", ring);
+	printf("\n");
 	printf("%-26s %10s %10s %11s %10s\n", "alloc+free pair", "ns/op",
 	       "vs malloc", "cpu ns/op", "vs malloc");
 	printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "mrpool", tp, tp / tm, cp, cp / cm);

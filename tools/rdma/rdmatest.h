@@ -180,6 +180,19 @@ int rdt_send(struct rdt_loop *lp, void *saddr, uint32_t skey,
 /* Monotonic clock in nanoseconds, for the tools' timings. */
 uint64_t rdt_now_ns(void);
 
+/**
+ * rdt_reg_time - time one ibv_reg_mr and one ibv_dereg_mr of a range
+ * @pd:		protection domain
+ * @addr:	start of the range
+ * @len:	bytes
+ * @reg_ns:	(out) nanoseconds ibv_reg_mr took (RDT_ACCESS_ALL)
+ * @dereg_ns:	(out) nanoseconds ibv_dereg_mr took
+ *
+ * Returns 0, -errno of the registration, or -EIO if deregistering failed.
+ */
+int rdt_reg_time(struct ibv_pd *pd, void *addr, size_t len,
+		 uint64_t *reg_ns, uint64_t *dereg_ns);
+
 /* pattern.c: fill @len bytes with the pattern of @seed, or compare them to it. */
 void rdt_pattern_fill(void *buf, size_t len, unsigned int seed);
 bool rdt_pattern_same(const void *buf, size_t len, unsigned int seed);

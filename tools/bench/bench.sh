@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# `make bench`: the alloc, reg and rdma scenarios in one VM run
+# (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko),
+# the fastpath scenario on the host (tools/bench/fastpath.sh), then the
+# report (tools/bench/report.sh). Everything goes to results/bench/
+# (git-ignored): report.md, a CSV per table, a PNG per plot, the VM's logs
+# in vm/. The report is written even when a part failed (it says which);
+# the exit status is then 1. Nothing here asserts a figure.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+res=$top/results/bench
+cd "$top"
+rm -rf "$res"
+mkdir -p "$res"
+say() { printf '[bench] %s\n' "$*"; }
+
+{
+	echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2 / 1024) " MiB"}' /proc/meminfo)"
+	echo "host kernel: $(uname -r); $(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release)"
+	echo "host load at start: $(cut -d' ' -f1-3 /proc/loadavg) (other jobs share this machine: see the CPU-time columns)"
+	# (one line per architecture installed: arm64 libibverbs1 too)
+	echo "packages: $(dpkg-query -W -f='${Package} ${Version}\n' libucx0 libfabric1 libibverbs1 \
+		qemu-system-x86 gnuplot-nox 2>/dev/null | sort -u | paste -sd, - | sed 's/,/, /g')"
+} >"$res/host.txt"
+
+st=0
+say "VM: alloc, reg, rdma (results/bench/vm/)"
+# No slub_debug/page poisoning: they add kernel work to every page freed.
+# max_mb: the reg scenario takes a 256 MiB slice next to the alloc buffers.
+tools/vm/run --name bench/vm --no-debug --params "max_mb=768" --timeout 3600 \
+	-- tools/bench/guest.sh || { st=1; say "the VM run failed: see results/bench/vm/"; }
+
+say "host: fastpath"
+tools/bench/fastpath.sh >"$res/host-fastpath.csv" || { st=1; say "fastpath failed"; }
+echo "host load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
+
+tools/bench/report.sh "$res"
+exit "$st"

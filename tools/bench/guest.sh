@@ -1,0 +1,64 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# The VM half of `make bench` (tools/bench/bench.sh starts it with
+# tools/vm/run): runs the alloc, reg and rdma scenarios of mrpool-scenarios
+# on rxe0 with mrpool.ko loaded, and records what the report must say about
+# the guest and the peers' settings. Writes to $MRPOOL_RESULTS (the run's
+# results folder): alloc.csv, reg.csv, rdma.csv, guest.txt, peers.txt.
+# Exit status: 0, or 1 if a scenario failed (the others still run).
+set -u
+out=${MRPOOL_RESULTS:?run me through tools/vm/run}
+bin=tools/bench/mrpool-scenarios
+budget=${MRPOOL_BENCH_BUDGET:-1}
+st=0
+
+# libfabric's verbs provider resolves addresses through the RDMA CM
+# (rdma_create_id fails with ENOMEM without rdma_ucm's device).
+modprobe rdma_ucm 2>/dev/null || echo "rdma_ucm not loaded" >>"$out/guest.txt"
+# UCX registers through its InfiniBand memory domain on rxe0.
+export UCX_TLS=rc_verbs UCX_NET_DEVICES=rxe0:1
+
+{
+	echo "kernel: $(uname -r) ($(uname -v))"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) vCPUs (QEMU TCG)"
+	echo "memory: $(awk '/MemTotal/ {print int($2 / 1024) " MiB"}' /proc/meminfo)"
+	echo "thp: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+	echo "mrpool: $(cat /sys/module/mrpool/parameters/max_mb 2>/dev/null) MiB max, pmd_map=$(cat /sys/module/mrpool/parameters/pmd_map 2>/dev/null)"
+	echo "rdma: $(rdma link show | tr '\n' ' ')"
+	echo "cmdline: $(cat /proc/cmdline)"
+} >>"$out/guest.txt"
+
+{
+	echo "## UCX"
+	ucx_info -v | head -n1
+	echo "UCX_TLS=$UCX_TLS UCX_NET_DEVICES=$UCX_NET_DEVICES"
+	ucx_info -c | grep -E 'RCACHE|MEM_EVENTS|MEM_MALLOC_HOOKS|MEM_MMAP_HOOK_MODE|REG_METHODS'
+	echo "## UCX memory domain, as it opens (debug log, registration cache lines)"
+	UCX_LOG_LEVEL=debug ucx_info -d 2>&1 | grep -iE 'rcache|registration cache|memory hook|mem.*event' | sed 's/.*UCX  *[A-Z]* //' | sort -u | head -n 20
+	echo "## libfabric"
+	fi_info --version | head -n 2
+	fi_info -p verbs -t FI_EP_MSG 2>/dev/null | grep -E 'provider|domain|type' | head -n 6
+	echo "## libfabric MR cache settings (fi_info -e)"
+	fi_info -e 2>/dev/null | grep -A1 -E 'FI_MR_CACHE_(MAX_SIZE|MAX_COUNT|MONITOR)' | grep -v '^--'
+	echo "## libfabric verbs MR cache, as the domain opens and closes (info log)"
+	FI_LOG_LEVEL=info "$bin" -t 0.05 -p fabric alloc 2>&1 >/dev/null |
+		grep -iE 'cache|monitor' | sed 's/^libfabric:[0-9]*:[0-9]*:://' | sort | uniq -c | sort -rn | head -n 20
+} >"$out/peers.txt" 2>&1
+
+for scen in alloc reg rdma; do
+	echo "[bench] $scen (budget ${budget} s a measurement)"
+	t0=$SECONDS
+	case $scen in
+	reg) args=(-m "${MRPOOL_BENCH_MAX_SIZE:-$((256 << 20))}") ;;
+	rdma) args=(-t "$((budget * 3))") ;;
+	*) args=(-t "$budget") ;;
+	esac
+	if ! "$bin" "${args[@]}" "$scen" >"$out/$scen.csv" 2>"$out/$scen.err"; then
+		echo "[bench] $scen failed: $(tail -n 3 "$out/$scen.err")"
+		st=1
+	fi
+	echo "[bench] $scen took $((SECONDS - t0)) s"
+	cat "$out/$scen.csv"
+done
+exit "$st"

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * mrpool-scenarios: the scenarios of `make bench` that need an RDMA device.
+ *
+ *   mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma
+ *
+ * -t is the time budget of one measurement (default 1), -m the largest
+ * size of the reg scenario (default 256 MiB), -p runs only the alloc
+ * scenario's peers whose name contains PEER (for a diagnostic run). Output: CSV on stdout (see
+ * each scen_*.c). Not installed: tools/bench/bench.sh runs it in the VM.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "rdmatest.h"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_env env = { .budget_s = 1.0 };
+	size_t max_size = 256 * MIB;
+	const char *dev_name = NULL;
+	struct rdt_dev dev;
+	int c, ret;
+
+	while ((c = getopt(argc, argv, "d:t:m:p:")) != -1) {
+		switch (c) {
+		case 'd': dev_name = optarg; break;
+		case 't': env.budget_s = strtod(optarg, NULL); break;
+		case 'm': max_size = strtoull(optarg, NULL, 0); break;
+		case 'p': env.only_peer = optarg; break;
+		default: usage();
+		}
+	}
+	if (optind != argc - 1 || env.budget_s <= 0 || max_size < 4 * KIB)
+		usage();
+	ret = rdt_dev_open(&dev, dev_name, NULL);
+	if (ret) {
+		fprintf(stderr, "mrpool-scenarios: no RDMA device: %s\n", strerror(-ret));
+		return 1;
+	}
+	env.dev = &dev;
+	env.pd = dev.pd;
+	env.dev_name = dev.name;
+	if (!strcmp(argv[optind], "alloc"))
+		ret = scen_alloc(&env);
+	else if (!strcmp(argv[optind], "reg"))
+		ret = scen_reg(&env, max_size);
+	else if (!strcmp(argv[optind], "rdma"))
+		ret = scen_rdma(&env);
+	else
+		usage();
+	rdt_dev_close(&dev);
+	return ret;
+}

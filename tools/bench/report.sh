@@ -1,0 +1,271 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Turns one `make bench` run into DIR/report.md: every table is also
+# written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
+#   report.sh DIR
+# DIR holds vm/{alloc,reg,rdma}.csv, vm/guest.txt, vm/peers.txt (from
+# tools/bench/guest.sh in the VM), host-fastpath.csv and host.txt (from
+# tools/bench/bench.sh on the host). A missing input becomes a line in the
+# report saying so, never a silent gap.
+set -euo pipefail
+
+dir=${1:?usage: report.sh DIR}
+vm=$dir/vm
+md=$dir/report.md
+
+# A CSV file as a markdown table: csv_md FILE
+csv_md() {
+	awk -F, 'NR == 1 { h = "|"; s = "|"; for (i = 1; i <= NF; i++) { h = h " " $i " |"; s = s " --- |" }
+			   print h; print s; next }
+		 { l = "|"; for (i = 1; i <= NF; i++) l = l " " $i " |"; print l }' "$1"
+}
+
+# Rows of SCENARIO.csv, or a sentence saying why there are none.
+have() {	# file
+	[ -s "$1" ] && [ "$(wc -l <"$1")" -gt 1 ]
+}
+
+# alloc: one table of every cell; ratios against mrpool at the same size
+# and thread count (its ops/s over the peer's, the peer's p50 over its).
+alloc_table() {
+	awk -F, -v OFS=, 'NR == 1 || $2 == "timer" { next }
+		{ n++; for (i = 1; i <= NF; i++) f[n, i] = $i; key[n] = $3 "/" $4
+		  if ($2 == "mrpool") { pops[$3 "/" $4] = $6; pp50[$3 "/" $4] = $7 } }
+		END {
+		  print "size,threads,peer,ops/s,p50 ns,p99 ns,max ns,mrpool ops/s ÷ peer,peer p50 ÷ mrpool,ibv_reg_mr per op,first op ibv_reg_mr,cache,status"
+		  for (i = 1; i <= n; i++) {
+			k = key[i]
+			if (f[i, 14] !~ /^ok/) {
+				print f[i, 3], f[i, 4], f[i, 2], "-", "-", "-", "-", "-", "-", "-", "-", "-", f[i, 14]
+				continue
+			}
+			r1 = "-"; r2 = "-"
+			if (f[i, 6] > 0 && pops[k] > 0) r1 = sprintf("%.1fx", pops[k] / f[i, 6])
+			if (pp50[k] > 0) r2 = sprintf("%.1fx", f[i, 7] / pp50[k])
+			print f[i, 3], f[i, 4], f[i, 2], sprintf("%.0f", f[i, 6]), f[i, 7], f[i, 8], f[i, 9],
+			      r1, r2, f[i, 10], f[i, 12], f[i, 13], "ok"
+		  }
+		}' "$vm/alloc.csv"
+}
+
+reg_table() {
+	awk -F, -v OFS=, 'NR == 1 { next }
+		{ n++; for (i = 1; i <= NF; i++) f[n, i] = $i
+		  if ($2 ~ /^pool slice/) slice[$3] = $5 }
+		END {
+		  print "size,memory,rounds,ibv_reg_mr p50 us,ibv_dereg_mr p50 us,reg ÷ pool slice reg,status"
+		  for (i = 1; i <= n; i++)
+			print f[i, 3], f[i, 2], f[i, 4], f[i, 5], f[i, 7],
+			      (slice[f[i, 3]] > 0 ? sprintf("%.2fx", f[i, 5] / slice[f[i, 3]]) : "-"), f[i, 9]
+		}' "$vm/reg.csv"
+}
+
+rdma_table() {
+	awk -F, -v OFS=, 'NR == 1 { next }
+		{ n++; for (i = 1; i <= NF; i++) f[n, i] = $i
+		  if ($2 == "pool buffers") pool[$3] = $5 }
+		END {
+		  print "size,source buffer,messages,messages/s,MB/s,p50 us,p99 us,pool msg/s ÷ this,status"
+		  for (i = 1; i <= n; i++)
+			print f[i, 3], f[i, 2], f[i, 4], f[i, 5], f[i, 6], f[i, 7], f[i, 8],
+			      (f[i, 5] > 0 ? sprintf("%.1fx", pool[f[i, 3]] / f[i, 5]) : "-"), f[i, 9]
+		}' "$vm/rdma.csv"
+}
+
+fastpath_table() {
+	awk -F, -v OFS=, 'NR == 1 { print "size,pattern,allocator,instructions/pair,ns/pair (wall),ns/pair (CPU),instructions ÷ glibc,CPU ns ÷ glibc"; next }
+		{ print $3, $4, $2, $5, $6, $7, $8, $9 }' "$dir/host-fastpath.csv"
+}
+
+# Plots: one data file per series (gnuplot reads whitespace columns).
+plot_alloc() {	# threads png
+	local t=$1 png=$2 plot='' p i=0 f
+	for p in "mrpool" "glibc malloc" "malloc+ibv_reg_mr" "ucx map" "ucx rcache hit" "fabric reg" "fabric cache hit"; do
+		f=$dir/.plot-alloc-$t-$i.dat
+		awk -F, -v p="$p" -v t="$t" '$2 == p && $4 == t && $14 == "ok" && $6 > 0 { print $3 / 1024, $6 }' \
+			"$vm/alloc.csv" >"$f"
+		[ -s "$f" ] && plot+="${plot:+, }'$f' using 1:2 with linespoints title '$p'"
+		i=$((i + 1))
+	done
+	[ -n "$plot" ] || return 0
+	gnuplot <<GP
+set terminal png size 900,520 noenhanced
+set output '$png'
+set title 'alloc: buffer get + give back, $t thread(s), guest under TCG (ratios only)'
+set logscale xy
+set xlabel 'buffer size (KiB)'
+set ylabel 'operations per second'
+set key outside right
+set grid
+plot $plot
+GP
+}
+
+plot_reg() {
+	local plot='' i=0 f m
+	for m in "fresh malloc" "THP anon" "pool slice"; do
+		f=$dir/.plot-reg-$i.dat
+		awk -F, -v m="$m" 'index($2, m) == 1 && $9 == "ok" { print $3 / 1024, $5, $7 }' "$vm/reg.csv" >"$f"
+		[ -s "$f" ] && plot+="${plot:+, }'$f' using 1:2 with linespoints title 'reg: $m', '$f' using 1:3 with linespoints dashtype 2 title 'dereg: $m'"
+		i=$((i + 1))
+	done
+	[ -n "$plot" ] || return 0
+	gnuplot <<GP
+set terminal png size 900,520 noenhanced
+set output '$dir/reg.png'
+set title 'reg: ibv_reg_mr / ibv_dereg_mr by size, guest under TCG (ratios only)'
+set logscale xy
+set xlabel 'size (KiB)'
+set ylabel 'microseconds (median)'
+set key outside right
+set grid
+plot $plot
+GP
+}
+
+plot_bars() {	# csv-table png title y-label label-columns(1,2,..) value-column
+	local f=$dir/.plot-bars.dat
+	awk -F, -v cols="$5" -v v="$6" 'NR > 1 && $v + 0 > 0 {
+		n = split(cols, c, ","); l = $c[1]
+		for (i = 2; i <= n; i++) l = l "/" $c[i]
+		gsub(/ /, "-", l); print l, $v }' "$1" >"$f"
+	[ -s "$f" ] || return 0
+	gnuplot <<GP
+set terminal png size 900,480 noenhanced
+set output '$2'
+set title '$3'
+set style data histograms
+set yrange [0:*]
+set style fill solid 0.6
+set boxwidth 0.8
+set ylabel '$4'
+set xtics rotate by -30
+set grid ytics
+plot '$f' using 2:xtic(1) notitle
+GP
+}
+
+{
+	echo "# mrpool benchmark report"
+	echo
+	echo "Written by \`make bench\` ($(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$dir" rev-parse --short HEAD 2>/dev/null || echo '?'))."
+	echo
+	echo "**Absolute times are not hardware times.** The alloc, reg and rdma scenarios run in a"
+	echo "QEMU guest under TCG (instruction emulation, roughly 5-20x slower than the host, unevenly"
+	echo "so) with Soft-RoCE (rxe), a software RDMA device whose registration and transfers are"
+	echo "CPU work. Only ratios between rows measured in this one run mean anything; compare them,"
+	echo "never the absolute figures, and never across runs. The fastpath scenario runs on the host."
+	echo
+	echo "## Machine"
+	echo
+	echo '```'
+	cat "$dir/host.txt" 2>/dev/null || echo "host: (host.txt missing)"
+	echo "guest:"
+	sed 's/^/  /' "$vm/guest.txt" 2>/dev/null || echo "  (guest.txt missing: the VM run failed)"
+	echo '```'
+	echo
+
+	echo "## alloc: an RDMA-ready buffer, got and given back"
+	echo
+	echo "One operation: get a buffer of the size, touch its first byte, give it back. Peers:"
+	echo "\`mrpool\` (mrp_alloc + mrp_free, keys of an attached PD included), \`glibc malloc\`"
+	echo "(malloc + free: no RDMA at all, the floor), \`malloc+ibv_reg_mr\` (malloc + ibv_reg_mr +"
+	echo "ibv_dereg_mr + free), \`ucx map\` (malloc + ucp_mem_map + ucp_mem_unmap + free),"
+	echo "\`ucx rcache hit\` (one buffer, ucp_mem_map + ucp_mem_unmap again and again),"
+	echo "\`fabric reg\` (malloc + fi_mr_reg + fi_close + free, verbs provider) and \`fabric cache hit\`"
+	echo "(one buffer, fi_mr_reg + fi_close again and again). ops/s come from a phase without a clock"
+	echo "read per operation; p50/p99/max from a second phase that reads the clock around each one"
+	echo "(the timer's own cost, a clock_gettime pair: $(awk -F, '$2 == "timer" { print $7 " ns p50" }' "$vm/alloc.csv" 2>/dev/null))."
+	echo "\`ibv_reg_mr per op\` counts every registration call the process made (UCX's and"
+	echo "libfabric's included: the bench interposes on libibverbs), which is what the cache column"
+	echo "is read from: a cache that hits makes none after the first operation of a cell (the"
+	echo "\`first op ibv_reg_mr\` column). \`ucx map\` and \`fabric reg\` malloc a new buffer each time,"
+	echo "but glibc hands the same address back, so their caches hit too: what is left of their cost"
+	echo "is the cache lookup and the library's own bookkeeping around it. A 2-thread cell that"
+	echo "registers nothing at all found the 1-thread cell's buffers still in the cache. Under TCG a"
+	echo "clock read costs about as much as a pool or malloc operation, so the p50 of the fast peers"
+	echo "(mrpool, glibc, libfabric's hits) is mostly the timer: compare their ops/s instead."
+	echo
+	if have "$vm/alloc.csv"; then
+		alloc_table | { IFS= read -r h; echo "$h"; sort -s -t, -k1,1n -k2,2n; } >"$dir/alloc.csv"
+		csv_md "$dir/alloc.csv"
+		echo
+		plot_alloc 1 "$dir/alloc-1thread.png"
+		plot_alloc 2 "$dir/alloc-2threads.png"
+		echo "![alloc, 1 thread](alloc-1thread.png)"
+		echo "![alloc, 2 threads](alloc-2threads.png)"
+		echo
+		echo "Settings each peer ran with (and why a peer could not run):"
+		echo
+		awk -F, 'NR > 1 && $2 != "timer" { s = ($14 ~ /^unavailable/) ? $14 : $15
+			 if (!seen[$2 s]++) print "- `" $2 "`: " s }' "$vm/alloc.csv"
+		echo
+		echo "What UCX and libfabric said about their caches in the guest:"
+		echo
+		echo '```'
+		cat "$vm/peers.txt" 2>/dev/null || echo "(peers.txt missing)"
+		echo '```'
+	else
+		echo "No alloc figures: the scenario did not run or failed ($(tail -n 2 "$vm/alloc.err" 2>/dev/null | tr '\n' ' '))."
+	fi
+	echo
+
+	echo "## reg: registration cost by size"
+	echo
+	echo "ibv_reg_mr + ibv_dereg_mr of one range, medians of 5 rounds (3 from 64 MiB): \`fresh"
+	echo "malloc\` (memory as malloc returns it, untouched: the pin faults and zeroes every page),"
+	echo "\`THP anon\` (2 MiB-aligned anonymous memory, MADV_HUGEPAGE, prefaulted), \`pool slice\` (a"
+	echo "libmrpool buffer of that size from the module's pinned chunks). Timed with librdmatest's"
+	echo "rdt_reg_time(), as selftests/pool_regcost_test does."
+	echo
+	if have "$vm/reg.csv"; then
+		reg_table >"$dir/reg.csv"
+		csv_md "$dir/reg.csv"
+		plot_reg
+		echo
+		echo "![reg](reg.png)"
+	else
+		echo "No reg figures: the scenario did not run or failed ($(tail -n 2 "$vm/reg.err" 2>/dev/null | tr '\n' ' '))."
+	fi
+	echo
+
+	echo "## rdma: RC RDMA WRITE over rxe"
+	echo
+	echo "Two RC QPs on rxe0 connected to each other; each message gets its own source buffer, either"
+	echo "from the pool (registered once) or malloc'd and registered for that message (ibv_reg_mr,"
+	echo "WRITE, ibv_dereg_mr, free). One message in flight: the rate is the inverse of the time per"
+	echo "message; MB/s is that rate times the size. The target is one pool buffer for both."
+	echo
+	if have "$vm/rdma.csv"; then
+		rdma_table >"$dir/rdma.csv"
+		csv_md "$dir/rdma.csv"
+		plot_bars "$dir/rdma.csv" "$dir/rdma.png" 'rdma: RDMA WRITE messages per second (TCG guest, ratios only)' 'messages/s' 1,2 4
+		echo
+		echo "![rdma](rdma.png)"
+	else
+		echo "No rdma figures: the scenario did not run or failed ($(tail -n 2 "$vm/rdma.err" 2>/dev/null | tr '\n' ' '))."
+	fi
+	echo
+
+	echo "## fastpath: the allocator alone, on the host"
+	echo
+	echo "mrpool-bench's loops (tools/bench/fastpath.sh): instructions per alloc + free pair from"
+	echo "callgrind (only the loop collected, divided by its iterations) and ns per pair (best of 5"
+	echo "rounds; the CPU-time column is immune to other load on the host). \`hot\`: one buffer"
+	echo "allocated and freed again; \`ring1024\`: each buffer freed 1024 allocations later. The host"
+	echo "has no mrpool.ko: the pool runs on its anonymous-memory backend without a PD, the same"
+	echo "fast path."
+	echo
+	if have "$dir/host-fastpath.csv"; then
+		fastpath_table >"$dir/fastpath.csv"
+		csv_md "$dir/fastpath.csv"
+		plot_bars "$dir/fastpath.csv" "$dir/fastpath.png" 'fastpath: instructions per alloc + free pair (host)' 'instructions' 1,2,3 4
+		echo
+		echo "![fastpath](fastpath.png)"
+	else
+		echo "No fastpath figures: fastpath.sh did not run or failed."
+	fi
+} >"$md"
+rm -f "$dir"/.plot-*.dat
+echo "[bench] report: $md"
