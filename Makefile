@@ -90,8 +90,10 @@ stress: deps
 
 # alloc, reg and rdma in one VM run, fastpath on the host, then the report
 # (tools/bench/bench.sh). Figures only: nothing asserted, not in check.
-bench: deps
+bench:
+	tools/deps.sh --bench
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	$(MAKE) -C tools/bench scenarios
 	tools/bench/bench.sh
 
 # From a copy of the tracked (and new, unignored) files: the package build

@@ -72,6 +72,21 @@ static int chunks_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(chunks);
 
+/*
+ * A task names itself (PR_SET_NAME): blanks, newlines and backslashes in
+ * its comm are printed as octal escapes, and an empty one as "-", so that
+ * a name cannot add a row or shift the columns readers split on blanks.
+ */
+static void mrpool_seq_comm(struct seq_file *m, const char *comm)
+{
+	seq_putc(m, ' ');
+	if (*comm)
+		seq_escape(m, comm, " \t\n\v\f\r\\");
+	else
+		seq_putc(m, '-');
+	seq_putc(m, ' ');
+}
+
 /* id pid comm length chunks maps state */
 static int slices_show(struct seq_file *m, void *v)
 {
@@ -82,11 +97,13 @@ static int slices_show(struct seq_file *m, void *v)
 	mutex_lock(&mrpool_clients_lock);
 	list_for_each_entry(client, &mrpool_clients, node) {
 		mutex_lock(&client->lock);
-		list_for_each_entry(s, &client->slices, node)
-			seq_printf(m, "%u %d %s %llu %u %d %s\n", s->id,
-				   client->pid, client->comm, s->length,
+		list_for_each_entry(s, &client->slices, node) {
+			seq_printf(m, "%u %d", s->id, client->pid);
+			mrpool_seq_comm(m, client->comm);
+			seq_printf(m, "%llu %u %d %s\n", s->length,
 				   s->nr_chunks, atomic_read(&s->maps),
 				   s->freed ? "freed" : "live");
+		}
 		mutex_unlock(&client->lock);
 	}
 	mutex_unlock(&mrpool_clients_lock);
@@ -117,8 +134,9 @@ static int clients_show(struct seq_file *m, void *v)
 		mutex_lock(&client->lock);
 		list_for_each_entry(s, &client->slices, node)
 			n++;
-		seq_printf(m, "%d %s %u %llu", client->pid, client->comm, n,
-			   client->bytes);
+		seq_printf(m, "%d", client->pid);
+		mrpool_seq_comm(m, client->comm);
+		seq_printf(m, "%u %llu", n, client->bytes);
 		mrpool_client_stats_show(m, client);
 		seq_putc(m, '\n');
 		mutex_unlock(&client->lock);

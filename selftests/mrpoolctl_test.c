@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <libgen.h>
+#include <sys/prctl.h>
 #include <limits.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -386,6 +387,54 @@ TEST_F(ctl, debugfs_views_show_the_owner)
 	}
 	EXPECT_EQ(used_chunks, pool_count_state("used"));
 	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/*
+ * A task names itself: a comm with a blank, a newline and a backslash (any
+ * process may, with PR_SET_NAME) is printed escaped by debugfs, one row of
+ * seven fields, and comes back whole from mrpoolctl --json. Before, it
+ * added a row and shifted the columns mrpoolctl and scripts split on.
+ */
+TEST_F(ctl, hostile_comm_stays_in_its_column)
+{
+	char old[32] = "", line[256], *out = self->out;
+	const char *esc = "a\\040b\\012c\\134";
+	struct mrpool_alloc a;
+	int fd, fields = 0, rows = 0;
+	FILE *f;
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	ASSERT_EQ(0, prctl(PR_GET_NAME, old));
+	ASSERT_EQ(0, prctl(PR_SET_NAME, "a b\nc\\"));
+	fd = pool_open();
+	prctl(PR_SET_NAME, old);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pool_alloc(fd, self->q.chunk_size, &a));
+
+	f = fopen(POOL_DEBUGFS "/slices", "re");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, esc))
+			continue;
+		rows++;
+		for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n"))
+			fields++;
+	}
+	fclose(f);
+	EXPECT_EQ(1, rows);
+	EXPECT_EQ(7, fields);
+
+	ASSERT_EQ(0, ctl_run("--json slices", false, out, CTL_OUT_MAX));
+	EXPECT_NE(NULL, strstr(out, "\"comm\":\"a b\\nc\\\\\"")) {
+		TH_LOG("slices --json:\n%s", out);
+	}
+	ASSERT_EQ(0, ctl_run("--json clients", false, out, CTL_OUT_MAX));
+	EXPECT_NE(NULL, strstr(out, "\"comm\":\"a b\\nc\\\\\"")) {
+		TH_LOG("clients --json:\n%s", out);
+	}
+	EXPECT_EQ(0, pool_free(fd, a.slice_id));
+	close(fd);
 }
 
 /* devices lists rxe0 (which the VM runner creates) with its state. */

@@ -10,6 +10,8 @@
 #   .cache/ksrc/     kselftest headers and checkpatch.pl from linux-source-6.1
 #   .cache/env.mk    KABI, KDIR, GUEST_ROOT (and *_612 for 6.12), KSFT_DIR,
 #                    CHECKPATCH for make
+#
+#   tools/deps.sh --bench   also what make bench needs (UCX, libfabric, gnuplot)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,11 +27,13 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       build-essential libc6-dev perl
       pkg-config valgrind groff-base man-db python3-pyverbs
       debhelper dh-dkms lintian)
-# make bench: UCX and libfabric as the alloc scenario's peers (headers for
-# tools/bench/mrpool-scenarios; ucx_info and fi_info for the report), and
-# gnuplot for its plots. The guest runs this machine's root, so what is
-# installed here is what the guest has.
-pkgs+=(libucx-dev ucx-utils libfabric-dev libfabric-bin gnuplot-nox)
+# --bench (make bench only, never make check): UCX and libfabric as the
+# alloc scenario's peers (headers for tools/bench/mrpool-scenarios; ucx_info
+# and fi_info for the report), and gnuplot for its plots. The guest runs
+# this machine's root, so what is installed here is what the guest has.
+if [ "${1:-}" = --bench ]; then
+	pkgs+=(libucx-dev ucx-utils libfabric-dev libfabric-bin gnuplot-nox)
+fi
 
 # The library's arm64 build and its host tests under qemu-aarch64
 # (make -C lib test-arm64): a cross compiler and arm64 libraries.

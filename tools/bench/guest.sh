@@ -46,18 +46,41 @@ export UCX_TLS=rc_verbs UCX_NET_DEVICES=rxe0:1
 		grep -iE 'cache|monitor' | sed 's/^libfabric:[0-9]*:[0-9]*:://' | sort | uniq -c | sort -rn | head -n 20
 } >"$out/peers.txt" 2>&1
 
+# One process per family of alloc peers (-p matches peer names): UCX's
+# memory hooks stay installed after ucp_cleanup() and would sit in every
+# malloc, free and munmap of the peers measured after it. One header and
+# one timer row (the first process's) in alloc.csv.
+alloc_families=(mrpool malloc ucx fabric)
+
+run_alloc() {
+	local fam first=1
+	for fam in "${alloc_families[@]}"; do
+		"$bin" -t "$budget" -p "$fam" alloc >"$out/alloc-$fam.csv" 2>>"$out/alloc.err" || return 1
+		if ((first)); then
+			cat "$out/alloc-$fam.csv"
+			first=0
+		else
+			awk -F, 'NR > 1 && $2 != "timer"' "$out/alloc-$fam.csv"
+		fi
+		rm -f "$out/alloc-$fam.csv"
+	done
+}
+
 for scen in alloc reg rdma; do
 	echo "[bench] $scen (budget ${budget} s a measurement)"
 	t0=$SECONDS
 	case $scen in
 	reg) args=(-m "${MRPOOL_BENCH_MAX_SIZE:-$((256 << 20))}") ;;
-	rdma) args=(-t "$((budget * 3))") ;;
-	*) args=(-t "$budget") ;;
+	rdma) args=(-t "$(awk -v b="$budget" 'BEGIN { print b * 3 }')") ;;
 	esac
-	if ! "$bin" "${args[@]}" "$scen" >"$out/$scen.csv" 2>"$out/$scen.err"; then
+	if [ "$scen" = alloc ]; then
+		run_alloc >"$out/alloc.csv"
+	else
+		"$bin" "${args[@]}" "$scen" >"$out/$scen.csv" 2>"$out/$scen.err"
+	fi || {
 		echo "[bench] $scen failed: $(tail -n 3 "$out/$scen.err")"
 		st=1
-	fi
+	}
 	echo "[bench] $scen took $((SECONDS - t0)) s"
 	cat "$out/$scen.csv"
 done

@@ -59,14 +59,17 @@ int ctl_table_add(struct ctl_table *t, const char *const *row)
 	return 0;
 }
 
+/* What the module never leaves inside a value (it escapes a comm's). */
+#define CTL_BLANKS	" \t\n\v\f\r"
+
 /* Split @line on blanks in place; returns the number of fields. */
 static size_t ctl_split(char *line, char ***fields, size_t *cap)
 {
 	char *save = NULL, *tok;
 	size_t n = 0;
 
-	for (tok = strtok_r(line, " \t\n", &save); tok;
-	     tok = strtok_r(NULL, " \t\n", &save)) {
+	for (tok = strtok_r(line, CTL_BLANKS, &save); tok;
+	     tok = strtok_r(NULL, CTL_BLANKS, &save)) {
 		if (n == *cap) {
 			size_t c = *cap ? 2 * *cap : 16;
 			char **f = realloc(*fields, c * sizeof(*f));
@@ -82,9 +85,31 @@ static size_t ctl_split(char *line, char ***fields, size_t *cap)
 }
 
 /*
+ * A comm as the module prints it: blanks and backslashes as octal escapes
+ * (\040), so a name cannot add rows or shift columns. Undone in place.
+ */
+static void ctl_unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+					(s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/*
  * A line with more fields than the header has a blank inside one value:
- * a task's comm can hold spaces, and a free-text column comes last. The
- * surplus is joined back into "comm" if there is one, else the last column.
+ * a module from before comms were escaped, or a free-text column that
+ * comes last. The surplus is joined back into "comm" if there is one, else
+ * the last column. Then the comm's escapes are undone.
  */
 static int ctl_table_add_fields(struct ctl_table *t, char **fields, size_t n)
 {
@@ -122,6 +147,8 @@ static int ctl_table_add_fields(struct ctl_table *t, char **fields, size_t n)
 			row[i] = fields[j++];
 		}
 	}
+	if (col >= 0 && row[col])
+		ctl_unescape((char *)row[col]);
 	ret = ctl_table_add(t, row);
 	free(joined);
 	free(row);
@@ -198,9 +225,24 @@ static bool ctl_column_numeric(const struct ctl_table *t, size_t col)
 	return t->nrows > 0;
 }
 
+/*
+ * @cell with control characters (a comm's newline, say) shown as '?': the
+ * text view is one line per row whatever a task named itself.
+ */
+static const char *ctl_printable(const char *cell, char *buf, size_t size)
+{
+	size_t i;
+
+	for (i = 0; cell[i] && i + 1 < size; i++)
+		buf[i] = iscntrl((unsigned char)cell[i]) ? '?' : cell[i];
+	buf[i] = '\0';
+	return buf;
+}
+
 /* Upper-case header, numbers right aligned, the last column unpadded. */
 void ctl_table_print(const struct ctl_table *t, FILE *f)
 {
+	char buf[256];
 	size_t *width, r, c, len;
 	const char *h;
 	bool *right;
@@ -241,7 +283,7 @@ void ctl_table_print(const struct ctl_table *t, FILE *f)
 				(int)width[c];
 
 			fprintf(f, "%s%*s", c ? "  " : "", right[c] ? w : -w,
-				cell);
+				ctl_printable(cell, buf, sizeof(buf)));
 		}
 		fputc('\n', f);
 	}

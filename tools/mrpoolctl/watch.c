@@ -12,10 +12,12 @@
  * totals, "counters" (absolute), "deltas" and "rates" (null in the first
  * sample, which has nothing to compare with) and "interval" in seconds.
  */
+#define _GNU_SOURCE	/* ppoll() */
 #include "mrpoolctl.h"
 
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,10 +213,16 @@ static bool ctl_parse_seconds(const char *text, double *sec)
 	       *sec >= 0.1 && *sec <= 86400;
 }
 
-/* Sleep until @deadline += @sec; false if a signal asked to stop. */
-static bool ctl_watch_sleep(struct timespec *deadline, double sec)
+/*
+ * Sleep until @deadline += @sec; false if a signal asked to stop. SIGINT
+ * and SIGTERM are blocked but while ppoll() waits, so one that comes
+ * between the stop check and the wait ends the wait, not the next one.
+ */
+static bool ctl_watch_sleep(struct timespec *deadline, double sec,
+			    const sigset_t *unblocked)
 {
 	long long ns = (long long)(sec * 1e9);
+	struct timespec now, left;
 
 	deadline->tv_sec += ns / 1000000000;
 	deadline->tv_nsec += ns % 1000000000;
@@ -222,10 +230,19 @@ static bool ctl_watch_sleep(struct timespec *deadline, double sec)
 		deadline->tv_sec++;
 		deadline->tv_nsec -= 1000000000;
 	}
-	while (!ctl_watch_stop &&
-	       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, deadline,
-			       NULL) == EINTR)
-		;
+	while (!ctl_watch_stop) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left.tv_sec = deadline->tv_sec - now.tv_sec;
+		left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000;
+		}
+		if (left.tv_sec < 0)
+			break;
+		if (ppoll(NULL, 0, &left, unblocked) == 0)
+			break;
+	}
 	return !ctl_watch_stop;
 }
 
@@ -233,6 +250,7 @@ int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	struct ctl_sample samples[2], *prev = NULL, *cur;
 	struct sigaction sa = { .sa_handler = ctl_watch_signal };
+	sigset_t block, unblocked;
 	long long count = 0, n;
 	struct timespec deadline;
 	double sec = 2;
@@ -248,6 +266,10 @@ int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv)
 				       argv[2]);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &unblocked);
 
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	for (n = 0; !count || n < count; n++) {
@@ -269,11 +291,17 @@ int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv)
 				ctl_watch_header();
 			ctl_watch_text(prev, cur);
 		}
-		fflush(stdout);
 		if (prev)
 			ctl_sample_free(prev);
 		prev = cur;
-		if ((count && n + 1 >= count) || !ctl_watch_sleep(&deadline, sec))
+		/* output that cannot be written (a full disk, a closed pipe) ends it */
+		if (fflush(stdout) || ferror(stdout)) {
+			ctl_sample_free(prev);
+			ctl_errno(-EIO, "cannot write the samples");
+			return CTL_FAIL;
+		}
+		if ((count && n + 1 >= count) ||
+		    !ctl_watch_sleep(&deadline, sec, &unblocked))
 			break;
 	}
 	if (prev)

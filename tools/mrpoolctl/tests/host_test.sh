@@ -49,7 +49,7 @@ echo unsupported >"$m/devices/mlx5_0/state"; echo 0 >"$m/devices/mlx5_0/chunks"
 echo 1 >"$m/devices/mlx5_0/node"
 printf 'no "fast"\tregistration\n' >"$m/devices/mlx5_0/reason"
 printf 'pfn node state slice blocks\n0x1000 0 used 1 9:1\n0x1200 0 free - 9:1\n010 0 quarantined - 9:1\n' >"$d/chunks"
-printf 'id pid comm length chunks maps state\n1 42 my prog 2097152 1 1 live\n2 43 b\xffd\xc3\xa9 2097152 1 0 live\n' >"$d/slices"
+printf 'id pid comm length chunks maps state\n1 42 my prog 2097152 1 1 live\n2 43 b\xffd\xc3\xa9 2097152 1 0 live\n3 45 x\\0409\\012\\134 4194304 2 0 live\n' >"$d/slices"
 printf 'pid comm slices bytes allocs\n42 my\tprog 1 2097152 -\n44 1234 0 0 0\n' >"$d/clients"
 
 out=$root/out
@@ -65,6 +65,12 @@ ok "chunks --json: rows as objects, '-' null, hex and leading zeros stay strings
 
 "$tool" -j slices >"$out" && json_check "$out" 'docs[0]["slices"][0] == {"id": 1, "pid": 42, "comm": "my prog", "length": 2097152, "chunks": 1, "maps": 1, "state": "live"} and docs[0]["slices"][1]["comm"] == "b\ufffdd\u00e9"'
 ok "slices -j: a comm with a blank stays one value, bytes not UTF-8 become U+FFFD" $?
+
+# the module escapes a comm's blanks and backslashes (a task names itself)
+"$tool" -j slices >"$out" && json_check "$out" 'docs[0]["slices"][2] == {"id": 3, "pid": 45, "comm": "x 9\n\\", "length": 4194304, "chunks": 2, "maps": 0, "state": "live"} and docs[0]["count"] == 3'
+ok "slices -j: an escaped comm (blank, newline, backslash) comes back whole, columns in place" $?
+"$tool" slices >"$out" && [ "$(grep -c . "$out")" -le 5 ] && grep -q '^ *3  *45  *x 9?\\ ' "$out"
+ok "slices: one line per row, a comm's newline shown as ?" $?
 
 "$tool" --json clients >"$out" && json_check "$out" 'docs[0]["clients"][0]["comm"] == "my prog" and docs[0]["clients"][0]["allocs"] is None and docs[0]["clients"][1]["comm"] == "1234" and docs[0]["clients"][1]["pid"] == 44'
 ok "clients --json: a comm with a tab, '-' counters null, a comm of digits a string" $?
@@ -88,6 +94,11 @@ ok "watch --json: one object per sample, deltas and rates from the second" $?
 
 "$tool" watch 0.1 2 >"$out" 2>/dev/null && [ "$(wc -l <"$out")" = 3 ] && grep -q 'ALLOC/s' "$out"
 ok "watch text: a header and one line per sample" $?
+
+# output that cannot be written ends watch with 1 (it never ended before)
+timeout 20 "$tool" watch 0.1 >/dev/full 2>"$out"
+[ $? = 1 ] && grep -q 'cannot write' "$out"
+ok "watch to a full device: exit 1, says why" $?
 
 "$tool" --json metrics >/dev/null 2>"$out"
 [ $? = 2 ] && grep -q 'Prometheus' "$out"
