@@ -8,7 +8,7 @@
 #
 #   ${MRPOOL_CACHE:-/var/cache/mrpool}/linux-<source version>-debug-<hash>
 #
-# <hash> is that of debug.config. The tree is built in a temporary folder
+# <hash> is that of debug.config; the source package is kept beside it. The tree is built in a temporary folder
 # beside it and renamed when complete: a folder of that name is a whole
 # build. Out-of-tree modules build against it (make -C TREE M=...).
 #
@@ -65,14 +65,19 @@ fi
 
 work=$(mktemp -d "$cache/.build-${tree##*/}.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-say "fetching linux-source-6.1 $ver"
-(cd "$work" && apt-get download -q "linux-source-6.1=$ver" >/dev/null 2>&1 ||
-	apt-get download "linux-source-6.1=$ver")
-dpkg -x "$work"/linux-source-6.1_*.deb "$work/deb"
+# The source package stays in the cache: another fragment rebuilds from it.
+deb=$cache/linux-source-6.1_${ver}_all.deb
+if [ ! -f "$deb" ]; then
+	say "fetching linux-source-6.1 $ver"
+	(cd "$work" && apt-get download -q "linux-source-6.1=$ver" >/dev/null 2>&1 ||
+		apt-get download "linux-source-6.1=$ver")
+	mv "$work"/linux-source-6.1_*.deb "$deb"
+fi
+dpkg -x "$deb" "$work/deb"
 src=$work/linux
 mkdir "$src"
 tar -xJf "$work/deb/usr/src/linux-source-6.1.tar.xz" -C "$src" --strip-components=1
-rm -rf "$work/deb" "$work"/linux-source-6.1_*.deb
+rm -rf "$work/deb"
 
 say "configuring (defconfig + kvm_guest.config + $(basename "$frag"))"
 mk=(nice -n 19 make -C "$src" -s)
