@@ -5,6 +5,7 @@
 # RDMA stack is built in, and the job ends with a kmemleak check. KASAN,
 # lockdep and the list checks report in the kernel log, which the runner's
 # gate reads.
+# shellcheck shell=bash disable=SC2154	# res, gtap, GUEST_ROOT: guest.sh's
 
 # What guest.sh loads (crc32_generic, ib_uverbs, rdma_rxe, dummy, ...) is
 # built in: modprobe succeeds for a module in the tree's modules.builtin
