@@ -148,40 +148,46 @@ static void spawn_workload(const char *path, const char *env, int out)
 	_exit(127);
 }
 
+/* SIGKILL to every child of this process (the workload's orphans too). */
+static void kill_children(void)
+{
+	char path[300], line[512], *rp;
+	struct dirent *d;
+	int ppid;
+	DIR *dir;
+	FILE *f;
+
+	dir = opendir("/proc");
+	while (dir && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		/* pid (comm) state ppid: comm may hold spaces */
+		rp = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+		if (rp && sscanf(rp + 1, " %*c %d", &ppid) == 1 &&
+		    ppid == getpid())
+			kill(atoi(d->d_name), SIGKILL);
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+}
+
 /*
- * Kills and reaps every child left, the workload's orphans included (this
- * process is their subreaper), for up to a minute: one stuck in the
+ * Kills and reaps every child left, for up to a minute: one stuck in the
  * kernel shows in the pool checks that follow.
  */
 static void reap_all(void)
 {
-	char path[300], line[512], *rp;
-	int i, st, ppid;
-	struct dirent *d;
-	DIR *dir;
-	FILE *f;
+	int i, st;
 
 	for (i = 0; i < 1200; i++) {
 		while (waitpid(-1, &st, WNOHANG) > 0)
 			;
 		if (waitpid(-1, &st, WNOHANG) < 0 && errno == ECHILD)
 			return;
-		dir = opendir("/proc");
-		while (dir && (d = readdir(dir))) {
-			snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
-			f = fopen(path, "re");
-			if (!f)
-				continue;
-			/* pid (comm) state ppid: comm may hold spaces */
-			rp = fgets(line, sizeof(line), f) ?
-			     strrchr(line, ')') : NULL;
-			if (rp && sscanf(rp + 1, " %*c %d", &ppid) == 1 &&
-			    ppid == getpid())
-				kill(atoi(d->d_name), SIGKILL);
-			fclose(f);
-		}
-		if (dir)
-			closedir(dir);
+		kill_children();
 		usleep(50 * 1000);
 	}
 }
@@ -195,17 +201,17 @@ struct run {
 
 /*
  * Runs the workload, copying its output as comments; injection on from
- * its first "#  RUN" line until it exits or @secs elapse (then its
- * whole session is killed). Reaps everything it left (we are a child
- * subreaper).
+ * its first "#  RUN" line until it exits or @secs elapse (then it is
+ * killed). Whatever it leaves running is killed and reaped (this process
+ * is a child subreaper), so nothing holds its output open.
  */
 static int run_workload(const char *path, const char *env, const char *pct,
 			int secs, struct run *r)
 {
 	time_t end = time(NULL) + secs;
 	char buf[4096], *line, *nl;
+	int p[2], exited = 0;
 	size_t have = 0;
-	int p[2];
 	pid_t pid;
 
 	memset(r, 0, sizeof(*r));
@@ -223,10 +229,15 @@ static int run_workload(const char *path, const char *env, const char *pct,
 		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
 		ssize_t n;
 
-		if (!r->killed && time(NULL) >= end) {
-			fi_probability("0");
-			kill(-pid, SIGKILL);
+		if (!exited && waitpid(pid, &r->status, WNOHANG) == pid)
+			exited = 1;
+		if (!exited && !r->killed && time(NULL) >= end)
 			r->killed = 1;
+		if (exited || r->killed) {
+			fi_probability("0");
+			if (!exited)
+				kill(pid, SIGKILL);
+			kill_children();
 		}
 		if (poll(&pfd, 1, 1000) <= 0)
 			continue;
@@ -259,8 +270,8 @@ static int run_workload(const char *path, const char *env, const char *pct,
 	}
 	fi_probability("0");
 	close(p[0]);
-	waitpid(pid, &r->status, 0);
-	kill(-pid, SIGKILL);	/* whatever it left in its session */
+	if (!exited)
+		waitpid(pid, &r->status, 0);
 	reap_all();
 	return 0;
 }
