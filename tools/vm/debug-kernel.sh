@@ -59,6 +59,7 @@ for p in "${pkgs[@]}"; do
 done
 if ((${#missing[@]})); then
 	say "installing build dependencies: ${missing[*]}"
+	apt-get update -q >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 		--no-install-recommends "${missing[@]}" >/dev/null
 fi
