@@ -7,10 +7,17 @@
 #   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
 #                     last line "N passed, N failed, N skipped"
 #   make check-busy   make check while a kernel build loop keeps every CPU busy
+#   make check-debug  deps + the debug guest kernel (KASAN, lockdep, kmemleak,
+#                     fault injection; built once into /var/cache/mrpool) + the
+#                     module for it + the selftests, the short reliability
+#                     suite and the fault-injection run on it; last line
+#                     "N passed, N failed, N skipped"
 #   make stress       the reliability suite's long form on both guests (hours)
 #   make bench        deps + build + the benchmark scenarios (VM and host);
 #                     report in results/bench/report.md (not part of check)
 #   make modules-6.12 the module and test modules for the 6.12 guest
+#   make modules-debug  the debug guest kernel (tools/vm/debug-kernel.sh) and
+#                     the module and test modules for it
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
 #   make deb          Debian packages in build/deb/, checked by lintian
 #   make check-deb    install them here, boot both guests with them, purge
@@ -33,8 +40,8 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 lib tools selftests deps demo check check-busy stress bench deb check-deb \
-	install modules_install clean
+.PHONY: all module modules-6.12 modules-debug lib tools selftests deps demo check check-busy \
+	check-debug stress bench deb check-deb install modules_install clean
 
 all: module lib tools selftests
 
@@ -42,18 +49,29 @@ module:
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$$(uname -r) or run 'make deps'"; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(TOP) modules
 
-# The module and the test modules for the 6.12 guest (tools/vm/run --kernel
-# 6.12), built from a copy of their sources: Kbuild writes its objects next
-# to the sources, and the two kernels' builds must not overwrite each other.
+# The module and the test modules for another guest kernel (tools/vm/run
+# --kernel 6.12|debug), built from a copy of their sources: Kbuild writes
+# its objects next to the sources, and two kernels' builds must not
+# overwrite each other. $(call modules_for,BUILD DIR,KERNEL TREE)
+define modules_for
+	rm -rf $(1) && mkdir -p $(1)
+	git -C $(TOP) ls-files Kbuild kmod include selftests/kmod_rdma selftests/dmabuf_import | \
+		tar -C $(TOP) -cf - -T - | tar -C $(1) -xf -
+	$(MAKE) -C $(2) M=$(1) modules
+	$(MAKE) -C $(2) M=$(1)/selftests/kmod_rdma modules
+	$(MAKE) -C $(2) M=$(1)/selftests/dmabuf_import modules
+endef
+
 B612 := $(TOP)/.cache/build-6.12
 modules-6.12:
 	@test -n "$(GUEST_KDIR_612)" || { echo "no 6.12 headers: run 'make deps'"; exit 1; }
-	rm -rf $(B612) && mkdir -p $(B612)
-	git -C $(TOP) ls-files Kbuild kmod include selftests/kmod_rdma selftests/dmabuf_import | \
-		tar -C $(TOP) -cf - -T - | tar -C $(B612) -xf -
-	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612) modules
-	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612)/selftests/kmod_rdma modules
-	$(MAKE) -C $(GUEST_KDIR_612) M=$(B612)/selftests/dmabuf_import modules
+	$(call modules_for,$(B612),$(GUEST_KDIR_612))
+
+# The debug kernel is built (or found in its cache) first.
+BDEBUG := $(TOP)/.cache/build-debug
+modules-debug:
+	$(TOP)/tools/vm/debug-kernel.sh >/dev/null
+	$(call modules_for,$(BDEBUG),$$($(TOP)/tools/vm/debug-kernel.sh --path))
 
 lib:
 	$(MAKE) -C lib
@@ -81,6 +99,14 @@ check: deps
 # No test may depend on timing: the whole check again on a loaded host.
 check-busy: deps
 	tools/busy.sh $(MAKE) -f $(TOP)/Makefile check
+
+# The selftests, the short reliability suite and the fault-injection run
+# on the debug guest kernel (tools/check-debug.sh). Not in make check: the
+# kernel takes ~13 min to build once, and its guests run ~5x slower.
+check-debug: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	$(MAKE) -f $(TOP)/Makefile modules-debug
+	tools/check-debug.sh
 
 # Fuzzer, kill storm, device churn, reloads, memory pressure at length.
 stress: deps

@@ -233,64 +233,7 @@ rm -rf "$any"
 sum_args+=("src=check" "var=" "plan=0" "strict=0" "$out/steps.tap")
 
 # One line per distinct test in summary.tap, then the counts.
-awk '
-# A section is the output of one binary; the settings of its file are
-# kept at its start (awk has read those of the next file when it ends).
-function newsec(name) {
-	endsec()
-	sec = name; ssrc = src; svar = var; splan = plan
-	sres = 0; splanned = -1
-}
-function endsec() {
-	if (splan && sec != "") {
-		k = ssrc ": " sec ": TAP plan matches the results"
-		if (splanned != sres)
-			res(k, 3, (svar != "" ? svar ": " : "") \
-			    (splanned >= 0 ? "1.." splanned : "no plan") ", " sres " results")
-	}
-	sec = ""
-}
-function res(k, r, why) {
-	if (!(k in rank)) { order[++n] = k; rank[k] = 0 }
-	if (r > rank[k]) rank[k] = r
-	if (why != "") note[k] = note[k] (note[k] == "" ? "" : "; ") why
-}
-FNR == 1 { endsec() }
-/^# selftest: / { newsec($3); next }
-/^# build\// { n2 = $2; sub(/^build\/[a-z]+\//, "build/", n2); newsec(n2); next }
-/^#  RUN / { last = $3; next }
-/^1\.\.[0-9]+/ { if (splanned < 0) splanned = substr($1, 4) + 0; next }
-/^(not )?ok [0-9]+/ {
-	bad = /^not ok/
-	num = bad ? $3 : $2
-	line = $0
-	skip = line ~ /# SKIP/
-	name = line; sub(/^(not )?ok [0-9]+ */, "", name); sub(/ *# SKIP.*/, "", name)
-	if (name == "") name = last
-	k = src ": " sec ": #" num
-	if (!(k in label)) label[k] = src ": " sec ": " name
-	sres++
-	if (bad) res(k, 3, var)
-	else if (skip && strict) res(k, 3, "SKIP in a dedicated VM run: " substr(line, index(line, "# SKIP") + 7))
-	else if (skip) { res(k, 1, ""); why[k] = substr(line, index(line, "# SKIP") + 7) }
-	else res(k, 2, "")
-	next
-}
-/^(not )?ok - / {
-	k = $0; sub(/^(not )?ok - /, "", k); k = src ": " k
-	res(k, /^not ok/ ? 3 : 2, "")
-	next
-}
-END {
-	endsec()
-	for (i = 1; i <= n; i++) {
-		k = order[i]; l = (k in label) ? label[k] : k
-		if (rank[k] == 3) { print "not ok - " l (note[k] != "" ? " [" note[k] "]" : ""); f++ }
-		else if (rank[k] == 2) { print "ok - " l; p++ }
-		else { print "ok - " l " # SKIP " why[k]; s++ }
-	}
-	printf "%d passed, %d failed, %d skipped\n", p, f, s > "/dev/stderr"
-}' "${sum_args[@]}" >"$out/summary.tap" 2>"$out/counts"
+awk -f "$top/tools/tap-summary.awk" "${sum_args[@]}" >"$out/summary.tap" 2>"$out/counts"
 
 say "failures:"
 grep '^not ok' "$out/summary.tap" || echo "(none)"

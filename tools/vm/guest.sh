@@ -22,9 +22,14 @@ fail() {
 }
 
 # The guest's own modules, where modprobe looks for them (with a packaged
-# mrpool added, tools/vm/run --packaged).
-mount --bind "$MODS_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
-	fail "bind-mount guest modules"
+# mrpool added, tools/vm/run --packaged). The debug kernel has them all
+# built in, and checks of its own (tools/vm/guest-debug.sh).
+if [ "${DEBUG_KERNEL:-0}" = 1 ]; then
+	. "$MRPOOL_TOP/tools/vm/guest-debug.sh"
+else
+	mount --bind "$MODS_ROOT/lib/modules/$KABI" "/lib/modules/$KABI" ||
+		fail "bind-mount guest modules"
+fi
 modprobe crc32_generic || fail "crc32_generic"
 modprobe ib_uverbs || fail "ib_uverbs"
 modprobe rdma_rxe || fail "rdma_rxe"
@@ -142,6 +147,7 @@ if [ "${LOAD_MRPOOL:-1}" = 1 ]; then
 		fi
 	fi
 fi
+[ "${DEBUG_KERNEL:-0}" = 0 ] || debug_kmemleak_check
 # The kernel log gate (tools/vm/run) reads what this reader wrote: if it
 # died, the gate saw nothing after that and the run cannot pass.
 if ! kill -0 "$kmsg_pid" 2>/dev/null; then
