@@ -20,40 +20,12 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "rxe_gid.h"
 
 #define RUN		"tools/run/mrpool-run"
 #define ADDR		"10.77.0.1"	/* dummy0 under rxe0 (tools/vm/guest.sh) */
 #define TMO		600		/* seconds per program: a hang catcher */
 /* Per test (TEST_F_TIMEOUT): up to six programs under TCG on a busy host. */
-
-/* The RoCE v2 GID index of rxe0 port 1 whose GID is an IPv4 address. */
-static int roce_v2_gid(void)
-{
-	char path[128], buf[128];
-
-	for (int i = 0; i < 16; i++) {
-		FILE *f;
-		bool v2 = false, v4 = false;
-
-		snprintf(path, sizeof(path),
-			 "/sys/class/infiniband/rxe0/ports/1/gid_attrs/types/%d", i);
-		f = fopen(path, "r");
-		if (f) {
-			v2 = fgets(buf, sizeof(buf), f) && strstr(buf, "RoCE v2");
-			fclose(f);
-		}
-		snprintf(path, sizeof(path), "/sys/class/infiniband/rxe0/ports/1/gids/%d", i);
-		f = fopen(path, "r");
-		if (f) {
-			v4 = fgets(buf, sizeof(buf), f) &&
-			     !strncmp(buf, "0000:0000:0000:0000:0000:ffff:", 30);
-			fclose(f);
-		}
-		if (v2 && v4)
-			return i;
-	}
-	return -1;
-}
 
 /* sh -c CMD, output to LOG, in a process group of its own. */
 static pid_t spawn(const char *cmd, const char *log)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "rxe_gid.h"
 
 #define SUITE	"/usr/share/doc/rdma-core/tests"
 #define PY	"/usr/bin/python3"
@@ -139,35 +140,6 @@ static const char *status_of(const struct run *run, const char *id)
 		if (!strcmp(run->r[i].id, id))
 			return run->r[i].status;
 	return NULL;
-}
-
-/* The RoCE v2 GID index of rxe0 port 1 whose GID is an IPv4 address. */
-static int roce_v2_gid(void)
-{
-	char path[128], buf[128];
-
-	for (int i = 0; i < 16; i++) {
-		FILE *f;
-		bool v2 = false, v4 = false;
-
-		snprintf(path, sizeof(path),
-			 "/sys/class/infiniband/rxe0/ports/1/gid_attrs/types/%d", i);
-		f = fopen(path, "r");
-		if (f) {
-			v2 = fgets(buf, sizeof(buf), f) && strstr(buf, "RoCE v2");
-			fclose(f);
-		}
-		snprintf(path, sizeof(path), "/sys/class/infiniband/rxe0/ports/1/gids/%d", i);
-		f = fopen(path, "r");
-		if (f) {
-			v4 = fgets(buf, sizeof(buf), f) &&
-			     !strncmp(buf, "0000:0000:0000:0000:0000:ffff:", 30);
-			fclose(f);
-		}
-		if (v2 && v4)
-			return i;
-	}
-	return -1;
 }
 
 static struct run plain, shim;
