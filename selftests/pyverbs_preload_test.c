@@ -149,6 +149,43 @@ FIXTURE(suite) {
 	int unused;
 };
 
+/*
+ * Run one test of the suite alone, plainly or under the shim, @times
+ * times: 1 if every run ended as @want, 0 if none did, -1 if it varied
+ * (the suite's own flakiness on rxe under TCG, test_resize_cq on 6.12
+ * for one: it failed once without the shim).
+ */
+static int rerun(const char *dir, const char *top, int gid, const char *id,
+		 bool with_shim, const char *want, int times)
+{
+	static struct run one;
+	char cmd[PATH_MAX * 2 + 512];
+	int same = 0;
+
+	for (int k = 0; k < times; k++) {
+		char *text;
+		const char *st;
+
+		/* unittest names tests relative to the suite's module "tests" */
+		snprintf(cmd, sizeof(cmd), "cd %s && %s%s%s" PY " tests/run_tests.py "
+			 "--dev rxe0 --gid %d -v %s >rerun.txt 2>&1", dir,
+			 with_shim ? "MRPOOL_PRELOAD_ALIGNED_MIN=1 " : "",
+			 with_shim ? top : "", with_shim ? "/tools/run/mrpool-run " : "",
+			 gid, id + strlen("tests."));
+		if (system(cmd) < 0)
+			return -1;
+		snprintf(cmd, sizeof(cmd), "%s/rerun.txt", dir);
+		text = slurp(cmd);
+		if (!text)
+			return -1;
+		parse(text, &one);
+		free(text);
+		st = status_of(&one, id);
+		same += st && !strcmp(st, want);
+	}
+	return same == times ? 1 : same ? -1 : 0;
+}
+
 FIXTURE_SETUP(suite)
 {
 }
@@ -163,7 +200,7 @@ TEST_F_TIMEOUT(suite, same_outcomes_and_served, 3600)
 	char top[PATH_MAX], dir[] = "/tmp/mrp_pyverbs.XXXXXX", cmd[PATH_MAX * 2 + 512];
 	unsigned long long served = 0, passed = 0;
 	char *text, *rep, *l;
-	int gid, diff = 0;
+	int gid, diff = 0, flaky = 0;
 
 	if (access(SUITE "/run_tests.py", R_OK) || access(PY, X_OK))
 		SKIP(return, "needs Debian's python3-pyverbs (tools/deps.sh)");
@@ -224,9 +261,28 @@ TEST_F_TIMEOUT(suite, same_outcomes_and_served, 3600)
 			TH_LOG("the suite on rxe without the shim: %s %s", plain.r[i].id,
 			       plain.r[i].status);
 		if (!st || strcmp(st, plain.r[i].status)) {
+			int p, w;
+
 			TH_LOG("differs: %s: %s without, %s with the shim", plain.r[i].id,
 			       plain.r[i].status, st ? st : "absent");
-			diff++;
+			if (!st) {
+				diff++;
+				continue;
+			}
+			/*
+			 * A difference counts when it holds: three more runs
+			 * of the test alone in each way, each ending as it did.
+			 */
+			p = rerun(dir, top, gid, plain.r[i].id, false, plain.r[i].status, 3);
+			w = rerun(dir, top, gid, plain.r[i].id, true, st, 3);
+			if (p == 1 && w == 1) {
+				diff++;
+			} else {
+				TH_LOG("  not reproduced: alone, 3 runs each: %s without (%s), %s with the shim (%s)",
+				       p == 1 ? "same" : p ? "varied" : "never", plain.r[i].status,
+				       w == 1 ? "same" : w ? "varied" : "never", st);
+				flaky++;
+			}
 		}
 	}
 	EXPECT_LT(100, plain.ran);
@@ -234,6 +290,8 @@ TEST_F_TIMEOUT(suite, same_outcomes_and_served, 3600)
 	EXPECT_EQ(plain.ran, shim.ran);
 	EXPECT_EQ(plain.n, shim.n);
 	EXPECT_EQ(0, diff);
+	/* a flaky test or two, not half the suite */
+	EXPECT_GE(3, flaky);
 	EXPECT_EQ(0, tally(&plain, "unknown"));
 	EXPECT_LE(10, served) TH_LOG("served %llu, passed %llu", served, passed);
 	TH_LOG("registrations: %llu served from the pool, %llu passed on", served, passed);
