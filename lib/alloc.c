@@ -395,7 +395,8 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	struct mrp_bin *bin;
 	uint32_t n;
 
-	if (unlikely(!pool || i >= mrp_map.entries))
+	/* pool NULL fails the owner compare: an arena always has its pool */
+	if (unlikely(i >= mrp_map.entries))
 		goto slow;
 	a = mrp_map.slot[i];
 	if (unlikely(!a || a->pool != pool ||
