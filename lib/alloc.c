@@ -6,6 +6,7 @@
  * validates, refills, grows, falls back and reports.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "internal.h"
@@ -161,6 +162,46 @@ fallback:
 }
 
 /*
+ * Undo a pop: it raced a reclaim (the reclaim took the buffer, or leaves
+ * it to the slow path's settle), or the buffer's arena has no keys the
+ * caller can hand out (the slow path deals with it).
+ */
+static inline void mrp_bin_unpop(struct mrp_bin *bin)
+{
+	atomic_store_explicit(&bin->count,
+			      atomic_load_explicit(&bin->count, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+/*
+ * Pop the top buffer of bin, the calling thread's, into *p: 0, or 1 for
+ * the slow path (empty bin, or a reclaim under way: tcache.c). A caller
+ * that then finds the buffer unfit gives it back with mrp_bin_unpop().
+ */
+static inline __attribute__((always_inline))
+int mrp_bin_pop(struct mrp_bin *bin, void **p)
+{
+	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+
+	if (unlikely(!n))
+		return 1;
+	/*
+	 * Store the count, then load the cap: a zero cap means an idle
+	 * reclaim may have taken the buffer meanwhile (tcache.c).
+	 */
+	*p = bin->slots[n - 1];
+	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
+	atomic_signal_fence(memory_order_seq_cst);
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
+	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE))) {
+		mrp_bin_unpop(bin);
+		return 1;
+	}
+	MRP_TEST_HOOK(MRP_HOOK_ALLOC_CAP_SEEN);
+	return 0;
+}
+
+/*
  * Thread-cache pop: 0 done, 1 take the slow path: empty bin, a reclaim
  * under way (tcache.c), a PD not attached (the slow path says so), or the
  * top buffer's arena has no keys of pd (its registration failed or the PD
@@ -174,26 +215,13 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	unsigned int msb = mrp_size_msb(size);
 	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
 	struct mrp_arena *a;
-	uint32_t n;
 	int slot;
 	void *p;
 
 	/* one register for the bin from here on, not its cache and offset */
 	__asm__("" : "+r"(bin));
-	n = atomic_load_explicit(&bin->count, memory_order_relaxed);
-	if (unlikely(!n))
+	if (unlikely(mrp_bin_pop(bin, &p)))
 		return 1;
-	/*
-	 * Store the count, then load the cap: a zero cap means an idle
-	 * reclaim may have taken the buffer meanwhile (tcache.c).
-	 */
-	p = bin->slots[n - 1];
-	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
-	atomic_signal_fence(memory_order_seq_cst);
-	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
-	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE)))
-		goto unpop;
-	MRP_TEST_HOOK(MRP_HOOK_ALLOC_CAP_SEEN);
 	if (pd) {
 		/* most programs attach one PD: try its slot before the scan */
 		if (likely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) == pd))
@@ -215,14 +243,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	buf->size = (size_t)2 << msb;
 	return 0;
 unpop:
-	/*
-	 * The pop raced a reclaim (the reclaim took the buffer, or leaves it
-	 * to the slow path's settle), or the PD is not attached or has no keys
-	 * in the buffer's arena (the slow path deals with it): undo it.
-	 */
-	atomic_store_explicit(&bin->count,
-			      atomic_load_explicit(&bin->count, memory_order_relaxed) + 1,
-			      memory_order_release);
+	mrp_bin_unpop(bin);
 	return 1;
 }
 
@@ -312,6 +333,70 @@ MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t alig
 	if (align <= MRP_MAX_CLASS)
 		return mrp_alloc(pool, size, pd, buf);
 	return mrp_alloc_slow(pool, size, align, pd, buf);
+}
+
+_Static_assert(offsetof(struct mrp_buf, rkey) == offsetof(struct mrp_buf, lkey) + 4 &&
+	       offsetof(struct mrp_key, rkey) == offsetof(struct mrp_key, lkey) + 4 &&
+	       sizeof(struct mrp_key) == 8, "mrp_alloc_pdh() copies both keys at once");
+
+/*
+ * mrp_alloc_pdh() off its fast path: the handle's checks, then the PD's
+ * own path, which knows hooked pools, large sizes, lazy registration, dead
+ * PDs and the fallback. The PD is attached: a detach clears the handle
+ * first and must not race with calls through it.
+ */
+static MRP_NOINLINE int mrp_alloc_pdh_slow(struct mrp_pool *pool, size_t size,
+					   struct mrp_pdh *h, struct mrp_buf *buf)
+{
+	if (!pool || !h || !buf || h->pool != pool)
+		return -EINVAL;
+	if (mrp_forked(pool))
+		return -ECHILD;
+	if (!atomic_load_explicit(&h->bit, memory_order_relaxed))
+		return -EINVAL;		/* detached */
+	return mrp_alloc(pool, size, h->pd, buf);
+}
+
+/*
+ * The allocation fast path of mrp_alloc_fast() for a PD named by its
+ * handle: the handle gives the cache index, the key slot's bit and the
+ * keys' offset, so neither the pool's PD table nor its hooked flag is read
+ * (a hooked pool's handles have a fast_pool no caller passes). Same exits to the slow path:
+ * empty bin, a reclaim under way, an arena without keys of the PD (its
+ * registration failed, the PD is marked dead, or, with bit 0, detached).
+ */
+MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh *h,
+			     struct mrp_buf *buf)
+{
+	unsigned int msb;
+	struct mrp_arena *a;
+	struct mrp_bin *bin;
+	uint64_t keys;
+	void *p;
+
+	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
+		goto slow;
+	msb = mrp_size_msb(size);
+	bin = &mrp_tls[h->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
+	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
+	if (unlikely(mrp_bin_pop(bin, &p)))
+		goto slow;
+	/* a cached buffer is in an arena: in the map, no bound test */
+	a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
+	if (unlikely(!(atomic_load_explicit(&a->reg_mask, memory_order_acquire) &
+		       atomic_load_explicit(&h->bit, memory_order_relaxed)))) {
+		mrp_bin_unpop(bin);
+		goto slow;
+	}
+	/* lkey and rkey in one move: struct mrp_key and mrp_buf lay them out alike */
+	memcpy(&keys, (const char *)a + h->key_off, sizeof(keys));
+	memcpy(&buf->lkey, &keys, sizeof(keys));
+	mrp_inc(&bin->allocs);
+	buf->addr = p;
+	buf->size = a->bsize;	/* a load: no shift register to keep */
+	return 0;
+slow:
+	return mrp_alloc_pdh_slow(pool, size, h, buf);
 }
 
 static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)

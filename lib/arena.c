@@ -141,6 +141,7 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		a->nblocks = 1;
 	} else {
 		a->shift = cls + MRP_MIN_SHIFT;
+		a->bsize = (size_t)1 << a->shift;
 		a->nblocks = (uint32_t)(size >> a->shift);
 		a->nfree = a->nblocks;
 		a->free_idx = malloc(a->nblocks * sizeof(uint32_t));

@@ -86,6 +86,7 @@ struct mrp_arena {
 	_Atomic uintptr_t block_mask;
 	uint32_t cls;			/* size class or MRP_LARGE */
 	uint32_t shift;			/* log2 of the buffer size (classes) */
+	size_t bsize;			/* 1 << shift: mrp_alloc_pdh()'s buf->size */
 	/*
 	 * Bit s: keys[s] are those of a live MR in a PD not marked dead.
 	 * Registration per PD is best effort, so an arena may lack some; the
@@ -273,6 +274,32 @@ struct mrp_fallback {
 	struct ibv_mr *mr[MRP_MAX_PDS];
 };
 
+/*
+ * A PD handle (handle.c): one per attachment of a PD that was asked for
+ * one, kept on pool->pdhs until the pool closes, so that a handle never
+ * dangles. The allocation fast path reads its first four fields: a handle
+ * names its pool, cache slot and key slot without a search. Detaching the
+ * PD clears bit, which no arena's reg_mask matches: every later call
+ * through the handle takes the slow path, which fails it; a later attach
+ * in the same slot gets a new handle.
+ */
+struct mrp_pdh {
+	/*
+	 * The pool, or in a pool that samples or debugs (hooked)
+	 * &mrp_pdh_no_pool, which no caller passes (NULL would pass for a
+	 * NULL pool): its allocations take the slow path, which routes them
+	 * as mrp_alloc() does. One compare tests the caller's pool and that.
+	 */
+	struct mrp_pool *fast_pool;
+	uint32_t idx;			/* pool->idx: the thread's cache */
+	/* 1 << slot while attached, 0 once detached; pool->lock */
+	_Atomic uint32_t bit;
+	uintptr_t key_off;		/* offsetof(struct mrp_arena, keys[slot]) */
+	struct mrp_pool *pool;		/* the owner, for the slow path's checks */
+	struct ibv_pd *pd;		/* the PD of this attachment */
+	struct mrp_pdh *next;		/* pool->pdhs, pool->lock */
+};
+
 #define MRP_HIST_BUCKETS 64
 
 struct mrp_pool {
@@ -296,6 +323,8 @@ struct mrp_pool {
 	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
 	struct mrp_fallback *fallbacks;
 	struct mrp_mw *mws;		/* bound memory windows */
+	struct mrp_pdh *pdh[MRP_MAX_PDS];	/* handle of each slot's attachment, if asked */
+	struct mrp_pdh *pdhs;		/* every handle handed out, freed at close */
 	unsigned int access[MRP_MAX_PDS];
 	/*
 	 * Slots whose device went away (mrp_pd_dead()): never registered in
@@ -565,6 +594,11 @@ int mrp_fallback_free(struct mrp_pool *pool, void *addr);
 int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
 			struct mrp_buf *buf);
 void mrp_fallback_release_all(struct mrp_pool *pool, bool forked);
+
+/* handle.c */
+extern const char mrp_pdh_no_pool;
+void mrp_pdh_detach(struct mrp_pool *pool, int slot);
+void mrp_pdh_free_all(struct mrp_pool *pool);
 
 /* mw.c */
 int mrp_mw_release_buf(struct mrp_pool *pool, struct mrp_arena *a, uintptr_t start);

@@ -19,7 +19,7 @@
  *
  * Thread safety: every call may be made from any thread, except that
  * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
- * the same pool (or, for detach, with calls naming that PD). No call is
+ * the same pool (or, for detach, with calls naming that PD or its handle). No call is
  * async-signal-safe: none may be made from a signal handler (they take
  * locks, allocate memory and may map it).
  *
@@ -52,12 +52,13 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	4
+#define MRP_VERSION_MINOR	5
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
 struct ibv_pd;
 struct mrp_pool;
+struct mrp_pdh;
 
 /* Backend choice (attribute and MRPOOL_BACKEND=auto|kernel|anon). */
 enum mrp_backend {
@@ -446,6 +447,30 @@ struct mrp_arena_ops {
  * took are removed again and nothing is set). Since 1.4.
  */
 int mrp_set_arena_ops(struct mrp_pool *pool, const struct mrp_arena_ops *ops);
+
+/*
+ * A handle for pd, attached to pool, for mrp_alloc_pdh(): the PD named by
+ * its place in the pool rather than by a pointer the pool must search for.
+ * Every call for the same attachment returns the same handle. It is
+ * memory of the pool's until mrp_pool_close() frees it, so a handle is
+ * never left dangling while its pool is open; once pd is detached, calls
+ * through it fail with -EINVAL, also after pd is attached again (that
+ * attachment has a handle of its own). Returns NULL and sets errno: EINVAL
+ * (NULL pool or pd), ENOENT (pd not attached), ENOMEM, ECHILD. Since 1.5.
+ */
+struct mrp_pdh *mrp_pd_handle(struct mrp_pool *pool, struct ibv_pd *pd);
+
+/*
+ * mrp_alloc() with the PD of h, a handle of pool: the same buffers, keys
+ * and errors, with a shorter fast path (no search for the PD). Free the
+ * buffer with mrp_free(). Returns 0, -EINVAL (NULL argument, size 0, h a
+ * handle of another pool, or of an attachment detached since), -ENODEV
+ * (the PD marked dead), -ECHILD, -ENOMEM, or a registration error as for
+ * mrp_alloc(). The same rule holds as for the PD itself: no call through
+ * h may race with mrp_detach_pd() of its PD. Since 1.5.
+ */
+int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh *h,
+		  struct mrp_buf *buf);
 
 #ifdef INFINIBAND_VERBS_H
 /*

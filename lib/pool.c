@@ -381,6 +381,7 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	 * and the arenas, MRs and slices are the parent's: free bookkeeping only.
 	 */
 	mrp_mw_release_all(pool, forked);
+	mrp_pdh_free_all(pool);
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
 		if (forked)

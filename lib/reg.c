@@ -352,6 +352,7 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 		return -ENOENT;
 	}
 	atomic_store(&pool->pds[slot], NULL);
+	mrp_pdh_detach(pool, slot);
 	mrp_mw_release_pd_locked(pool, pd);
 	/*
 	 * An MR that fails to go retires its arena: the PD's rkey may still

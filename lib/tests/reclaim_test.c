@@ -486,6 +486,7 @@ TEST(reclaims_counted_once)
 /* What the stress test's threads share. */
 struct stress {
 	struct mrp_pool *pool;
+	struct mrp_pdh *h;		/* allocate through this PD handle, if set */
 	_Atomic int stop;
 	_Atomic uint32_t started, done;	/* forced passes begun, ended */
 };
@@ -543,11 +544,14 @@ static void *churn(void *arg)
 		if (rand_r(&w->seed) % 64 == 0)
 			for (int j = 0; j < HOLD; j++)
 				churn_free(w, &held[j], hs[j]);
-		if (mrp_alloc(s->pool, idler_size((int)serial), NULL, &held[i])) {
+		if (s->h ? mrp_alloc_pdh(s->pool, idler_size((int)serial), s->h, &held[i]) :
+			   mrp_alloc(s->pool, idler_size((int)serial), NULL, &held[i])) {
 			w->errors++;
 			held[i].addr = NULL;
 			continue;
 		}
+		if (s->h && !held[i].lkey)
+			w->errors++;	/* counted, and freed as any other */
 		hs[i] = serial++;
 		mark(&held[i], w->id, hs[i]);
 		atomic_fetch_add_explicit(&w->beats, 1, memory_order_relaxed);
@@ -607,7 +611,7 @@ static void *reclaim_loop(void *arg)
  * (all come back: every arena can be trimmed at the end), and every
  * reclaim is counted once.
  */
-static void stress(struct __test_metadata *_metadata, int debug)
+static void stress(struct __test_metadata *_metadata, int debug, int pdh)
 {
 	enum { NT = 3, PASSES = 500 };
 	struct mrp_pool_attr a = {
@@ -626,6 +630,11 @@ static void stress(struct __test_metadata *_metadata, int debug)
 		ASSERT_EQ(0, setenv("MRPOOL_DEBUG", "1", 1));
 	s.pool = test_pool(&a);
 	ASSERT_NE(NULL, s.pool);
+	if (pdh) {
+		ASSERT_EQ(0, mrp_attach_pd(s.pool, FAKE_PD(1), IBV_ACCESS_LOCAL_WRITE));
+		s.h = mrp_pd_handle(s.pool, FAKE_PD(1));
+		ASSERT_NE(NULL, s.h);
+	}
 	for (int i = 0; i < NT; i++) {
 		w[i] = (struct churner){ .s = &s, .id = (uint32_t)i + 1,
 					 .seed = (unsigned int)i * 104729u + 7 };
@@ -657,13 +666,19 @@ static void stress(struct __test_metadata *_metadata, int debug)
 
 TEST(reclaim_stress)
 {
-	stress(_metadata, 0);
+	stress(_metadata, 0, 0);
 }
 
 /* The same in debug mode, which checks every hand-out and free itself. */
 TEST(reclaim_stress_debug)
 {
-	stress(_metadata, 1);
+	stress(_metadata, 1, 0);
+}
+
+/* The same through a PD handle (mrp_alloc_pdh's own fast path), with keys. */
+TEST(reclaim_stress_pdh)
+{
+	stress(_metadata, 0, 1);
 }
 
 /* Make membarrier() fail with EPERM in this process, as a seccomp policy may. */
