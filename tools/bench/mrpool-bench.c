@@ -12,6 +12,12 @@
  * iteration frees the buffer allocated N iterations before (a receive
  * ring), instead of freeing the one it just allocated (one hot buffer).
  *
+ * With a PD attached (a device, or mrpool-bench-fake's fake verbs) the pool
+ * loop also runs as "pool-pdh": mrp_alloc_pdh() through the PD's handle
+ * (mrp_pd_handle()). --pd-slot N attaches N other PDs first, so that the
+ * one the loops name is in slot N (mrp_alloc() finds slot 0 first, then
+ * searches).
+ *
  * and the pool's throughput with 1 and N threads. Each loop touches the
  * buffer once so no compiler drops the pair. Times are the best of
  * --rounds runs. For instruction counts run one loop under callgrind:
@@ -41,6 +47,18 @@ static __thread void **ring_slot;	/* per thread: the buffers in flight */
 
 static struct mrp_pool *pool;
 static struct ibv_pd *pd;		/* attached when a device exists */
+static struct mrp_pdh *pdh;		/* its handle */
+static int pd_slot;			/* --pd-slot: pd's slot in the pool */
+#define MAX_PD_SLOT 7			/* MRP_MAX_PDS - 1 */
+
+#ifdef MRP_BENCH_FAKE_VERBS
+/*
+ * mrpool-bench-fake: lib/tests/fake_verbs.c stands in for ibv_reg_mr and
+ * friends, so a host without a device measures the keyed fast paths.
+ */
+#define FAKE_PDS 16
+extern struct ibv_pd fake_pds[FAKE_PDS];
+#endif
 
 static uint64_t now_ns(void)
 {
@@ -93,6 +111,34 @@ static __attribute__((noinline)) long loop_pool_ring(long n)
 	return bad;
 }
 
+/* loop_pool_ring() through the PD's handle */
+static __attribute__((noinline)) long loop_pool_pdh_ring(long n)
+{
+	void **slot = ring_slots();
+	struct mrp_buf b;
+	long bad = 0;
+
+	for (long i = 0; i < n; i++) {
+		void **s = &slot[i % ring];
+
+		if (*s && mrp_free(pool, *s))
+			bad++;
+		*s = NULL;
+		if (mrp_alloc_pdh(pool, size, pdh, &b)) {
+			bad++;
+			continue;
+		}
+		*(volatile char *)b.addr = (char)i;
+		*s = b.addr;
+	}
+	for (long i = 0; i < ring; i++) {
+		if (slot[i] && mrp_free(pool, slot[i]))
+			bad++;
+		slot[i] = NULL;
+	}
+	return bad;
+}
+
 static __attribute__((noinline)) long loop_malloc_ring(long n)
 {
 	void **slot = ring_slots();
@@ -125,6 +171,24 @@ static __attribute__((noinline)) long loop_pool(long n)
 		return loop_pool_ring(n);
 	for (long i = 0; i < n; i++) {
 		if (mrp_alloc(pool, size, pd, &b))
+			bad++;
+		*(volatile char *)b.addr = (char)i;
+		if (mrp_free(pool, b.addr))
+			bad++;
+	}
+	return bad;
+}
+
+/* loop_pool() through the PD's handle */
+static __attribute__((noinline)) long loop_pool_pdh(long n)
+{
+	struct mrp_buf b;
+	long bad = 0;
+
+	if (ring)
+		return loop_pool_pdh_ring(n);
+	for (long i = 0; i < n; i++) {
+		if (mrp_alloc_pdh(pool, size, pdh, &b))
 			bad++;
 		*(volatile char *)b.addr = (char)i;
 		if (mrp_free(pool, b.addr))
@@ -296,6 +360,7 @@ static double throughput(loop_fn fn, int nthreads, long n, double *cpu_rate)
 	return best;
 }
 
+#ifndef MRP_BENCH_FAKE_VERBS
 static struct ibv_context *open_device(void)
 {
 	struct ibv_device **list;
@@ -309,12 +374,14 @@ static struct ibv_context *open_device(void)
 		ibv_free_device_list(list);
 	return ctx;
 }
+#endif
 
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: mrpool-bench [-s SIZE] [-n ITERS] [-r ROUNDS] [-t THREADS]\n"
-		"                    [--only pool|malloc|reg] [--no-rdma] [--ring N]\n");
+		"                    [--only pool|pool-pdh|malloc|reg] [--no-rdma] [--ring N]\n"
+		"                    [--pd-slot N]\n");
 	exit(2);
 }
 
@@ -324,10 +391,12 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, 'o' },
 		{ "no-rdma", no_argument, NULL, 'N' },
 		{ "ring", required_argument, NULL, 'R' },
+		{ "pd-slot", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *only = NULL;
 	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pds[MAX_PD_SLOT + 1] = { NULL };
 	bool use_rdma = true;
 	struct mrp_stats st;
 	int c;
@@ -341,10 +410,12 @@ int main(int argc, char **argv)
 		case 'o': only = optarg; break;
 		case 'N': use_rdma = false; break;
 		case 'R': ring = strtol(optarg, NULL, 0); break;
+		case 'P': pd_slot = atoi(optarg); break;
 		default: usage();
 		}
 	}
-	if (!size || iters < 1 || rounds < 1 || max_threads < 1 || ring < 0)
+	if (!size || iters < 1 || rounds < 1 || max_threads < 1 || ring < 0 ||
+	    pd_slot < 0 || pd_slot > MAX_PD_SLOT)
 		usage();
 
 	pool = mrp_pool_open(NULL);
@@ -352,13 +423,33 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mrpool-bench: mrp_pool_open: %s\n", mrp_strerror(errno));
 		return 1;
 	}
+#ifdef MRP_BENCH_FAKE_VERBS
+	for (int i = 0; use_rdma && i <= pd_slot; i++) {
+		pds[i] = &fake_pds[i];
+		if (mrp_attach_pd(pool, pds[i], IBV_ACCESS_LOCAL_WRITE |
+				  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) {
+			fprintf(stderr, "mrpool-bench: PD setup failed\n");
+			return 1;
+		}
+	}
+	pd = pds[pd_slot];	/* NULL with --no-rdma */
+#else
 	if (use_rdma)
 		ctx = open_device();
-	if (ctx) {
-		pd = ibv_alloc_pd(ctx);
-		if (!pd || mrp_attach_pd(pool, pd, IBV_ACCESS_LOCAL_WRITE |
-					 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) {
+	for (int i = 0; ctx && i <= pd_slot; i++) {
+		pds[i] = ibv_alloc_pd(ctx);
+		if (!pds[i] || mrp_attach_pd(pool, pds[i], IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) {
 			fprintf(stderr, "mrpool-bench: PD setup failed\n");
+			return 1;
+		}
+		pd = pds[i];
+	}
+#endif
+	if (pd) {
+		pdh = mrp_pd_handle(pool, pd);
+		if (!pdh) {
+			fprintf(stderr, "mrpool-bench: mrp_pd_handle: %s\n", mrp_strerror(errno));
 			return 1;
 		}
 	}
@@ -367,6 +458,8 @@ int main(int argc, char **argv)
 		/* one loop, once: for callgrind and perf */
 		if (!strcmp(only, "pool"))
 			return loop_pool(iters) != 0;
+		if (!strcmp(only, "pool-pdh") && pdh)
+			return loop_pool_pdh(iters) != 0;
 		if (!strcmp(only, "malloc"))
 			return loop_malloc(iters) != 0;
 		if (!strcmp(only, "reg") && pd)
@@ -374,20 +467,28 @@ int main(int argc, char **argv)
 		usage();
 	}
 
-	double cp, cm;
+	double cp, cm, ch = 0, th = 0;
 	double tp = time_loop(loop_pool, iters, &cp);
 	double tm = time_loop(loop_malloc, iters, &cm);
+
+	if (pdh)
+		th = time_loop(loop_pool_pdh, iters, &ch);
 
 	mrp_stats(pool, &st, sizeof(st));
 	printf("# mrpool-bench: %zu-byte buffers, best of %d rounds, backend %s%s",
 	       size, rounds, st.backend == MRP_KIND_KERNEL ? "kernel" : "anon",
 	       pd ? ", keys of one attached PD" : ", no RDMA device: no keys");
+	if (pd)
+		printf(" (slot %d)", pd_slot);
 	if (ring)
 		printf(", %ld buffers in flight", ring);
 	printf("\n");
 	printf("%-26s %10s %10s %11s %10s\n", "alloc+free pair", "ns/op",
 	       "vs malloc", "cpu ns/op", "vs malloc");
 	printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "mrpool", tp, tp / tm, cp, cp / cm);
+	if (pdh)
+		printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "mrpool PD handle", th,
+		       th / tm, ch, ch / cm);
 	printf("%-26s %10.1f %9.2fx %11.1f %9.2fx\n", "glibc malloc", tm, 1.0, cm, 1.0);
 	if (pd) {
 		long n = iters / 1000 > 100 ? iters / 1000 : 100;
@@ -424,8 +525,11 @@ int main(int argc, char **argv)
 	       st.allocs ? 100.0 * (double)st.tcache_hits / (double)st.allocs : 0.0,
 	       (unsigned long long)st.depot_refills, (unsigned long long)st.arenas);
 	mrp_pool_close(pool);
-	if (pd)
-		ibv_dealloc_pd(pd);
+#ifndef MRP_BENCH_FAKE_VERBS
+	for (int i = 0; i <= pd_slot; i++)
+		if (pds[i])
+			ibv_dealloc_pd(pds[i]);
+#endif
 	if (ctx)
 		ibv_close_device(ctx);
 	return 0;
