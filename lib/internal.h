@@ -96,7 +96,8 @@ struct mrp_arena {
 	 * both under pool->lock.
 	 */
 	_Atomic uint32_t reg_mask;
-	struct mrp_key keys[MRP_MAX_PDS];	/* per pool->pds slot */
+	/* per pool->pds slot; 8-byte aligned: mrp_alloc_pdh() loads a pair at once */
+	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 
 	/* depot, class->lock */
 	uint32_t nblocks;		/* buffers in the arena */
@@ -298,7 +299,7 @@ struct mrp_pdh {
 	struct mrp_pool *pool;		/* the owner, for the slow path's checks */
 	struct ibv_pd *pd;		/* the PD of this attachment */
 	struct mrp_pdh *next;		/* pool->pdhs, pool->lock */
-};
+} __attribute__((aligned(64)));
 
 #define MRP_HIST_BUCKETS 64
 
