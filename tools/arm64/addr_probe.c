@@ -26,7 +26,7 @@ static int test_num;
 
 static void result(int ok, const char *what)
 {
-	printf("%sok %d - %s\n", ok ? "" : "not ", ++test_num, what);
+	printf("%sok %d %s\n", ok ? "" : "not ", ++test_num, what);
 }
 
 /* The start of the highest mapping in /proc/self/maps (the stack's region). */

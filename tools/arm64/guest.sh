@@ -22,8 +22,8 @@ echo "MRPOOL-ARM64-BEGIN"
 check() {	# status name
 	if [ "$1" = 0 ]; then echo "ok - $2"; else echo "not ok - $2"; fi
 }
-m=$(uname -m)
-check "$([ "$m" = aarch64 ]; echo $?)" "arm64 system guest: uname -m is aarch64 ($m, kernel $(uname -r))"
+echo "# uname -m: $(uname -m), kernel $(uname -r)"
+check "$([ "$(uname -m)" = aarch64 ]; echo $?)" "arm64 system guest: uname -m is aarch64"
 # arm64's /proc/cpuinfo has no address sizes: the stack, placed at the top
 # of the user address space, shows the VA size (just below 2^48 for 48 bits).
 stack=$(grep '\[stack\]' /proc/self/maps | cut -d' ' -f1)
