@@ -4,10 +4,15 @@
 # Builds the arm64 system guest's boot files (tools/arm64/run) and caches
 # them outside the checkout, so that every clone on the machine reuses them:
 #
-#   ${MRPOOL_CACHE:-/var/cache/mrpool}/arm64-<kernel version>-<hash>/
-#       vmlinuz     Debian 12's arm64 kernel (linux-image-<abi>:arm64), an
-#                   uncompressed Image that qemu -kernel boots directly
-#       config      its configuration (CONFIG_ARM64_VA_BITS=48, 4K pages)
+#   ${MRPOOL_CACHE:-/var/cache/mrpool}/arm64-<abi>-<version>-<hash>/
+#       vmlinuz     a Debian 12 arm64 kernel (linux-image-<abi>:arm64), an
+#                   uncompressed Image that qemu -kernel boots directly:
+#                   6.1     Debian 12's own (linux-image-arm64): 4 KiB pages,
+#                           48-bit VA
+#                   6.12-16k  its security suite's 6.12 with 16 KiB pages
+#                           (linux-image-6.12-arm64-16k): 52-bit VA where
+#                           the CPU has LPA2, else 47
+#       config      its configuration
 #       root.cpio.gz  the root: Debian's arm64 libc, libibverbs and libnl,
 #                   and busybox, unpacked by mmdebstrap (--variant=extract:
 #                   no maintainer script runs, so no arm64 emulation of the
@@ -19,8 +24,10 @@
 # of that name is a whole build. The root comes from the Debian archive this
 # machine's apt uses (its sources files are handed to mmdebstrap).
 #
-#   tools/arm64/image.sh          build unless cached; print the folder
-#   tools/arm64/image.sh --path   print the folder; status 1 if not built
+#   tools/arm64/image.sh [--kernel 6.1|6.12-16k]          build unless
+#                                  cached; print the folder (default 6.1)
+#   tools/arm64/image.sh [--kernel 6.1|6.12-16k] --path   print the folder;
+#                                  status 1 if not built
 #
 # Needs mmdebstrap, cpio and the arm64 architecture in dpkg (tools/deps.sh);
 # exits 4 without them. A cold build takes about a minute (downloads: the
@@ -35,23 +42,35 @@ pkgs=libc6,libgcc-s1,libibverbs1,libnl-3-200,libnl-route-3-200,busybox-static
 say() { printf '[arm64-image] %s\n' "$*" >&2; }
 skip() { say "$*"; exit 4; }
 
+usage() { echo "usage: $0 [--kernel 6.1|6.12-16k] [--path]" >&2; exit 2; }
+kernel=6.1 path=0
+while (($#)); do
+	case $1 in
+	--kernel) kernel=${2:-}; shift 2 || usage ;;
+	--path) path=1; shift ;;
+	*) usage ;;
+	esac
+done
+case $kernel in
+6.1) meta=linux-image-arm64 ;;
+6.12-16k) meta=linux-image-6.12-arm64-16k ;;
+*) usage ;;
+esac
+
 # The kernel's ABI package, resolved as the metapackage names it: it moves
 # with every security update.
-abi=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null |
-	sed -n 's/^ *Depends: \(linux-image-[^ :]*-arm64\).*/\1/p' | head -n1)
-[ -n "$abi" ] || skip "apt knows no linux-image-arm64:arm64 (dpkg --add-architecture arm64; apt-get update: tools/deps.sh)"
+abi=$(apt-cache depends "$meta:arm64" 2>/dev/null |
+	sed -n 's/^ *Depends: \(linux-image-[^ :]*-arm64[^ :]*\).*/\1/p' | head -n1)
+[ -n "$abi" ] || skip "apt knows no $meta:arm64 (dpkg --add-architecture arm64; apt-get update: tools/deps.sh)"
 ver=$(apt-cache show --no-all-versions "$abi:arm64" | sed -n 's/^Version: //p' | head -n1)
 hash=$(sha256sum "$0" | cut -c1-12)
-dir=$cache/arm64-$ver-$hash
+dir=$cache/arm64-${abi#linux-image-}-$ver-$hash
 
-case ${1:-} in
---path)
+if ((path)); then
 	[ -f "$dir/root.cpio.gz" ] || exit 1
 	echo "$dir"
-	exit 0 ;;
-'') ;;
-*) echo "usage: $0 [--path]" >&2; exit 2 ;;
-esac
+	exit 0
+fi
 
 command -v mmdebstrap >/dev/null || skip "mmdebstrap not installed: run tools/deps.sh"
 command -v cpio >/dev/null || skip "cpio not installed: run tools/deps.sh"
