@@ -13,8 +13,9 @@
 #                     suite and the fault-injection run on it; last line
 #                     "N passed, N failed, N skipped"
 #   make check-arm64-system  deps + the library's host tests on Debian's arm64
-#                     kernel in qemu-system-aarch64 (tools/arm64/run; its root
-#                     and kernel cached in /var/cache/mrpool); part of make check
+#                     kernels (6.1; 6.12 with 16 KiB pages) in qemu-system-aarch64
+#                     (tools/arm64/run; root and kernels cached in
+#                     /var/cache/mrpool); part of make check
 #   make stress       the reliability suite's long form on both guests (hours)
 #   make bench        deps + build + the benchmark scenarios (VM and host);
 #                     report in results/bench/report.md (not part of check)
@@ -111,8 +112,8 @@ check-debug: deps
 	$(MAKE) -f $(TOP)/Makefile modules-debug
 	tools/check-debug.sh
 
-# The library's host tests on an arm64 kernel with 48-bit VA (make check
-# runs it too).
+# The library's host tests on arm64 kernels: 48-bit VA, 16 KiB pages (make
+# check runs it too).
 check-arm64-system: deps
 	tools/arm64/run
 
