@@ -19,7 +19,8 @@
 #                   host is needed), as an initramfs
 #       packages    what the root holds, package and version per line
 #
-# <hash> is that of this script (the package list is in it). The files are
+# <hash> is that of this script's code, comments aside (the package list
+# is in it). The files are
 # made in a temporary folder beside it and renamed when complete: a folder
 # of that name is a whole build. The root comes from the Debian archive this
 # machine's apt uses (its sources files are handed to mmdebstrap).
@@ -30,8 +31,9 @@
 #                                  status 1 if not built
 #
 # Needs mmdebstrap, cpio and the arm64 architecture in dpkg (tools/deps.sh);
-# exits 4 without them. A cold build takes about a minute (downloads: the
-# kernel package is 60 MB).
+# exits 4 without them. A cold build takes 20-40 s (downloads: the
+# kernel packages are 60 MB (6.1) and 92 MB (6.12-16k)); the root is rebuilt
+# for each kernel (18 MB unpacked, 6 MB as initramfs).
 set -euo pipefail
 
 cache=${MRPOOL_CACHE:-/var/cache/mrpool}
@@ -63,7 +65,7 @@ abi=$(apt-cache depends "$meta:arm64" 2>/dev/null |
 	sed -n 's/^ *Depends: \(linux-image-[^ :]*-arm64[^ :]*\).*/\1/p' | head -n1)
 [ -n "$abi" ] || skip "apt knows no $meta:arm64 (dpkg --add-architecture arm64; apt-get update: tools/deps.sh)"
 ver=$(apt-cache show --no-all-versions "$abi:arm64" | sed -n 's/^Version: //p' | head -n1)
-hash=$(sha256sum "$0" | cut -c1-12)
+hash=$(grep -v '^[[:space:]]*#' "$0" | sha256sum | cut -c1-12)	# comments aside
 dir=$cache/arm64-${abi#linux-image-}-$ver-$hash
 
 if ((path)); then
