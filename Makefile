@@ -12,6 +12,10 @@
 #                     module for it + the selftests, the short reliability
 #                     suite and the fault-injection run on it; last line
 #                     "N passed, N failed, N skipped"
+#   make check-arm64-system  deps + the library's host tests on Debian's arm64
+#                     kernels (6.1; 6.12 with 16 KiB pages) in qemu-system-aarch64
+#                     (tools/arm64/run; root and kernels cached in
+#                     /var/cache/mrpool); part of make check
 #   make stress       the reliability suite's long form on both guests (hours)
 #   make bench        deps + build + the benchmark scenarios (VM and host);
 #                     report in results/bench/report.md (not part of check)
@@ -41,7 +45,7 @@ PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
 .PHONY: all module modules-6.12 modules-debug lib tools selftests deps demo check check-busy \
-	check-debug stress bench deb check-deb install modules_install clean
+	check-debug check-arm64-system stress bench deb check-deb install modules_install clean
 
 all: module lib tools selftests
 
@@ -107,6 +111,11 @@ check-debug: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	$(MAKE) -f $(TOP)/Makefile modules-debug
 	tools/check-debug.sh
+
+# The library's host tests on arm64 kernels: 48-bit VA, 16 KiB pages (make
+# check runs it too).
+check-arm64-system: deps
+	tools/arm64/run
 
 # Fuzzer, kill storm, device churn, reloads, memory pressure at length.
 stress: deps

@@ -36,8 +36,12 @@ if [ "${1:-}" = --bench ]; then
 fi
 
 # The library's arm64 build and its host tests under qemu-aarch64
-# (make -C lib test-arm64): a cross compiler and arm64 libraries.
-pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libibverbs-dev:arm64)
+# (make -C lib test-arm64): a cross compiler and arm64 libraries. The same
+# tests in an arm64 system guest (tools/arm64/run): qemu-system-aarch64,
+# and mmdebstrap for the guest's root (Debian's arm64 packages unpacked,
+# cached in /var/cache/mrpool with Debian's arm64 kernel).
+pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libibverbs-dev:arm64
+       qemu-system-arm mmdebstrap)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	say "adding the arm64 architecture (for libibverbs-dev:arm64)"
 	dpkg --add-architecture arm64

@@ -11,7 +11,19 @@
 # Needs (Debian, with `dpkg --add-architecture arm64`): gcc-aarch64-linux-gnu
 # qemu-user libc6:arm64 libibverbs-dev:arm64. Exits 4 (skip) without them.
 # Builds in .cache/arm64/ so the host build in lib/ is left alone.
+#
+#   lib/tests/arm64.sh           build, then run the tests under qemu-aarch64
+#   lib/tests/arm64.sh --build   build only, the tests and preload_test (which
+#                                user mode cannot run) for an arm64 system
+#                                (tools/arm64/run boots one)
 set -euo pipefail
+
+build_only=0
+case ${1:-} in
+--build) build_only=1 ;;
+'') ;;
+*) echo "usage: $0 [--build]" >&2; exit 2 ;;
+esac
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cross=${CROSS_COMPILE:-aarch64-linux-gnu-}
@@ -20,7 +32,7 @@ out=$top/.cache/arm64
 
 skip() { echo "1..0 # SKIP $*"; exit 4; }
 command -v "${cross}gcc" >/dev/null || skip "${cross}gcc not installed"
-command -v "$qemu" >/dev/null || skip "$qemu not installed"
+((build_only)) || command -v "$qemu" >/dev/null || skip "$qemu not installed"
 [ -e /lib/ld-linux-aarch64.so.1 ] || skip "libc6:arm64 not installed"
 [ -e /usr/lib/aarch64-linux-gnu/libibverbs.so ] || skip "libibverbs-dev:arm64 not installed"
 ksft=$(sed -n 's/^KSFT_DIR := //p' "$top/.cache/env.mk" 2>/dev/null || true)
@@ -38,4 +50,9 @@ machine=$(od -An -tu2 -j18 -N2 build/alloc.o | tr -d ' ')
 [ "$machine" = 183 ] || { echo "not ok - cross build is not AArch64 (e_machine $machine)"; exit 1; }
 echo "# built for AArch64: $(ls build/*.o | wc -l) objects, libmrpool.so.1.0.0 exports:"
 "${cross}nm" -D --defined-only libmrpool.so.1.0.0 | awk '{print "#   " $3}'
+if ((build_only)); then
+	read -ra bins < <(make -s TOP="$out" KSFT_DIR="$ksft" print-test-bins)
+	make -s TOP="$out" KSFT_DIR="$ksft" CC="${cross}gcc" "${bins[@]}"
+	exit 0
+fi
 make TOP="$out" KSFT_DIR="$ksft" CC="${cross}gcc" RUN="$qemu" test
