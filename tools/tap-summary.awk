@@ -13,6 +13,7 @@ function newsec(name) {
 	endsec()
 	sec = name; ssrc = src; svar = var; splan = plan
 	sres = 0; splanned = -1
+	last = ""	# a nameless result takes the name of its own section's RUN
 }
 function endsec() {
 	if (splan && sec != "") {
@@ -28,7 +29,7 @@ function res(k, r, why) {
 	if (r > rank[k]) rank[k] = r
 	if (why != "") note[k] = note[k] (note[k] == "" ? "" : "; ") why
 }
-FNR == 1 { endsec() }
+FNR == 1 { endsec(); last = "" }
 /^# selftest: / { newsec($3); next }
 /^# build\// { n2 = $2; sub(/^build\/[a-z]+\//, "build/", n2); newsec(n2); next }
 /^#  RUN / { last = $3; next }
