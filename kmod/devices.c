@@ -15,20 +15,6 @@
 #include <linux/uaccess.h>
 #include <linux/capability.h>
 
-static u32 mrpool_device_state(enum mrpool_ib_state state)
-{
-	switch (state) {
-	case MRPOOL_IB_READY:
-		return MRPOOL_DEVICE_READY;
-	case MRPOOL_IB_UNSUPPORTED:
-		return MRPOOL_DEVICE_UNSUPPORTED;
-	case MRPOOL_IB_REMOVED:
-		return MRPOOL_DEVICE_REMOVED;
-	default:
-		return MRPOOL_DEVICE_FAILED;
-	}
-}
-
 /* Entry @i of a user array @usize bytes apart: @e, then zeroes. */
 static int mrpool_put_entry(u64 base, u32 usize, unsigned int i,
 			    const void *e, size_t ksize)
@@ -95,7 +81,7 @@ static int mrpool_devices_snapshot(unsigned int max,
 			break;
 		strscpy(e->name, d->name, sizeof(e->name));
 		e->node = d->node;
-		e->state = mrpool_device_state(d->state);
+		e->state = mrpool_ib_state_uapi(d->state);
 		e->nr_chunks = atomic_read(&d->nr_mrs);
 		if (d->state != MRPOOL_IB_READY)
 			strscpy(e->reason, d->reason, sizeof(e->reason));

@@ -185,6 +185,7 @@ bool mrpool_ib_chunk_removing(struct mrpool_chunk *c);
 void mrpool_ib_chunk_leaked(struct mrpool_chunk *c);
 unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c);
 const char *mrpool_ib_state_name(enum mrpool_ib_state state);
+u32 mrpool_ib_state_uapi(enum mrpool_ib_state state);
 __printf(3, 4)
 void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 			 const char *fmt, ...);

@@ -54,6 +54,21 @@ const char *mrpool_ib_state_name(enum mrpool_ib_state state)
 	return mrpool_ib_state_names[state];
 }
 
+/* The state as the UAPI says it (DEVICES ioctl, netlink). */
+u32 mrpool_ib_state_uapi(enum mrpool_ib_state state)
+{
+	switch (state) {
+	case MRPOOL_IB_READY:
+		return MRPOOL_DEVICE_READY;
+	case MRPOOL_IB_UNSUPPORTED:
+		return MRPOOL_DEVICE_UNSUPPORTED;
+	case MRPOOL_IB_REMOVED:
+		return MRPOOL_DEVICE_REMOVED;
+	default:
+		return MRPOOL_DEVICE_FAILED;
+	}
+}
+
 /* A chunk's pages are the pool's for the chunk's life: the first is its key. */
 unsigned long mrpool_ib_chunk_key(const struct mrpool_chunk *c)
 {

@@ -63,20 +63,6 @@ static struct genl_family mrpool_nl_family __ro_after_init = {
 	.n_mcgrps = ARRAY_SIZE(mrpool_nl_mcgrps),
 };
 
-static u32 mrpool_nl_dev_state(enum mrpool_ib_state state)
-{
-	switch (state) {
-	case MRPOOL_IB_READY:
-		return MRPOOL_DEVICE_READY;
-	case MRPOOL_IB_UNSUPPORTED:
-		return MRPOOL_DEVICE_UNSUPPORTED;
-	case MRPOOL_IB_REMOVED:
-		return MRPOOL_DEVICE_REMOVED;
-	default:
-		return MRPOOL_DEVICE_FAILED;
-	}
-}
-
 /* Caller holds mrpool_ib_lock (name, state and reason change under it). */
 static int mrpool_nl_put_dev(struct sk_buff *skb, struct mrpool_ib_dev *d)
 {
@@ -87,7 +73,7 @@ static int mrpool_nl_put_dev(struct sk_buff *skb, struct mrpool_ib_dev *d)
 	if (!nest)
 		return -EMSGSIZE;
 	if (nla_put_string(skb, MRPOOL_DEV_A_NAME, d->name) ||
-	    nla_put_u32(skb, MRPOOL_DEV_A_STATE, mrpool_nl_dev_state(d->state)) ||
+	    nla_put_u32(skb, MRPOOL_DEV_A_STATE, mrpool_ib_state_uapi(d->state)) ||
 	    nla_put_s32(skb, MRPOOL_DEV_A_NODE, d->node) ||
 	    nla_put_u32(skb, MRPOOL_DEV_A_CHUNKS, atomic_read(&d->nr_mrs)) ||
 	    nla_put_u32(skb, MRPOOL_DEV_A_KBUFS, atomic_read(&d->kbufs)) ||
