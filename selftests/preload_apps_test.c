@@ -21,45 +21,12 @@
 
 #include "kselftest_harness.h"
 #include "rxe_gid.h"
+#include "sh_util.h"
 
 #define RUN		"tools/run/mrpool-run"
 #define ADDR		"10.77.0.1"	/* dummy0 under rxe0 (tools/vm/guest.sh) */
 #define TMO		600		/* seconds per program: a hang catcher */
 /* Per test (TEST_F_TIMEOUT): up to six programs under TCG on a busy host. */
-
-/* sh -c CMD, output to LOG, in a process group of its own. */
-static pid_t spawn(const char *cmd, const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		setpgid(0, 0);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* Its exit status, or -1 after TMO seconds (the group killed). */
-static int reap(pid_t pid)
-{
-	int st;
-
-	for (int i = 0; i < TMO * 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(100000);
-	}
-	kill(-pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
 
 /* Is a TCP socket listening on port (any address)? */
 static bool listening(int port)
@@ -143,14 +110,14 @@ static void pair(struct __test_metadata *_metadata, const char *env, bool shim,
 		snprintf(cmd, sizeof(cmd), "%s MRPOOL_PRELOAD_REPORT=%s %s %s %s -p %d %s",
 			 env ? env : "env", rep[i], shim ? RUN : "", prog, args, port,
 			 i ? ADDR : "");
-		pid[i] = spawn(cmd, log[i]);
+		pid[i] = sh_spawn(cmd, log[i]);
 		if (!i)
 			ASSERT_TRUE(wait_listen(port, pid[0])) TH_LOG("%s: %s", prog, slurp(log[0]));
 	}
 	for (int i = 1; i >= 0; i--) {
 		const char *r;
 
-		s[i].status = reap(pid[i]);
+		s[i].status = sh_reap(pid[i], TMO);
 		snprintf(s[i].out, sizeof(s[i].out), "%s", slurp(log[i]));
 		r = slurp(rep[i]);
 		s[i].served = field(r, "registrations served ");
@@ -235,7 +202,7 @@ TEST_F_TIMEOUT(apps, clients_show_counters, 1800)
 
 	snprintf(cmd, sizeof(cmd), RUN " ibv_rc_pingpong -d rxe0 -g %s -s 65536 -n 10 -p 18602",
 		 self->gidarg);
-	srv = spawn(cmd, "/tmp/mrp_apps_clients.log");
+	srv = sh_spawn(cmd, "/tmp/mrp_apps_clients.log");
 	ASSERT_TRUE(wait_listen(18602, srv));
 	for (int i = 0; i < 600 && !seen; i++) {
 		f = popen("tools/mrpoolctl/mrpoolctl clients 2>&1", "r");
@@ -250,9 +217,9 @@ TEST_F_TIMEOUT(apps, clients_show_counters, 1800)
 	EXPECT_TRUE(seen) TH_LOG("%s", slurp("/sys/kernel/debug/mrpool/clients"));
 	snprintf(cmd, sizeof(cmd), "ibv_rc_pingpong -d rxe0 -g %s -s 65536 -n 10 -p 18602 "
 		 ADDR, self->gidarg);
-	cli = spawn(cmd, "/tmp/mrp_apps_clients_cli.log");
-	EXPECT_EQ(0, reap(cli));
-	EXPECT_EQ(0, reap(srv));
+	cli = sh_spawn(cmd, "/tmp/mrp_apps_clients_cli.log");
+	EXPECT_EQ(0, sh_reap(cli, TMO));
+	EXPECT_EQ(0, sh_reap(srv, TMO));
 	unlink("/tmp/mrp_apps_clients.log");
 	unlink("/tmp/mrp_apps_clients_cli.log");
 }

@@ -26,6 +26,7 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
       build-essential libc6-dev perl
       pkg-config valgrind groff-base man-db python3-pyverbs
+      openmpi-bin netpipe-openmpi
       debhelper dh-dkms lintian)
 # --bench (make bench only, never make check): UCX and libfabric as the
 # alloc scenario's peers (headers for tools/bench/mrpool-scenarios; ucx_info

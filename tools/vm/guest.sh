@@ -33,6 +33,9 @@ fi
 modprobe crc32_generic || fail "crc32_generic"
 modprobe ib_uverbs || fail "ib_uverbs"
 modprobe rdma_rxe || fail "rdma_rxe"
+# /dev/infiniband/rdma_cm: librdmacm's users (libfabric's verbs provider,
+# UCX's rdmacm component) find no RDMA device without it.
+modprobe rdma_ucm || [ -e /dev/infiniband/rdma_cm ] || fail "rdma_ucm"
 ip link set lo up
 if [ -n "${HOST_INDEX:-}" ]; then
 	# tools/vm/run --hosts 2: rxe0 on the NIC QEMU joined to the other
@@ -50,7 +53,9 @@ if [ -n "${HOST_INDEX:-}" ]; then
 	{ ip addr add "$HOST_IP/24" dev "$nic" && ip link set "$nic" up; } ||
 		fail "$nic $HOST_IP"
 	rdma link add rxe0 type rxe netdev "$nic" || fail "rxe0 on $nic"
-	export MRPOOL_HOST_INDEX=$HOST_INDEX MRPOOL_PEER_IP=$PEER_IP
+	# a name of its own ("(none)" otherwise, which Open MPI's launcher refuses)
+	hostname "mrpool-host$HOST_INDEX" || fail "hostname"
+	export MRPOOL_HOST_INDEX=$HOST_INDEX MRPOOL_HOST_IP=$HOST_IP MRPOOL_PEER_IP=$PEER_IP
 else
 	modprobe dummy || fail "dummy"
 	ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy || fail "add dummy0"
