@@ -16,11 +16,16 @@
  * (stdout and stderr merged), then 'X', u32 exit status (128 + signal). A
  * client that goes away (mpirun ends its launch) kills the command's
  * process group. The server exits 0 after "done", 3 when SECONDS passed.
+ *
+ * It is a root shell for the peer guest: it serves only inside a guest of
+ * tools/vm/run --hosts 2 (MRPOOL_HOST_INDEX set), on that guest's address
+ * on a segment that reaches only the other guest, to that guest alone.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,9 +102,13 @@ static void run_one(int c, const char *cmd)
 		int null = open("/dev/null", O_RDONLY);
 
 		setpgid(0, 0);
+		signal(SIGPIPE, SIG_DFL);	/* the server ignores it; exec keeps that */
+		if (null < 0)
+			_exit(126);
 		dup2(null, 0);
 		dup2(pfd[1], 1);
 		dup2(pfd[1], 2);
+		close(null);
 		close(pfd[0]);
 		close(pfd[1]);
 		close(c);
@@ -108,10 +117,33 @@ static void run_one(int c, const char *cmd)
 	}
 	setpgid(pid, pid);
 	close(pfd[1]);
-	/* A gone client (EPIPE) ends the command: its launch is over. */
-	while ((n = read(pfd[0], buf, sizeof(buf))) != 0) {
+	/*
+	 * Output to the client until the command's end; a client gone (hung
+	 * up, or EPIPE on output) ends the command: its launch is over. The
+	 * command may be silent (orted is), so the socket is watched too.
+	 */
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = pfd[0], .events = POLLIN },
+			{ .fd = c, .events = POLLRDHUP },
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+			kill(-pid, SIGKILL);
+			break;
+		}
+		if (!p[0].revents)
+			continue;
+		n = read(pfd[0], buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0)
+			break;
 		if (n < 0 || frame(c, 'O', buf, (uint32_t)n)) {
 			kill(-pid, SIGKILL);
 			break;
@@ -164,6 +196,9 @@ static int serve(const char *addr, const char *peer, int seconds)
 		c = accept4(s, (struct sockaddr *)&from, &flen, SOCK_CLOEXEC);
 		if (c < 0)
 			continue;
+		/* a peer that connects and sends nothing must not stall the loop */
+		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
+			   sizeof(struct timeval));
 		/* Only the other guest: nothing else is on its segment anyway. */
 		if (from.sin_addr.s_addr != want.s_addr ||
 		    read_all(c, &len, 4) || (len = ntohl(len)) == 0 || len > MAX_CMD ||
@@ -236,8 +271,13 @@ int main(int argc, char **argv)
 	size_t n = 0;
 	int i = 1;
 
-	if (argc == 5 && !strcmp(argv[1], "serve"))
+	if (argc == 5 && !strcmp(argv[1], "serve")) {
+		if (!getenv("MRPOOL_HOST_INDEX")) {
+			fprintf(stderr, "mpi_rsh: serves only in a guest of tools/vm/run --hosts 2\n");
+			return 2;
+		}
 		return serve(argv[2], argv[3], atoi(argv[4]));
+	}
 	if (argc == 3 && !strcmp(argv[1], "done"))
 		return client(argv[2], DONE);
 	/* ssh-style options Open MPI may pass before the host: ignored */

@@ -27,7 +27,7 @@ rc=0
 tests=("$@")
 if ((${#tests[@]} == 0)); then
 	own=$(sed -e '/^[[:space:]]*#/d' -e 's/^[^|]*|[^|]*|//' selftests/vm-runs 2>/dev/null |
-		tr ' \t,=' '\n\n\n\n' | grep '_test$')
+		tr ' \t,=|' '\n\n\n\n\n' | grep '_test$')
 	for t in selftests/*_test; do
 		grep -qxF "$t" <<<"$own" || tests+=("$t")
 	done

@@ -46,7 +46,7 @@ for want in reliability pressure faults; do
 done
 
 for r in "${runs[@]}"; do
-	IFS='|' read -r name opts cmd <<<"$r"
+	IFS='|' read -r name opts cmd _ <<<"$r"
 	# The run's own guest timeout (or the runner's default), times $slow;
 	# --kernel debug replaces any kernel its options name.
 	tmo=2700 o=()
