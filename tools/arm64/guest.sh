@@ -15,7 +15,10 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-mount -t tmpfs tmpfs /tmp
+# /tmp stays the initramfs's own (writable): a checkout under /tmp has its
+# tests there, which a tmpfs mounted over it would hide.
+mkdir -p /tmp
+chmod 1777 /tmp
 . /run-arm64.conf
 
 echo "MRPOOL-ARM64-BEGIN"
