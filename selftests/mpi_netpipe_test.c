@@ -64,10 +64,21 @@ struct engine {
 	const char *direct;	/* no registration cache */
 };
 
+/*
+ * rxm's CQ for 256 peers (its default universe) exceeds rxe's max_cqe.
+ * FI_OFI_RXM_USE_SRX=1: libfabric 1.17's rxm_close_conn() closes a
+ * connection's msg endpoint and only then flushes the shared CQ, where a
+ * receive completion still queued reposts its buffer on the closed
+ * endpoint: fi_recv() through freed ops, SIGSEGV at 0x8 in MPI_Finalize
+ * (seen once here: libfabric.so.1+0xb7882 is rxm_post_recv()'s call;
+ * fixed upstream by flushing first, ofiwg/libfabric#12674). With a shared
+ * receive context the buffers are reposted on it, which outlives every
+ * connection.
+ */
 static const struct engine ofi = {
 	"ofi",
-	/* rxm's CQ for 256 peers (its default universe) exceeds rxe's max_cqe */
-	"--mca pml cm --mca mtl ofi -x FI_PROVIDER=verbs\\;ofi_rxm -x FI_UNIVERSE_SIZE=4",
+	"--mca pml cm --mca mtl ofi -x FI_PROVIDER=verbs\\;ofi_rxm -x FI_UNIVERSE_SIZE=4 "
+	"-x FI_OFI_RXM_USE_SRX=1",
 	"-x FI_MR_CACHE_MAX_COUNT=0",
 };
 
