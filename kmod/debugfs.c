@@ -16,10 +16,20 @@
  *   fail_high_order   N: the next N block allocations above order 0 fail,
  *                     so chunks are built of smaller blocks; writing 0
  *                     runs the defrag worker now
+ *   fail_alloc/       on kernels with CONFIG_FAULT_INJECTION_DEBUG_FS: a
+ *                     fault attribute (Documentation/fault-injection)
+ *                     over the module's own allocations only -- its
+ *                     objects, chunk pages, MRs, netlink messages -- so a
+ *                     test can fail them (probability, interval, times,
+ *                     task-filter with make-it-fail) without failing the
+ *                     rest of the kernel under its tasks, which failslab
+ *                     and fail_page_alloc do (6.1 has no stack filter on
+ *                     x86-64 to narrow those)
  */
 #include "mrpool.h"
 
 #include <linux/debugfs.h>
+#include <linux/fault-inject.h>
 #include <linux/seq_file.h>
 #include <linux/mm.h>
 
@@ -35,6 +45,16 @@ bool mrpool_should_fail(atomic_t *knob)
 {
 	return atomic_dec_if_positive(knob) >= 0;
 }
+
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+static DECLARE_FAULT_ATTR(mrpool_fail_alloc_attr);
+
+/* Called before each of the module's allocations: true makes it fail. */
+bool mrpool_fail_alloc(size_t size)
+{
+	return should_fail(&mrpool_fail_alloc_attr, size);
+}
+#endif
 
 static const char *const mrpool_state_names[] = {
 	[MRPOOL_CHUNK_FREE] = "free",
@@ -184,6 +204,9 @@ void mrpool_debugfs_init(void)
 				&mrpool_fail_slice_alloc);
 	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
 				   &fail_high_order_fops);
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+	fault_create_debugfs_attr("fail_alloc", dir, &mrpool_fail_alloc_attr);
+#endif
 }
 
 void mrpool_debugfs_exit(void)

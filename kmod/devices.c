@@ -69,7 +69,8 @@ static int mrpool_devices_snapshot(unsigned int max,
 		n++;
 	max = min(max, n);
 	if (max) {
-		v = kcalloc(max, sizeof(*v), GFP_KERNEL);
+		v = mrpool_fail_alloc(max * sizeof(*v)) ? NULL :
+		    kcalloc(max, sizeof(*v), GFP_KERNEL);
 		if (!v) {
 			mutex_unlock(&mrpool_ib_lock);
 			return -ENOMEM;
@@ -169,7 +170,8 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 		return -ENOENT;
 	max = mrpool_devices_count();
 	if (max) {
-		keys = kcalloc(max, sizeof(*keys), GFP_KERNEL);
+		keys = mrpool_fail_alloc(max * sizeof(*keys)) ? NULL :
+		       kcalloc(max, sizeof(*keys), GFP_KERNEL);
 		if (!keys) {
 			ret = -ENOMEM;
 			goto put;

@@ -40,10 +40,12 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	struct page **pages;
 	int ret;
 
-	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	sgt = mrpool_fail_alloc(sizeof(*sgt)) ? NULL :
+	      kzalloc(sizeof(*sgt), GFP_KERNEL);
 	if (!sgt)
 		return ERR_PTR(-ENOMEM);
-	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
+	pages = mrpool_fail_alloc(npages * sizeof(*pages)) ? NULL :
+		kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
 	if (!pages) {
 		ret = -ENOMEM;
 		goto free_sgt;
@@ -154,7 +156,8 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	    memchr_inv(a.reserved, 0, sizeof(a.reserved)))
 		return -EINVAL;
 
-	mb = kzalloc(sizeof(*mb), GFP_KERNEL);
+	mb = mrpool_fail_alloc(sizeof(*mb)) ? NULL :
+	     kzalloc(sizeof(*mb), GFP_KERNEL);
 	if (!mb)
 		return -ENOMEM;
 	mb->slice = mrpool_slice_get_id(client, a.slice_id);

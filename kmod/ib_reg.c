@@ -302,7 +302,8 @@ static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 	if (npages > ibdev->attrs.max_fast_reg_page_list_len)
 		return -E2BIG;
 
-	m->mr = ib_alloc_mr(l->pd, IB_MR_TYPE_MEM_REG, npages);
+	m->mr = mrpool_fail_alloc(npages * sizeof(u64)) ? ERR_PTR(-ENOMEM) :
+		ib_alloc_mr(l->pd, IB_MR_TYPE_MEM_REG, npages);
 	if (IS_ERR(m->mr)) {
 		ret = PTR_ERR(m->mr);
 		m->mr = NULL;

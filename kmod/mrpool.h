@@ -332,5 +332,13 @@ extern atomic_t mrpool_fail_high_order;
 void mrpool_debugfs_init(void);
 void mrpool_debugfs_exit(void);
 bool mrpool_should_fail(atomic_t *knob);
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+bool mrpool_fail_alloc(size_t size);
+#else
+static inline bool mrpool_fail_alloc(size_t size)
+{
+	return false;
+}
+#endif
 
 #endif /* _MRPOOL_H */

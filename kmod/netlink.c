@@ -221,7 +221,8 @@ static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info)
 		name = nla_data(info->attrs[MRPOOL_A_DEV_NAME]);
 	/* Devices come and go between tries: grow until they fit. */
 	for (;;) {
-		msg = genlmsg_new(size, GFP_KERNEL);
+		msg = mrpool_fail_alloc(size) ? NULL :
+		      genlmsg_new(size, GFP_KERNEL);
 		if (!msg)
 			return -ENOMEM;
 		ret = mrpool_nl_fill_get(msg, info, name);

@@ -144,18 +144,22 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
 
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	c = mrpool_fail_alloc(sizeof(*c)) ? NULL :
+	    kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		goto fail;
 	INIT_LIST_HEAD(&c->link);
-	c->pages = kvcalloc(p->chunk_pages, sizeof(*c->pages), GFP_KERNEL);
+	c->pages = mrpool_fail_alloc(p->chunk_pages * sizeof(*c->pages)) ?
+		   NULL : kvcalloc(p->chunk_pages, sizeof(*c->pages),
+				   GFP_KERNEL);
 	if (!c->pages)
 		goto free_chunk;
 
 	while (filled < p->chunk_pages) {
 		pmd = mrpool_pmd_map && order == MRPOOL_PMD_ORDER;
-		if (order && !whole_only &&
-		    mrpool_should_fail(&mrpool_fail_high_order))
+		if ((order && !whole_only &&
+		     mrpool_should_fail(&mrpool_fail_high_order)) ||
+		    mrpool_fail_alloc(PAGE_SIZE << order))
 			page = NULL;
 		else
 			page = alloc_pages_node(nid, pmd ? gfp | __GFP_COMP : gfp,

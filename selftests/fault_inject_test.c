@@ -2,12 +2,23 @@
 /*
  * Fault injection (issue 13), for the debug guest kernel (VM run 'faults',
  * tools/vm/run --kernel debug): a workload -- another selftest binary --
- * runs while failslab and fail_page_alloc fail some of its kernel
- * allocations, sleeping ones included. Only its own tasks: it starts with
- * /proc/self/make-it-fail set (its children inherit it) and both are
- * filtered by task, so the rest of the guest and its 9p root are spared.
- * Injection starts when the workload starts its first test (its loader
- * and libraries are in by then) and stops when it ends or is killed.
+ * runs while some of the kernel allocations made for it fail, in one of
+ * two scopes:
+ *
+ *   kernel  failslab and fail_page_alloc: any slab or page allocation,
+ *           sleeping ones included, at MRPOOL_FAULT_PROBABILITY percent
+ *           (default 5). Most land in the workload's own machinery (fork,
+ *           exec, page tables) before it reaches the module.
+ *   module  the module's own fault attribute, debugfs mrpool/fail_alloc
+ *           (its objects, chunk pages, MRs, netlink messages): every
+ *           MRPOOL_MODULE_FAULT_INTERVAL-th (default 4) allocation fails,
+ *           so each error path of the module is reached, deterministically.
+ *
+ * Only the workload's tasks: it starts with /proc/self/make-it-fail set
+ * (its children inherit it) and every attribute is filtered by task, so
+ * the rest of the guest and its 9p root are spared. Injection starts when
+ * the workload starts its first test (its loader and libraries are in by
+ * then) and stops when it ends or is killed.
  *
  * The workload may fail its own assertions: allocations fail under it.
  * Its output is kept as comments. What is checked is the kernel's side:
@@ -17,7 +28,6 @@
  * list corruption, ...), rmmod mrpool after the job, and no kmemleak
  * finding (tools/vm/guest.sh on the debug kernel).
  *
- * MRPOOL_FAULT_PROBABILITY (percent, default 5) for both.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,7 +55,20 @@
 #define FI_DEBUGFS	"/sys/kernel/debug"
 #define FI_TIMES	1000000	/* a budget never spent: what is left counts */
 
-static const char *const fi_attrs[] = { "failslab", "fail_page_alloc" };
+/* The fault attributes of one scope, under debugfs. */
+struct fi_scope {
+	const char *name;
+	const char *attrs[2];
+	unsigned int n;
+};
+
+static const struct fi_scope fi_kernel = {
+	"kernel", { "failslab", "fail_page_alloc" }, 2,
+};
+
+static const struct fi_scope fi_module = {
+	"module", { "mrpool/fail_alloc" }, 1,
+};
 
 static int fi_set(const char *attr, const char *knob, const char *val)
 {
@@ -64,34 +87,46 @@ static long long fi_get(const char *attr, const char *knob)
 }
 
 /*
- * Both capabilities armed for tasks with make-it-fail only, failing
- * sleeping allocations too, at probability 0 until fi_on(); user pages
- * (highmem-capable allocations) are spared, kernel pages of any order
- * are not. Returns 0 or the first -errno.
+ * Every attribute of both scopes armed for tasks with make-it-fail only,
+ * at probability 0 until fi_probability(); the kernel's fail sleeping
+ * allocations too and spare user pages (highmem-capable allocations),
+ * not kernel pages of any order; the module's every @interval-th of its
+ * allocations. Returns 0 or the first -errno.
  */
-static int fi_setup(void)
+static int fi_setup(const char *interval)
 {
 	static const char *const knobs[][2] = {
-		{ "probability", "0" }, { "interval", "1" }, { "space", "0" },
-		{ "verbose", "0" }, { "task-filter", "Y" },
-		{ "ignore-gfp-wait", "N" },
+		{ "probability", "0" }, { "space", "0" }, { "verbose", "0" },
+		{ "task-filter", "Y" },
 	};
+	const struct fi_scope *scopes[] = { &fi_kernel, &fi_module };
+	unsigned int a, k, i;
 	char times[32];
-	unsigned int a, k;
 	int ret;
 
 	snprintf(times, sizeof(times), "%d", FI_TIMES);
-	for (a = 0; a < ARRAY_SIZE(fi_attrs); a++) {
-		for (k = 0; k < ARRAY_SIZE(knobs); k++) {
-			ret = fi_set(fi_attrs[a], knobs[k][0], knobs[k][1]);
+	for (i = 0; i < ARRAY_SIZE(scopes); i++) {
+		for (a = 0; a < scopes[i]->n; a++) {
+			const char *attr = scopes[i]->attrs[a];
+
+			for (k = 0; k < ARRAY_SIZE(knobs); k++) {
+				ret = fi_set(attr, knobs[k][0], knobs[k][1]);
+				if (ret)
+					return ret;
+			}
+			ret = fi_set(attr, "times", times);
+			if (!ret)
+				ret = fi_set(attr, "interval", scopes[i] ==
+					     &fi_module ? interval : "1");
 			if (ret)
 				return ret;
 		}
-		ret = fi_set(fi_attrs[a], "times", times);
-		if (ret)
-			return ret;
 	}
-	ret = fi_set("failslab", "cache-filter", "N");
+	ret = fi_set("failslab", "ignore-gfp-wait", "N");
+	if (!ret)
+		ret = fi_set("failslab", "cache-filter", "N");
+	if (!ret)
+		ret = fi_set("fail_page_alloc", "ignore-gfp-wait", "N");
 	if (!ret)
 		ret = fi_set("fail_page_alloc", "ignore-gfp-highmem", "Y");
 	if (!ret)
@@ -99,12 +134,27 @@ static int fi_setup(void)
 	return ret;
 }
 
-static void fi_probability(const char *pct)
+/* Failures injected by @scope's attributes since fi_setup(). */
+static long long fi_injected(const struct fi_scope *scope)
 {
+	long long n = 0;
 	unsigned int a;
 
-	for (a = 0; a < ARRAY_SIZE(fi_attrs); a++)
-		fi_set(fi_attrs[a], "probability", pct);
+	for (a = 0; a < scope->n; a++)
+		n += FI_TIMES - fi_get(scope->attrs[a], "times");
+	return n;
+}
+
+/* @pct for @scope's attributes, 0 for the other scope's. */
+static void fi_probability(const struct fi_scope *scope, const char *pct)
+{
+	const struct fi_scope *scopes[] = { &fi_kernel, &fi_module };
+	unsigned int a, i;
+
+	for (i = 0; i < ARRAY_SIZE(scopes); i++)
+		for (a = 0; a < scopes[i]->n; a++)
+			fi_set(scopes[i]->attrs[a], "probability",
+			       scopes[i] == scope ? pct : "0");
 }
 
 /* The workload binary, beside this one. */
@@ -205,7 +255,8 @@ struct run {
  * killed). Whatever it leaves running is killed and reaped (this process
  * is a child subreaper), so nothing holds its output open.
  */
-static int run_workload(const char *path, const char *env, const char *pct,
+static int run_workload(const char *path, const char *env,
+			const struct fi_scope *scope, const char *pct,
 			int secs, struct run *r)
 {
 	time_t end = time(NULL) + secs;
@@ -234,7 +285,7 @@ static int run_workload(const char *path, const char *env, const char *pct,
 		if (!exited && !r->killed && time(NULL) >= end)
 			r->killed = 1;
 		if (exited || r->killed) {
-			fi_probability("0");
+			fi_probability(NULL, "0");
 			if (!exited)
 				kill(pid, SIGKILL);
 			kill_children();
@@ -252,7 +303,7 @@ static int run_workload(const char *path, const char *env, const char *pct,
 				*nl = '\0';
 			printf("# | %s\n", line);
 			if (!r->started && !strncmp(line, "#  RUN", 6)) {
-				fi_probability(pct);
+				fi_probability(scope, pct);
 				r->started = 1;
 			}
 			if (!strncmp(line, "ok ", 3))
@@ -268,7 +319,7 @@ static int run_workload(const char *path, const char *env, const char *pct,
 		have -= (size_t)(line - buf);
 		memmove(buf, line, have);
 	}
-	fi_probability("0");
+	fi_probability(NULL, "0");
 	close(p[0]);
 	if (!exited)
 		waitpid(pid, &r->status, 0);
@@ -286,35 +337,42 @@ FIXTURE_VARIANT(faults) {
 	const char *bin;
 	const char *env;	/* NAME=VALUE for the workload, or NULL */
 	int secs;		/* then it is killed (a hang catcher) */
+	bool module;		/* the module's fail_alloc, else the kernel's */
 };
 
-/* The UAPI fuzzer: every ioctl, mmap and teardown path, short form. */
-FIXTURE_VARIANT_ADD(faults, fuzz) {
-	.bin = "uapi_fuzz_test", .env = "MRPOOL_FUZZ_CALLS=10000", .secs = 900,
-};
+/*
+ * Each workload in both scopes: the UAPI fuzzer (every ioctl, mmap and
+ * teardown path, short form); ALLOC, FREE, QUERY and limits (the slice
+ * paths); mappings of slices (fault, split, unmap, fork); chunk
+ * registration on rxe0 and RDMA through the pool; processes killed while
+ * holding pools, MRs, slices and dma-bufs.
+ */
+#define FI_VARIANTS(scope, is_module)					\
+FIXTURE_VARIANT_ADD(faults, fuzz_##scope) {				\
+	.bin = "uapi_fuzz_test", .env = "MRPOOL_FUZZ_CALLS=10000",	\
+	.secs = 900, .module = is_module,				\
+};									\
+FIXTURE_VARIANT_ADD(faults, ioctl_##scope) {				\
+	.bin = "pool_ioctl_test", .secs = 900, .module = is_module,	\
+};									\
+FIXTURE_VARIANT_ADD(faults, mmap_##scope) {				\
+	.bin = "pool_mmap_test", .secs = 900, .module = is_module,	\
+};									\
+FIXTURE_VARIANT_ADD(faults, rdma_##scope) {				\
+	.bin = "pool_rdma_test", .secs = 900, .module = is_module,	\
+};									\
+FIXTURE_VARIANT_ADD(faults, kill_storm_##scope) {			\
+	.bin = "kill_storm_test", .env = "MRPOOL_KILLS=20",		\
+	.secs = 900, .module = is_module,				\
+}
 
-/* ALLOC, FREE, QUERY, limits: the slice paths. */
-FIXTURE_VARIANT_ADD(faults, ioctl) {
-	.bin = "pool_ioctl_test", .secs = 900,
-};
-
-/* Mappings of slices: fault, split, unmap, fork. */
-FIXTURE_VARIANT_ADD(faults, mmap) {
-	.bin = "pool_mmap_test", .secs = 900,
-};
-
-/* Chunk registration on rxe0 and RDMA through the pool. */
-FIXTURE_VARIANT_ADD(faults, rdma) {
-	.bin = "pool_rdma_test", .secs = 900,
-};
-
-/* Processes killed while holding pools, MRs, slices and dma-bufs. */
-FIXTURE_VARIANT_ADD(faults, kill_storm) {
-	.bin = "kill_storm_test", .env = "MRPOOL_KILLS=20", .secs = 900,
-};
+FI_VARIANTS(module, true);
+FI_VARIANTS(kernel, false);
 
 FIXTURE_SETUP(faults)
 {
+	const char *interval = getenv("MRPOOL_MODULE_FAULT_INTERVAL");
+
 	self->fd = -1;
 	if (access(FI_DEBUGFS "/failslab", F_OK) ||
 	    access(FI_DEBUGFS "/fail_page_alloc", F_OK))
@@ -322,15 +380,18 @@ FIXTURE_SETUP(faults)
 	if (access("/proc/self/make-it-fail", F_OK))
 		POOL_SETUP_SKIP("no /proc/self/make-it-fail");
 	POOL_SETUP_OPEN();
+	/* The fault kernel has it: a module built without it is a failure. */
+	ASSERT_EQ(0, access(FI_DEBUGFS "/mrpool/fail_alloc", F_OK))
+		TH_LOG("mrpool.ko built without CONFIG_FAULT_INJECTION_DEBUG_FS");
 	ASSERT_EQ(0, rdma_res_of("rxe0", &self->res0));
-	ASSERT_EQ(0, fi_setup());
+	ASSERT_EQ(0, fi_setup(interval && *interval ? interval : "4"));
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 }
 
 FIXTURE_TEARDOWN(faults)
 {
 	if (self->fd >= 0) {
-		fi_probability("0");
+		fi_probability(NULL, "0");
 		close(self->fd);
 	}
 }
@@ -338,36 +399,42 @@ FIXTURE_TEARDOWN(faults)
 /* The workload under injected failures; the pool and rxe0 whole after. */
 TEST_F(faults, workload)
 {
+	const struct fi_scope *scope = variant->module ? &fi_module : &fi_kernel;
 	const char *pct = getenv("MRPOOL_FAULT_PROBABILITY");
-	long long slab, page;
+	long long injected;
 	struct mrpool_query q;
 	struct rdma_res r;
 	char path[PATH_MAX];
 	struct run run;
 
 	POOL_SETUP_SKIPPED();
-	if (!pct || !*pct)
+	if (variant->module)
+		pct = "100";	/* every interval-th */
+	else if (!pct || !*pct)
 		pct = "5";
 	ASSERT_EQ(0, bin_path(path, sizeof(path), variant->bin));
 	ASSERT_EQ(0, access(path, X_OK)) TH_LOG("%s not built", path);
-	TH_LOG("%s%s%s under failslab and fail_page_alloc at %s%%",
+	TH_LOG("%s%s%s under %s (scope %s) at %s%%, interval %lld",
 	       variant->bin, variant->env ? " with " : "",
-	       variant->env ?: "", pct);
-	ASSERT_EQ(0, run_workload(path, variant->env, pct, variant->secs,
-				  &run));
+	       variant->env ?: "", variant->module ? "mrpool/fail_alloc" :
+	       "failslab and fail_page_alloc", scope->name, pct,
+	       fi_get(scope->attrs[0], "interval"));
+	ASSERT_EQ(0, run_workload(path, variant->env, scope, pct,
+				  variant->secs, &run));
 
-	slab = FI_TIMES - fi_get("failslab", "times");
-	page = FI_TIMES - fi_get("fail_page_alloc", "times");
+	injected = fi_injected(scope);
 	TH_LOG("workload: %s %d%s; its own results %u ok, %u not ok; "
-	       "injected %lld slab and %lld page allocation failures",
+	       "injected %lld allocation failures (%s)",
 	       WIFSIGNALED(run.status) ? "killed by signal" : "exit status",
 	       WIFSIGNALED(run.status) ? WTERMSIG(run.status) :
 	       WEXITSTATUS(run.status),
 	       run.killed ? " (outlived its bound)" : "",
-	       run.passed, run.failed, slab, page);
+	       run.passed, run.failed, injected, scope->name);
 	EXPECT_TRUE(run.started)
 		TH_LOG("the workload never started a test: nothing injected");
-	EXPECT_LT(0, slab + page);
+	EXPECT_LT(0, injected);
+	/* The other scope was off: nothing of it counted. */
+	EXPECT_EQ(0, fi_injected(variant->module ? &fi_kernel : &fi_module));
 
 	/* Nothing of the pool held; the chunks all accounted for. */
 	EXPECT_TRUE(POOL_WAIT(!pool_query(self->fd, &q) && !q.used_bytes &&

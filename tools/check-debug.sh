@@ -8,7 +8,8 @@
 #   - the default run of selftests/run.sh, as in make check;
 #   - the short reliability suite: selftests/vm-runs 'reliability' (the
 #     fuzzer and the kill storm beside the device churn) and 'pressure';
-#   - 'faults': selftests/fault_inject_test, workloads under failslab and
+#   - 'faults': selftests/fault_inject_test, workloads under the module's
+#     own fault attribute (mrpool/fail_alloc), then under failslab and
 #     fail_page_alloc, the pool whole afterwards.
 # Each run fails on any kernel report and on a kmemleak finding after the
 # job (tools/vm/run's gate, tools/vm/guest-debug.sh). Results in
