@@ -41,8 +41,10 @@ fi
 # tests in an arm64 system guest (tools/arm64/run): qemu-system-aarch64,
 # and mmdebstrap for the guest's root (Debian's arm64 packages unpacked,
 # cached in /var/cache/mrpool with Debian's arm64 kernel).
-pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libibverbs-dev:arm64
-       qemu-system-arm mmdebstrap)
+# libc6-dev:arm64 by name: the cross compiler only recommends its headers
+# (libc6-dev-arm64-cross), and nothing else here depends on them.
+pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libc6-dev:arm64
+       libibverbs-dev:arm64 qemu-system-arm mmdebstrap)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	say "adding the arm64 architecture (for libibverbs-dev:arm64)"
 	dpkg --add-architecture arm64

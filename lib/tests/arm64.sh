@@ -9,7 +9,8 @@
 # covers those addresses with a backend that hands them out).
 #
 # Needs (Debian, with `dpkg --add-architecture arm64`): gcc-aarch64-linux-gnu
-# qemu-user libc6:arm64 libibverbs-dev:arm64. Exits 4 (skip) without them.
+# qemu-user libc6:arm64 libc6-dev:arm64 libibverbs-dev:arm64. Exits 4
+# (skip) without them.
 # Builds in .cache/arm64/ so the host build in lib/ is left alone.
 #
 #   lib/tests/arm64.sh           build, then run the tests under qemu-aarch64
@@ -34,6 +35,8 @@ skip() { echo "1..0 # SKIP $*"; exit 4; }
 command -v "${cross}gcc" >/dev/null || skip "${cross}gcc not installed"
 ((build_only)) || command -v "$qemu" >/dev/null || skip "$qemu not installed"
 [ -e /lib/ld-linux-aarch64.so.1 ] || skip "libc6:arm64 not installed"
+[ -e /usr/include/aarch64-linux-gnu/bits/wordsize.h ] ||
+	skip "libc6-dev:arm64 not installed"
 [ -e /usr/lib/aarch64-linux-gnu/libibverbs.so ] || skip "libibverbs-dev:arm64 not installed"
 ksft=$(sed -n 's/^KSFT_DIR := //p' "$top/.cache/env.mk" 2>/dev/null || true)
 [ -f "$ksft/kselftest_harness.h" ] || skip "kselftest_harness.h not found: run tools/deps.sh"
