@@ -479,28 +479,27 @@ bad:
 
 /*
  * mrp_free() of an arena whose block_mask failed the start: a fine class
- * (mask all ones) gets the fast path's push after an exact start test;
- * the rest, and any doubt, take the slow path.
+ * (MRP_FINE_MASK) gets the fast path's push after an exact start test;
+ * the rest (mask all ones, or not a start) take the slow path.
  */
 static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a,
-				      void *addr)
+				      void *addr, uintptr_t mask)
 {
 	uintptr_t p = (uintptr_t)addr;
 	struct mrp_bin *bin;
 	uint64_t i;
 	uint32_t n;
 
-	/* what mrp_fast_mask() sends to the slow path besides fine classes */
-	if (!a->magic || pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
-	    atomic_load_explicit(&a->retired, memory_order_relaxed))
+	if (mask != MRP_FINE_MASK)
 		goto slow;
-	i = mrp_buf_index(a, p);
+	/* mrp_buf_index() without its test: magic is not 0 here */
+	i = (uint64_t)(((unsigned __int128)((p - a->base) >> a->shift) * a->magic) >> 64);
 	/*
-	 * Exactly a buffer's start, not the tail past the last buffer; one
-	 * in the depot is a double free, which the slow path counts.
+	 * Exactly a buffer's start, not the tail past the last buffer. As on
+	 * the fast path, a double free is caught where the buffer meets the
+	 * depot.
 	 */
-	if (i >= a->nblocks || a->base + i * a->bsize != p ||
-	    atomic_load_explicit(&a->state[i], memory_order_relaxed) == MRP_BUF_FREE)
+	if (i >= a->nblocks || a->base + i * a->bsize != p)
 		goto slow;
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
 	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
@@ -522,6 +521,7 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	size_t i = p >> MRP_MAP_SHIFT;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
+	uintptr_t mask;
 	uint32_t n;
 
 	/* pool NULL fails the owner compare: an arena always has its pool */
@@ -530,8 +530,9 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	a = mrp_map.slot[i];
 	if (unlikely(!a || a->pool != pool))
 		goto slow;
-	if (unlikely(p & atomic_load_explicit(&a->block_mask, memory_order_relaxed)))
-		return mrp_free_fine(pool, a, addr);
+	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);
+	if (unlikely(p & mask))
+		return mrp_free_fine(pool, a, addr, mask);
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;

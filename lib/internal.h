@@ -98,8 +98,9 @@ struct mrp_arena {
 	size_t bsize;			/* buffer size: mrp_alloc_pdh()'s buf->size */
 	/*
 	 * Fine classes: mrp_buf_magic(bsize), the reciprocal that divides an
-	 * offset by the size; 0 for a power of two. Its block_mask is all
-	 * ones: frees take mrp_free_fine(), which tests the start exactly.
+	 * offset by the size; 0 for a power of two. Its block_mask is
+	 * MRP_FINE_MASK: frees take mrp_free_fine(), which tests the start
+	 * exactly.
 	 */
 	uint64_t magic;
 	/*
@@ -430,16 +431,25 @@ struct mrp_pool {
 };
 
 /*
+ * A fine class's block_mask: as all ones, no buffer start passes it (user
+ * addresses are below 2^63 and not 0), and mrp_free_fine() tells it from
+ * all ones with one compare.
+ */
+#define MRP_FINE_MASK	(~(uintptr_t)0 >> 1)
+
+/*
  * The free fast path's start-of-buffer mask: buffer size - 1 of a power
- * of two. All ones sends every free of the arena out of line: a fine
- * class (mrp_free_fine() tests the start exactly), memory windows bound,
- * debug mode, retired.
+ * of two; MRP_FINE_MASK for a fine class (mrp_free_fine() tests the start
+ * exactly); all ones sends every free of the arena to the slow path
+ * (memory windows bound, debug mode, retired).
  */
 static inline uintptr_t mrp_fast_mask(const struct mrp_arena *a)
 {
-	if (a->magic || a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
+	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
 	    atomic_load_explicit(&a->retired, memory_order_relaxed))
 		return ~(uintptr_t)0;
+	if (a->magic)
+		return MRP_FINE_MASK;
 	return ((uintptr_t)1 << a->shift) - 1;
 }
 
