@@ -376,13 +376,16 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 {
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
+	size_t cls;
 	uint64_t keys;
 	void *p;
 
 	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
 		goto slow;
 	/* fast_pool is the caller's pool: a real one */
-	bin = &mrp_tls[h->idx]->bins[mrp_size_class(pool, size)];
+	cls = mrp_size_class(pool, size);
+	__asm__("" : "+r"(cls));	/* the class first: h keeps its register */
+	bin = &mrp_tls[h->idx]->bins[cls];
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_pop(bin, &p)))
 		goto slow;
