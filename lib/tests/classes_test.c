@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "kselftest_harness.h"
-#include "helpers.h"
 #include "internal.h"
+#include "helpers.h"		/* after internal.h: NEED_MEMBARRIER */
 
 #define KIB	((size_t)1 << 10)
 #define MIB	((size_t)1 << 20)
@@ -378,8 +378,15 @@ TEST(fine_bulk_and_handle)
 		for (int j = 0; j < i; j++)
 			ASSERT_NE(b[j].addr, b[i].addr);
 	}
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 16; i++) {
+		struct ibv_pd *pds[1] = { FAKE_PD(1) };
+		struct mrp_keys k;
+
 		EXPECT_TRUE(holds(b[i].addr, b[i].size, (unsigned char)i));
+		ASSERT_EQ(0, mrp_lookup_keys(pool, (char *)b[i].addr + b[i].size - 1, pds, 1, &k));
+		EXPECT_EQ(b[i].lkey, k.lkey);
+		EXPECT_EQ(b[i].rkey, k.rkey);
+	}
 	EXPECT_EQ(0, mrp_free_bulk(pool, b, 16));
 
 	h = mrp_pd_handle(pool, FAKE_PD(1));
@@ -444,6 +451,67 @@ TEST(fine_cross_thread_and_trim)
 	st = test_stats(pool);
 	EXPECT_EQ(0, st.arenas);
 	EXPECT_EQ(0, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+struct idler {
+	struct mrp_pool *pool;
+	pthread_barrier_t *step;
+	int errors;
+};
+
+/* Cache fine buffers of three classes, then idle (alive) until told. */
+static void *cache_then_idle(void *arg)
+{
+	struct idler *w = arg;
+	struct mrp_buf b[6];
+
+	for (int i = 0; i < 6; i++)
+		w->errors += mrp_alloc(w->pool, (70 + 40 * (i % 3)) * KIB, NULL, &b[i]) != 0;
+	for (int i = 0; i < 6; i++)
+		w->errors += mrp_free(w->pool, b[i].addr) != 0;
+	pthread_barrier_wait(w->step);
+	pthread_barrier_wait(w->step);
+	return NULL;
+}
+
+/* An idle thread's cached fine buffers are reclaimed, then their arenas trimmed. */
+TEST(fine_idle_reclaim)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_TRIM_DELAY, .trim_delay_ms = 100,
+	};
+	struct mrp_pool *pool;
+	pthread_barrier_t step;
+	struct idler w;
+	struct mrp_stats st;
+	uint64_t end;
+	pthread_t t;
+
+	NEED_MEMBARRIER();
+	pool = fine_pool(&a);
+	ASSERT_NE(NULL, pool);
+	w = (struct idler){ .pool = pool, .step = &step };
+	ASSERT_EQ(0, pthread_barrier_init(&step, NULL, 2));
+	ASSERT_EQ(0, pthread_create(&t, NULL, cache_then_idle, &w));
+	pthread_barrier_wait(&step);
+	st = test_stats(pool);
+	EXPECT_EQ(0, st.bytes_in_use);
+	EXPECT_LT(0, st.arenas);
+	/* bounded poll: a stalled host only makes it slower */
+	for (end = now_ms() + 30000; now_ms() < end; sleep_ms(20)) {
+		mrp_trim(pool, 0);
+		st = test_stats(pool);
+		if (!st.arenas)
+			break;
+	}
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_LE(1, st.tcache_reclaims);
+	EXPECT_EQ(0, st.double_frees);
+	pthread_barrier_wait(&step);
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	EXPECT_EQ(0, w.errors);
+	pthread_barrier_destroy(&step);
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
