@@ -109,7 +109,7 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 		return 0;
 	}
 
-	cls = mrp_size_class(need);
+	cls = mrp_size_class(pool, need);
 	tc = mrp_tcache_get(pool);
 	if (!tc)
 		return -ENOMEM;
@@ -212,8 +212,8 @@ static inline __attribute__((always_inline))
 int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		   struct mrp_buf *buf)
 {
-	unsigned int msb = mrp_size_msb(size);
-	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
+	unsigned int cls = mrp_size_class(pool, size);
+	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[cls];
 	struct mrp_arena *a;
 	int slot;
 	void *p;
@@ -240,7 +240,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	}
 	mrp_inc(&bin->allocs);
 	buf->addr = p;
-	buf->size = (size_t)2 << msb;
+	buf->size = mrp_class_size(cls);
 	return 0;
 unpop:
 	mrp_bin_unpop(bin);
@@ -327,12 +327,18 @@ MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t alig
 {
 	if (!align || (align & (align - 1)))
 		return -EINVAL;
-	/* Class buffers are aligned to their size: a bigger class is enough. */
-	if (align <= MRP_MAX_CLASS && size && size < align)
+	if (align > MRP_MAX_CLASS)
+		return mrp_alloc_slow(pool, size, align, pd, buf);
+	/*
+	 * A power-of-two class is aligned to its size, a fine one to its
+	 * lowest set bit: where that falls short, the next power of two.
+	 */
+	if (size && size < align)
 		size = align;
-	if (align <= MRP_MAX_CLASS)
-		return mrp_alloc(pool, size, pd, buf);
-	return mrp_alloc_slow(pool, size, align, pd, buf);
+	else if (pool && size && size <= MRP_MAX_CLASS &&
+		 mrp_class_align(mrp_size_class(pool, size)) < align)
+		size = (size_t)2 << mrp_size_msb(size);
+	return mrp_alloc(pool, size, pd, buf);
 }
 
 _Static_assert(offsetof(struct mrp_buf, rkey) == offsetof(struct mrp_buf, lkey) + 4 &&
@@ -368,16 +374,18 @@ static MRP_NOINLINE int mrp_alloc_pdh_slow(struct mrp_pool *pool, size_t size,
 MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh *h,
 			     struct mrp_buf *buf)
 {
-	unsigned int msb;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
+	size_t cls;
 	uint64_t keys;
 	void *p;
 
 	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
 		goto slow;
-	msb = mrp_size_msb(size);
-	bin = &mrp_tls[h->idx]->bins[msb - (MRP_MIN_SHIFT - 1)];
+	/* fast_pool is the caller's pool: a real one */
+	cls = mrp_size_class(pool, size);
+	__asm__("" : "+r"(cls));	/* the class first: h keeps its register */
+	bin = &mrp_tls[h->idx]->bins[cls];
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_pop(bin, &p)))
 		goto slow;
@@ -419,7 +427,7 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 		return mrp_fallback_free(pool, addr);
 	if (a->cls == MRP_LARGE)
 		return mrp_large_free(pool, p);
-	if (p & mrp_buf_mask(a))
+	if (mrp_buf_start(a, p) != p)	/* inside a buffer, or in the tail */
 		return -EINVAL;
 	/*
 	 * A buffer in the depot is not the caller's: a double free whose first
@@ -472,21 +480,62 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * mrp_free() of an arena whose block_mask failed the start: a fine class
+ * (MRP_FINE_MASK) gets the fast path's push after an exact start test;
+ * the rest (mask all ones, or not a start) take the slow path.
+ */
+static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a,
+				      void *addr, uintptr_t mask)
+{
+	uintptr_t p = (uintptr_t)addr;
+	struct mrp_bin *bin;
+	uint64_t i;
+	uint32_t n;
+
+	if (mask != MRP_FINE_MASK)
+		goto slow;
+	/* mrp_buf_index() without its test: magic is not 0 here */
+	i = (uint64_t)(((unsigned __int128)((p - a->base) >> a->shift) * a->magic) >> 64);
+	/*
+	 * Exactly a buffer's start, not the tail past the last buffer. As on
+	 * the fast path, a double free is caught where the buffer meets the
+	 * depot.
+	 */
+	if (i >= a->nblocks || a->base + i * a->bsize != p)
+		goto slow;
+	bin = &mrp_tls[pool->idx]->bins[a->cls];
+	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+	if (n > atomic_load_explicit(&bin->cap, memory_order_relaxed))
+		goto slow;
+	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
+	bin->slots[n - 1] = addr;
+	/* release: as in mrp_free() */
+	atomic_store_explicit(&bin->count, n, memory_order_release);
+	mrp_inc(&bin->frees);
+	return 0;
+slow:
+	return mrp_free_slow(pool, addr);
+}
+
 MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 {
 	uintptr_t p = (uintptr_t)addr;
 	size_t i = p >> MRP_MAP_SHIFT;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
+	uintptr_t mask;
 	uint32_t n;
 
 	/* pool NULL fails the owner compare: an arena always has its pool */
 	if (unlikely(i >= mrp_map.entries))
 		goto slow;
 	a = mrp_map.slot[i];
-	if (unlikely(!a || a->pool != pool ||
-		     (p & atomic_load_explicit(&a->block_mask, memory_order_relaxed))))
+	if (unlikely(!a || a->pool != pool))
 		goto slow;
+	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);
+	if (unlikely(p & mask))
+		return mrp_free_fine(pool, a, addr, mask);
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
@@ -522,8 +571,11 @@ MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
 		buf->addr = (void *)a->base;
 		buf->size = a->size;
 	} else {
-		buf->addr = (void *)(p & ~mrp_buf_mask(a));
-		buf->size = mrp_buf_mask(a) + 1;
+		/* the tail past a fine class's last buffer is none */
+		buf->addr = (void *)mrp_buf_start(a, p);
+		if (!buf->addr)
+			return -EINVAL;
+		buf->size = a->bsize;
 	}
 	return mrp_fill_keys(pool, a, slot, buf);
 }

@@ -140,9 +140,11 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		a->shift = MRP_MAP_SHIFT;
 		a->nblocks = 1;
 	} else {
-		a->shift = cls + MRP_MIN_SHIFT;
-		a->bsize = (size_t)1 << a->shift;
-		a->nblocks = (uint32_t)(size >> a->shift);
+		a->bsize = mrp_class_size(cls);
+		a->shift = (uint32_t)__builtin_ctzl(a->bsize);
+		a->magic = mrp_buf_magic(a->bsize);
+		/* a fine class leaves a tail: never a buffer (mrp_buf_start()) */
+		a->nblocks = (uint32_t)(size / a->bsize);
 		a->nfree = a->nblocks;
 		a->free_idx = malloc(a->nblocks * sizeof(uint32_t));
 		a->state = calloc(a->nblocks, sizeof(*a->state));

@@ -79,7 +79,7 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 
 				atomic_store_explicit(&a->state[i], MRP_BUF_OUT,
 						      memory_order_relaxed);
-				bin->slots[got++] = (void *)(a->base + (i << a->shift));
+				bin->slots[got++] = (void *)(a->base + i * a->bsize);
 			}
 			if (!a->nfree)
 				mrp_avail_del(c, a);
@@ -116,7 +116,7 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 	for (uint32_t k = 0; k < n; k++) {
 		uintptr_t p = (uintptr_t)ptrs[k];
 		struct mrp_arena *a = mrp_arena_of(p);
-		uint32_t i = (uint32_t)((p - a->base) >> a->shift);
+		uint32_t i = (uint32_t)mrp_buf_index(a, p);
 
 		if (atomic_load_explicit(&a->state[i], memory_order_relaxed) == MRP_BUF_FREE ||
 		    a->nfree >= a->nblocks) {

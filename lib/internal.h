@@ -4,8 +4,8 @@
  * grouped by the file that defines them.
  *
  * Shape: a pool owns arenas (2 MiB-aligned regions from a backend). A class
- * arena holds buffers of one power-of-two size; a large arena holds one
- * buffer. The global map turns any address into its arena with one load
+ * arena holds buffers of one size class (classes.c); a large arena holds
+ * one buffer. The global map turns any address into its arena with one load
  * (mrp_map[addr >> 21]), and the arena carries the keys of every attached
  * PD. Free buffers are kept out of band (index stacks in the arena, pointer
  * stacks in thread caches), never inside the buffers: an arena's rkey lets
@@ -41,8 +41,13 @@
 
 #define MRP_MIN_SHIFT	12			/* smallest class: 4 KiB */
 #define MRP_MAX_SHIFT	21			/* largest class: 2 MiB */
-#define MRP_NCLASSES	(MRP_MAX_SHIFT - MRP_MIN_SHIFT + 1)
+/* classes of both modes (classes.c): 10 powers of two, 9 fine ones */
+#define MRP_NCLASSES	19
 #define MRP_MAX_CLASS	((size_t)1 << MRP_MAX_SHIFT)
+/* sizes above 64 KiB take the pool's table, one entry per 16 KiB */
+#define MRP_FINE_MIN	((size_t)1 << 16)
+#define MRP_TAB_SHIFT	14
+#define MRP_TAB_SIZE	(MRP_MAX_CLASS >> MRP_TAB_SHIFT)
 /* Class index of large arenas: its bin has capacity 0 in every cache. */
 #define MRP_LARGE	MRP_NCLASSES
 
@@ -85,8 +90,19 @@ struct mrp_arena {
 	 */
 	_Atomic uintptr_t block_mask;
 	uint32_t cls;			/* size class or MRP_LARGE */
-	uint32_t shift;			/* log2 of the buffer size (classes) */
-	size_t bsize;			/* 1 << shift: mrp_alloc_pdh()'s buf->size */
+	/*
+	 * log2 of the buffers' alignment: of their size for a power of two,
+	 * of its lowest set bit for a fine class (80 KiB: 14)
+	 */
+	uint32_t shift;
+	size_t bsize;			/* buffer size: mrp_alloc_pdh()'s buf->size */
+	/*
+	 * Fine classes: mrp_buf_magic(bsize), the reciprocal that divides an
+	 * offset by the size; 0 for a power of two. Its block_mask is
+	 * MRP_FINE_MASK: frees take mrp_free_fine(), which tests the start
+	 * exactly.
+	 */
+	uint64_t magic;
 	/*
 	 * Bit s: keys[s] are those of a live MR in a PD not marked dead.
 	 * Registration per PD is best effort, so an arena may lack some; the
@@ -100,7 +116,11 @@ struct mrp_arena {
 	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 
 	/* depot, class->lock */
-	uint32_t nblocks;		/* buffers in the arena */
+	/*
+	 * buffers in the arena (constant): a fine class leaves a tail past
+	 * nblocks * bsize that is never a buffer
+	 */
+	uint32_t nblocks;
 	uint32_t nfree;			/* of which in the depot */
 	uint32_t *free_idx;		/* stack of free buffer indexes */
 	/*
@@ -152,9 +172,32 @@ enum {
 	MRP_BUF_LIVE = 2,		/* debug mode: held by the application */
 };
 
+/* floor(off / bsize) for an arena's shift and magic (classes.c) */
+static inline uint64_t mrp_buf_div(uint64_t off, unsigned int shift, uint64_t magic)
+{
+	uint64_t q = off >> shift;
+
+	return magic ? (uint64_t)(((unsigned __int128)q * magic) >> 64) : q;
+}
+
+/* Index of the class buffer slot holding p (nblocks or more: the tail). */
+static inline uint64_t mrp_buf_index(const struct mrp_arena *a, uintptr_t p)
+{
+	return mrp_buf_div(p - a->base, a->shift, a->magic);
+}
+
+/* Start of the class buffer holding p, 0 if p is in the tail. */
+static inline uintptr_t mrp_buf_start(const struct mrp_arena *a, uintptr_t p)
+{
+	uint64_t i = mrp_buf_index(a, p);
+
+	return i < a->nblocks ? a->base + i * a->bsize : 0;
+}
+
+/* p: a buffer's start */
 static inline _Atomic uint8_t *mrp_buf_state(const struct mrp_arena *a, uintptr_t p)
 {
-	return &a->state[(p - a->base) >> a->shift];
+	return &a->state[mrp_buf_index(a, p)];
 }
 
 /* One size class's depot, shared by all threads. */
@@ -231,6 +274,7 @@ struct mrp_cfg {
 	bool debug;			/* MRPOOL_DEBUG: check every free */
 	bool dmabuf;			/* MRPOOL_DMABUF: try ibv_reg_dmabuf_mr */
 	int numa_node;			/* MRPOOL_NUMA_NODE: MRP_NUMA_* or a node */
+	bool fine;			/* MRPOOL_CLASSES=fine: MRP_CLASSES_FINE */
 };
 
 /* A region a backend hands out. */
@@ -310,6 +354,8 @@ struct mrp_pool {
 					 * mrp_alloc_hooked() */
 	bool debug;			/* cfg.debug */
 	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
+	/* size class of sizes above 64 KiB, by (size - 1) >> MRP_TAB_SHIFT */
+	uint8_t class_tab[MRP_TAB_SIZE];
 
 	struct mrp_cfg cfg;
 	const struct mrp_backend_ops *ops;
@@ -384,22 +430,27 @@ struct mrp_pool {
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
-/* Real buffer mask of an arena (block_mask may be forced to all ones). */
-static inline uintptr_t mrp_buf_mask(const struct mrp_arena *a)
-{
-	return ((uintptr_t)1 << a->shift) - 1;
-}
+/*
+ * A fine class's block_mask: as all ones, no buffer start passes it (user
+ * addresses are below 2^63 and not 0), and mrp_free_fine() tells it from
+ * all ones with one compare.
+ */
+#define MRP_FINE_MASK	(~(uintptr_t)0 >> 1)
 
 /*
- * The free fast path's start-of-buffer mask: all ones sends every free of
- * the arena to the slow path (memory windows bound, debug mode, retired).
+ * The free fast path's start-of-buffer mask: buffer size - 1 of a power
+ * of two; MRP_FINE_MASK for a fine class (mrp_free_fine() tests the start
+ * exactly); all ones sends every free of the arena to the slow path
+ * (memory windows bound, debug mode, retired).
  */
 static inline uintptr_t mrp_fast_mask(const struct mrp_arena *a)
 {
 	if (a->pool->debug || atomic_load_explicit(&a->nmw, memory_order_relaxed) ||
 	    atomic_load_explicit(&a->retired, memory_order_relaxed))
 		return ~(uintptr_t)0;
-	return mrp_buf_mask(a);
+	if (a->magic)
+		return MRP_FINE_MASK;
+	return ((uintptr_t)1 << a->shift) - 1;
 }
 
 /*
@@ -431,10 +482,14 @@ static inline uint64_t mrp_get(_Atomic uint64_t *c)
 }
 
 /*
- * Size classes (the one place they are computed): for 1 <= size <=
- * MRP_MAX_CLASS, msb = log2 of the class size minus one (one bsr);
- * class = msb - 11, class size = 2 << msb.
+ * Size classes (the one place they are computed, with classes.c): for
+ * 1 <= size <= MRP_MAX_CLASS, up to 64 KiB msb = log2 of the class size
+ * minus one (one bsr) and class = msb - 11 (indexes 0..4 are 4..64 KiB in
+ * both modes); above, the pool's table, which holds only the classes of
+ * its mode: the same code for both.
  */
+extern const size_t mrp_class_sizes[MRP_NCLASSES];
+
 static inline unsigned int mrp_size_msb(size_t size)
 {
 	size_t s = (size - 1) | (((size_t)1 << MRP_MIN_SHIFT) - 1);
@@ -443,15 +498,30 @@ static inline unsigned int mrp_size_msb(size_t size)
 	return (unsigned int)__builtin_clzl(s) ^ 63;
 }
 
-static inline unsigned int mrp_size_class(size_t size)
+static inline unsigned int mrp_size_class(const struct mrp_pool *pool, size_t size)
 {
+	if (size > MRP_FINE_MIN)
+		return pool->class_tab[(size - 1) >> MRP_TAB_SHIFT];
 	return mrp_size_msb(size) - (MRP_MIN_SHIFT - 1);
 }
 
 static inline size_t mrp_class_size(unsigned int cls)
 {
-	return (size_t)1 << (cls + MRP_MIN_SHIFT);
+	return mrp_class_sizes[cls];
 }
+
+/* A class's buffers are aligned to the lowest set bit of its size. */
+static inline size_t mrp_class_align(unsigned int cls)
+{
+	size_t s = mrp_class_size(cls);
+
+	return s & -s;
+}
+
+/* classes.c */
+bool mrp_class_exists(unsigned int cls, bool fine, size_t page);
+void mrp_class_table(uint8_t tab[MRP_TAB_SIZE], bool fine, size_t page);
+uint64_t mrp_buf_magic(size_t bsize);
 
 /* Is the PD of slot marked dead? */
 static inline bool mrp_slot_dead(struct mrp_pool *pool, int slot)

@@ -6,7 +6,8 @@
  * mrpool kernel module through /dev/mrpool, or anonymous memory when the
  * module is absent), registers each arena once in every protection domain
  * attached to the pool, and carves arenas into power-of-two buffers (4 KiB
- * to 2 MiB; larger requests get an arena of their own). Allocation and free
+ * to 2 MiB, or finer classes in between on request: see
+ * mrp_pool_attr.classes; larger requests get an arena of their own). Allocation and free
  * go through a bounded per-thread cache: no lock and no system call on that
  * path, and never a registration. A thread's cached buffers go back to the
  * pool when it exits, calls mrp_thread_flush(), or makes no call on the
@@ -52,7 +53,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	5
+#define MRP_VERSION_MINOR	6
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -83,11 +84,16 @@ enum {
 	MRP_POOL_ATTR_IDLE_RECLAIM	= 1 << 11,	/* since 1.2 */
 	MRP_POOL_ATTR_DMABUF		= 1 << 12,	/* since 1.3 */
 	MRP_POOL_ATTR_NUMA_NODE		= 1 << 13,	/* since 1.4 */
+	MRP_POOL_ATTR_CLASSES		= 1 << 14,	/* since 1.6 */
 };
 
 /* mrp_pool_attr.numa_node besides a node number. */
 #define MRP_NUMA_ANY	(-1)	/* no preference: the kernel's default policy */
 #define MRP_NUMA_AUTO	(-2)	/* the node of the first attached PD's device */
+
+/* mrp_pool_attr.classes (MRPOOL_CLASSES=pow2|fine). */
+#define MRP_CLASSES_POW2	0	/* powers of two 4 KiB..2 MiB */
+#define MRP_CLASSES_FINE	1	/* and 5/4, 6/4, 7/4 of each doubling 64K..512K */
 
 /*
  * Pool attributes. A field is used only when its bit is set in comp_mask;
@@ -138,6 +144,16 @@ struct mrp_pool_attr {
 					 * default MRP_NUMA_AUTO: the node of the
 					 * first attached PD's device that has one,
 					 * until then no preference. Since 1.4 */
+	int classes;			/* MRPOOL_CLASSES (pow2 or fine): size
+					 * classes, default MRP_CLASSES_POW2, the
+					 * powers of two 4 KiB..2 MiB (a buffer
+					 * takes up to twice its size);
+					 * MRP_CLASSES_FINE adds 80, 96, 112, 160,
+					 * 192, 224, 320, 384 and 448 KiB, those
+					 * whose quarter step (16, 32, 64 KiB) is
+					 * a whole number of pages. A fine buffer
+					 * is aligned to the lowest set bit of its
+					 * size (80 KiB: 16 KiB). Since 1.6 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -307,7 +323,8 @@ int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 
 /*
  * Allocate at least size bytes (size-class aligned: an 8 KiB buffer starts on
- * an 8 KiB boundary, large ones on 2 MiB) and fill buf with the keys of pd
+ * an 8 KiB boundary, a fine class's on its size's lowest set bit, 80 KiB on
+ * 16 KiB, large ones on 2 MiB) and fill buf with the keys of pd
  * (NULL: keys 0). Returns 0, -EINVAL (size 0, pd not attached), -ENOMEM
  * (pool limit reached or backend exhausted, and fallback not allowed),
  * -ECHILD (pool of the parent process), -ENODEV (pd marked dead), or the
@@ -318,7 +335,10 @@ int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	      struct mrp_buf *buf);
 
-/* As mrp_alloc() with an alignment (a power of two) beyond the natural one. */
+/*
+ * As mrp_alloc() with an alignment (a power of two) beyond the natural one;
+ * a fine class aligned to less gives way to the next power of two.
+ */
 int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t align,
 		      struct ibv_pd *pd, struct mrp_buf *buf);
 

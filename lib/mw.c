@@ -48,7 +48,7 @@ static void mrp_mw_count(struct mrp_arena *a, int delta)
 
 static struct mrp_mw **mrp_mw_head(struct mrp_arena *a, uintptr_t buf)
 {
-	return &a->mw_index[a->cls == MRP_LARGE ? 0 : (buf - a->base) >> a->shift];
+	return &a->mw_index[a->cls == MRP_LARGE ? 0 : mrp_buf_index(a, buf)];
 }
 
 /* List w in the pool and under its buffer. pool->lock held. */
@@ -134,8 +134,10 @@ MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 		start = a->base;
 		end = a->base + a->size;
 	} else {
-		start = p & ~mrp_buf_mask(a);
-		end = start + mrp_buf_mask(a) + 1;
+		start = mrp_buf_start(a, p);
+		if (!start)	/* a fine class's tail */
+			return -EINVAL;
+		end = start + a->bsize;
 	}
 	if (len > end - p)
 		return -EINVAL;	/* one window covers one buffer at most */
@@ -208,7 +210,7 @@ int mrp_mw_release_buf(struct mrp_pool *pool, struct mrp_arena *a, uintptr_t sta
 
 MRP_EXPORT int mrp_mw_invalidate(struct mrp_pool *pool, void *addr)
 {
-	uintptr_t p = (uintptr_t)addr;
+	uintptr_t p = (uintptr_t)addr, start;
 	struct mrp_arena *a;
 
 	if (!pool || !addr)
@@ -218,8 +220,10 @@ MRP_EXPORT int mrp_mw_invalidate(struct mrp_pool *pool, void *addr)
 	a = mrp_arena_of(p);
 	if (!a || a->pool != pool)
 		return -EINVAL;
-	if (!atomic_load(&a->nmw) ||
-	    !mrp_mw_release_buf(pool, a, a->cls == MRP_LARGE ? a->base : p & ~mrp_buf_mask(a)))
+	start = a->cls == MRP_LARGE ? a->base : mrp_buf_start(a, p);
+	if (!start)	/* a fine class's tail */
+		return -EINVAL;
+	if (!atomic_load(&a->nmw) || !mrp_mw_release_buf(pool, a, start))
 		return -ENOENT;
 	return 0;
 }

@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define MRP_ATTR_ALL	((MRP_POOL_ATTR_NUMA_NODE << 1) - 1)
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_CLASSES << 1) - 1)
 
 /* Parse "123", "64K", "4M", "1G". */
 static int mrp_parse_size(const char *s, size_t *out)
@@ -117,6 +117,22 @@ static int mrp_env_numa(int *out)
 	return 0;
 }
 
+/* MRPOOL_CLASSES: pow2 or fine. */
+static int mrp_env_classes(bool *fine)
+{
+	const char *s = getenv("MRPOOL_CLASSES");
+
+	if (!s)
+		return 0;
+	if (!strcasecmp(s, "pow2"))
+		*fine = false;
+	else if (!strcasecmp(s, "fine"))
+		*fine = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int mrp_set_device(struct mrp_cfg *cfg, const char *dev)
 {
 	if (!dev || strlen(dev) >= sizeof(cfg->device))
@@ -179,6 +195,8 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		ret = mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf);
 	if (!ret)
 		ret = mrp_env_numa(&cfg->numa_node);
+	if (!ret)
+		ret = mrp_env_classes(&cfg->fine);
 	if (ret)
 		return ret;
 
@@ -210,6 +228,11 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 		cfg->dmabuf = attr->dmabuf != 0;
 	if (m & MRP_POOL_ATTR_NUMA_NODE)
 		cfg->numa_node = attr->numa_node;
+	if (m & MRP_POOL_ATTR_CLASSES) {
+		if (attr->classes != MRP_CLASSES_POW2 && attr->classes != MRP_CLASSES_FINE)
+			return -EINVAL;
+		cfg->fine = attr->classes == MRP_CLASSES_FINE;
+	}
 	if (ret)
 		return ret;
 

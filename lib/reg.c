@@ -425,8 +425,10 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 
 	if (size <= MRP_MAX_CLASS) {
 		/* keep the class size and alignment a pool buffer would have */
-		size = mrp_class_size(mrp_size_class(size > align ? size : align));
-		al = size > al ? size : al;
+		unsigned int cls = mrp_size_class(pool, size > align ? size : align);
+
+		size = mrp_class_size(cls);
+		al = mrp_class_align(cls) > al ? mrp_class_align(cls) : al;
 	}
 	if (size > SIZE_MAX - page)
 		return -ENOMEM;

@@ -123,11 +123,13 @@ static inline struct mrp_arena *mrp_pl_arena(const void *p)
 /* Bytes from p to the end of its buffer in arena a. */
 static inline size_t mrp_pl_buf_left(const struct mrp_arena *a, const void *p)
 {
-	uintptr_t u = (uintptr_t)p;
+	uintptr_t u = (uintptr_t)p, start;
 
 	if (a->cls == MRP_LARGE)
 		return a->base + a->size - u;
-	return mrp_buf_mask(a) + 1 - (u & mrp_buf_mask(a));
+	/* 0 in a fine class's tail, which is never a buffer */
+	start = mrp_buf_start(a, u);
+	return start ? start + a->bsize - u : 0;
 }
 
 /* verbs.c */

@@ -15,16 +15,6 @@
 
 #define MIB	(1u << 20)
 
-static struct mrp_pool *debug_pool(struct mrp_pool_attr *a)
-{
-	struct mrp_pool *pool;
-
-	setenv("MRPOOL_DEBUG", "1", 1);
-	pool = test_pool(a);
-	unsetenv("MRPOOL_DEBUG");
-	return pool;
-}
-
 /*
  * A class buffer freed twice while another buffer of its arena is live: the
  * second copy is dropped when the cache flushes to the depot, counted, and

@@ -4,6 +4,7 @@
 #define MRP_TEST_HELPERS_H
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -58,6 +59,30 @@ static inline struct mrp_pool *test_pool(struct mrp_pool_attr *extra)
 		a.background = 0;
 	}
 	return mrp_pool_open(&a);
+}
+
+/* test_pool() with the fine size classes (MRP_CLASSES_FINE). */
+static inline struct mrp_pool *fine_pool(struct mrp_pool_attr *extra)
+{
+	struct mrp_pool_attr a;
+
+	memset(&a, 0, sizeof(a));
+	if (extra)
+		a = *extra;
+	a.comp_mask |= MRP_POOL_ATTR_CLASSES;
+	a.classes = MRP_CLASSES_FINE;
+	return test_pool(&a);
+}
+
+/* test_pool() with MRPOOL_DEBUG=1: every free checked. */
+static inline struct mrp_pool *debug_pool(struct mrp_pool_attr *extra)
+{
+	struct mrp_pool *pool;
+
+	setenv("MRPOOL_DEBUG", "1", 1);
+	pool = test_pool(extra);
+	unsetenv("MRPOOL_DEBUG");
+	return pool;
 }
 
 /*

@@ -172,6 +172,39 @@ TEST_F(mw, large_buffer)
 	EXPECT_EQ(0, atomic_load(&mw_live));
 }
 
+/*
+ * A fine-class buffer (80 KiB, not a power of two): its windows are found
+ * by its index, a free takes its own, a bind past its end or in the
+ * arena's tail is refused.
+ */
+TEST_F(mw, fine_class_buffer)
+{
+	struct mrp_buf b[2];
+
+	EXPECT_EQ(0, mrp_pool_close(self->pool));
+	self->pool = fine_pool(NULL);
+	ASSERT_NE(NULL, self->pool);
+	cur_pool = self->pool;
+	ASSERT_EQ(0, mrp_attach_pd(self->pool, &fake_pd, ACCESS));
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, mrp_alloc(self->pool, 70 << 10, &fake_pd, &b[i]));
+		ASSERT_EQ(80 << 10, b[i].size);
+	}
+	ASSERT_EQ(0, bind(self->pool, (char *)b[0].addr + (64 << 10), 16 << 10));
+	EXPECT_EQ(-EINVAL, bind(self->pool, (char *)b[0].addr + (64 << 10), (16 << 10) + 1));
+	ASSERT_EQ(0, bind(self->pool, b[1].addr, 80 << 10));
+	/* 4 MiB arena: 52 buffers of 80 KiB, the last 64 KiB a tail */
+	EXPECT_EQ(-EINVAL, bind(self->pool, (char *)mrp_arena_of((uintptr_t)b[0].addr)->base +
+				52 * (80 << 10), 4096));
+	EXPECT_EQ(2, atomic_load(&mw_live));
+	ASSERT_EQ(0, mrp_free(self->pool, b[1].addr));
+	EXPECT_EQ(1, atomic_load(&mw_live));
+	EXPECT_EQ(0, mrp_mw_invalidate(self->pool, (char *)b[0].addr + (79 << 10)));
+	EXPECT_EQ(0, atomic_load(&mw_live));
+	ASSERT_EQ(0, mrp_free(self->pool, b[0].addr));
+	EXPECT_EQ(2, atomic_load(&mw_deallocs));
+}
+
 /* A failed post returns its error and leaves no window listed. */
 TEST_F(mw, failed_post)
 {

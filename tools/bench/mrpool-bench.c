@@ -24,6 +24,13 @@
  *   valgrind --tool=callgrind --toggle-collect=loop_pool \
  *     mrpool-bench --only pool -n 1000000
  * and divide Ir by the iterations.
+ *
+ * --waste DIST measures instead what the size classes cost in memory:
+ * buffers of sizes drawn from DIST (4k-512k, 64k-512k, 4k-2m: uniform;
+ * pow2+1: 2^k + 1 for k = 12..20 in turn) are allocated, all live, up to
+ * 512 MiB requested (-n MiB), in a pool of power-of-two classes and in one of fine
+ * classes (MRP_CLASSES_FINE), and the pool's mapped bytes are compared
+ * with the bytes requested.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -381,8 +388,106 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: mrpool-bench [-s SIZE] [-n ITERS] [-r ROUNDS] [-t THREADS]\n"
 		"                    [--only pool|pool-pdh|malloc|reg] [--no-rdma] [--ring N]\n"
-		"                    [--pd-slot N]\n");
+		"                    [--pd-slot N]\n"
+		"       mrpool-bench --waste 4k-512k|64k-512k|4k-2m|pow2+1 [-n MIB]\n");
 	exit(2);
+}
+
+static size_t waste_bytes = (size_t)512 << 20;	/* requested per pool */
+
+/* xorshift64: the same sizes in both pools, and from run to run */
+static uint64_t waste_rng(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static size_t waste_size(const char *dist, uint64_t *x, unsigned int i)
+{
+	size_t lo, hi;
+
+	if (!strcmp(dist, "pow2+1"))
+		return ((size_t)1 << (12 + i % 9)) + 1;
+	if (!strcmp(dist, "4k-512k"))
+		lo = 4096, hi = 512 << 10;
+	else if (!strcmp(dist, "64k-512k"))
+		lo = 64 << 10, hi = 512 << 10;
+	else if (!strcmp(dist, "4k-2m"))
+		lo = 4096, hi = 2 << 20;
+	else
+		return 0;
+	return lo + waste_rng(x) % (hi - lo + 1);
+}
+
+/* One pool of classes (MRP_CLASSES_*): its mapped bytes for dist. */
+static int waste_pool(const char *dist, int classes, double *mapped_ratio,
+		      double *class_ratio)
+{
+	struct mrp_pool_attr attr = {
+		.comp_mask = MRP_POOL_ATTR_CLASSES | MRP_POOL_ATTR_BACKGROUND,
+		.classes = classes, .background = 0,
+	};
+	size_t cap = waste_bytes / 4096, n = 0, req = 0, got = 0;
+	struct mrp_buf *bufs = calloc(cap, sizeof(*bufs));
+	struct mrp_pool *p = mrp_pool_open(&attr);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	struct mrp_stats st;
+	int ret = 0;
+
+	if (!p || !bufs) {
+		fprintf(stderr, "mrpool-bench: waste: %s\n", mrp_strerror(p ? ENOMEM : errno));
+		free(bufs);
+		return 1;
+	}
+	while (req < waste_bytes && n < cap) {
+		size_t sz = waste_size(dist, &x, (unsigned int)n);
+
+		ret = mrp_alloc(p, sz, NULL, &bufs[n]);
+		if (ret) {
+			fprintf(stderr, "mrpool-bench: waste: mrp_alloc(%zu): %s\n", sz,
+				mrp_strerror(ret));
+			break;
+		}
+		req += sz;
+		got += bufs[n++].size;
+	}
+	mrp_stats(p, &st, sizeof(st));
+	*mapped_ratio = (double)st.bytes_mapped / (double)req;
+	*class_ratio = (double)got / (double)req;
+	for (size_t i = 0; i < n; i++)
+		mrp_free(p, bufs[i].addr);
+	free(bufs);
+	mrp_pool_close(p);
+	return ret != 0;
+}
+
+/*
+ * mapped / requested in both modes; waste is the share of mapped bytes
+ * not requested (1 - requested / mapped), class waste the same of the
+ * buffers' class sizes (without the arenas' unused buffers and tails).
+ */
+static int waste(const char *dist)
+{
+	static const char *const mode[] = { "pow2", "fine" };
+	uint64_t x = 1;
+
+	if (!waste_size(dist, &x, 0))
+		usage();
+	printf("# mrpool-bench --waste %s: %zu MiB requested, all live, per pool\n",
+	       dist, waste_bytes >> 20);
+	printf("%-8s %-6s %15s %8s %14s\n", "dist", "mode", "mapped/request",
+	       "waste", "class waste");
+	for (int m = 0; m < 2; m++) {
+		double mr, cr;
+
+		if (waste_pool(dist, m ? MRP_CLASSES_FINE : MRP_CLASSES_POW2, &mr, &cr))
+			return 1;
+		printf("%-8s %-6s %15.3f %7.1f%% %13.1f%%\n", dist, mode[m], mr,
+		       100.0 * (1 - 1 / mr), 100.0 * (1 - 1 / cr));
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -392,9 +497,11 @@ int main(int argc, char **argv)
 		{ "no-rdma", no_argument, NULL, 'N' },
 		{ "ring", required_argument, NULL, 'R' },
 		{ "pd-slot", required_argument, NULL, 'P' },
+		{ "waste", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *only = NULL;
+	const char *only = NULL, *waste_dist = NULL;
+	bool iters_set = false;
 	struct ibv_context *ctx = NULL;
 	struct ibv_pd *pds[MAX_PD_SLOT + 1] = { NULL };
 	bool use_rdma = true;
@@ -404,15 +511,21 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "s:n:r:t:", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': size = strtoul(optarg, NULL, 0); break;
-		case 'n': iters = strtol(optarg, NULL, 0); break;
+		case 'n': iters = strtol(optarg, NULL, 0); iters_set = true; break;
 		case 'r': rounds = atoi(optarg); break;
 		case 't': max_threads = atoi(optarg); break;
 		case 'o': only = optarg; break;
 		case 'N': use_rdma = false; break;
 		case 'R': ring = strtol(optarg, NULL, 0); break;
 		case 'P': pd_slot = atoi(optarg); break;
+		case 'W': waste_dist = optarg; break;
 		default: usage();
 		}
+	}
+	if (waste_dist) {
+		if (iters_set && iters > 0)
+			waste_bytes = (size_t)iters << 20;
+		return waste(waste_dist);
 	}
 	if (!size || iters < 1 || rounds < 1 || max_threads < 1 || ring < 0 ||
 	    pd_slot < 0 || pd_slot > MAX_PD_SLOT)
