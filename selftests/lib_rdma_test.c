@@ -6,7 +6,8 @@
  * checked (also across a chunk boundary of a large buffer); keys are per
  * PD; trim with live buffers keeps them registered; fallback buffers and
  * arenas grown in the background come registered; a forked child gets
- * -ECHILD; a process exit gives every slice back.
+ * -ECHILD; a process exit gives every slice back; buffers of the fine
+ * size classes move intact, none overlapping another.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -177,6 +178,86 @@ TEST_F(lib, write_read_across_arenas)
 	EXPECT_LE(3, st.arenas);
 	/* registrations happen per arena per PD, never per buffer */
 	EXPECT_EQ(st.arenas * 2, st.registrations);
+}
+
+/*
+ * Fine size classes (lib 1.6, attribute classes = MRP_CLASSES_FINE): the
+ * 25 buffers of an 80 KiB arena (2 MiB; the last one ends where the 48 KiB
+ * tail no buffer takes begins) each written through RDMA with a pattern of
+ * its own, then all checked: no buffer overlaps another; the last one read
+ * back with RDMA READ. Then one buffer of each fine class, written whole.
+ */
+TEST_F(lib, fine_classes_rdma)
+{
+	static const size_t fine[] = {
+		80 << 10, 96 << 10, 112 << 10, 160 << 10, 192 << 10,
+		224 << 10, 320 << 10, 384 << 10, 448 << 10,
+	};
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKEND | MRP_POOL_ATTR_ARENA_SIZE |
+			     MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_CLASSES,
+		.backend = MRP_BACKEND_KERNEL, .arena_size = 2 << 20,
+		.background = 0, .classes = MRP_CLASSES_FINE,
+	};
+	enum { SZ = 80 << 10, N = (2 << 20) / SZ };
+	struct mrp_buf b[N], src, back, f;
+	uintptr_t base = 0, end;
+	struct mrp_pool *p;
+	struct ibv_pd *pd;
+	int status, last = 0;
+
+	SKIP_IF_NEEDED();
+	pd = self->dev[0].pd;
+	p = mrp_pool_open(&a);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, mrp_attach_pd(p, pd, ACCESS));
+	/* the source first: its own arena of the largest fine class */
+	ASSERT_EQ(0, mrp_alloc(p, 448 << 10, pd, &src));
+	ASSERT_EQ(448 << 10, src.size);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, mrp_alloc(p, SZ - 100, pd, &b[i]));
+		ASSERT_EQ(SZ, b[i].size);
+		if (!i)
+			base = (uintptr_t)b[0].addr & ~(uintptr_t)((2 << 20) - 1);
+		/* one arena, each buffer at a multiple of 80 KiB in it */
+		ASSERT_EQ(base, (uintptr_t)b[i].addr & ~(uintptr_t)((2 << 20) - 1));
+		ASSERT_EQ(0, ((uintptr_t)b[i].addr - base) % SZ);
+		if ((uintptr_t)b[i].addr > (uintptr_t)b[last].addr)
+			last = i;
+	}
+	end = (uintptr_t)b[last].addr + SZ;
+	EXPECT_EQ(base + (uintptr_t)N * SZ, end);
+	for (int i = 0; i < N; i++) {
+		rdt_pattern_fill(src.addr, SZ, 100 + i);
+		ASSERT_EQ(0, rdt_write(&self->lp[0], src.addr, src.lkey,
+				       (uintptr_t)b[i].addr, b[i].rkey, SZ, &status));
+		ASSERT_EQ(IBV_WC_SUCCESS, status);
+	}
+	for (int i = 0; i < N; i++) {
+		EXPECT_TRUE(rdt_pattern_same(b[i].addr, SZ, 100 + i)) TH_LOG("buffer %d", i);
+	}
+	ASSERT_EQ(0, mrp_alloc(p, SZ, pd, &back));
+	memset(back.addr, 0, SZ);
+	ASSERT_EQ(0, rdt_read(&self->lp[0], back.addr, back.lkey,
+			      (uintptr_t)b[last].addr, b[last].rkey, SZ, &status));
+	EXPECT_TRUE(rdt_pattern_same(back.addr, SZ, 100 + last));
+	for (int i = 0; i < N; i++)
+		ASSERT_EQ(0, mrp_free(p, b[i].addr));
+	ASSERT_EQ(0, mrp_free(p, back.addr));
+
+	for (unsigned int c = 0; c < sizeof(fine) / sizeof(fine[0]); c++) {
+		ASSERT_EQ(0, mrp_alloc(p, fine[c] - 1, pd, &f));
+		ASSERT_EQ(fine[c], f.size);
+		memset(f.addr, 0, f.size);
+		rdt_pattern_fill(src.addr, f.size, 200 + c);
+		ASSERT_EQ(0, rdt_write(&self->lp[0], src.addr, src.lkey,
+				       (uintptr_t)f.addr, f.rkey, f.size, &status));
+		EXPECT_EQ(IBV_WC_SUCCESS, status);
+		EXPECT_TRUE(rdt_pattern_same(f.addr, f.size, 200 + c)) TH_LOG("%zu", fine[c]);
+		ASSERT_EQ(0, mrp_free(p, f.addr));
+	}
+	ASSERT_EQ(0, mrp_free(p, src.addr));
+	EXPECT_EQ(0, mrp_pool_close(p));
 }
 
 /* Keys are per PD: the other PD's rkey is refused and changes nothing. */
