@@ -515,4 +515,39 @@ TEST(fine_idle_reclaim)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+/*
+ * A fallback buffer of a class size with an alignment above 2 MiB: its
+ * class is not looked up in the pool's table (128 entries up to 2 MiB),
+ * which a long device name lies behind.
+ */
+TEST(fallback_align_above_classes)
+{
+	static char dev[256];
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_FALLBACK | MRP_POOL_ATTR_MAX_BYTES |
+			     MRP_POOL_ATTR_DEVICE,
+		.fallback = 1, .max_bytes = 8 * MIB, .device = dev,
+	};
+	struct mrp_buf big, b;
+	struct mrp_pool *pool;
+	struct mrp_stats st;
+
+	memset(dev, 'z', sizeof(dev) - 1);
+	for (int fine = 0; fine < 2; fine++) {
+		pool = fine ? fine_pool(&a) : test_pool(&a);
+		ASSERT_NE(NULL, pool);
+		ASSERT_EQ(0, mrp_alloc(pool, 8 * MIB, NULL, &big));
+		ASSERT_EQ(0, mrp_alloc_aligned(pool, 4 * KIB, 4 * MIB, NULL, &b));
+		st = test_stats(pool);
+		EXPECT_EQ(1, st.fallbacks);
+		EXPECT_EQ(0, (uintptr_t)b.addr & (4 * MIB - 1));
+		EXPECT_LE(4 * KIB, b.size);
+		EXPECT_GE(4 * MIB, b.size);
+		memset(b.addr, 0x5a, b.size);
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+		ASSERT_EQ(0, mrp_free(pool, big.addr));
+		EXPECT_EQ(0, mrp_pool_close(pool));
+	}
+}
+
 TEST_HARNESS_MAIN
