@@ -571,10 +571,12 @@ MRP_EXPORT int mrp_lookup(struct mrp_pool *pool, const void *addr,
 		buf->addr = (void *)a->base;
 		buf->size = a->size;
 	} else {
-		/* the tail past a fine class's last buffer is none */
-		buf->addr = (void *)mrp_buf_start(a, p);
-		if (!buf->addr)
-			return -EINVAL;
+		uintptr_t start = mrp_buf_start(a, p);
+
+		/* the tail past a fine class's last buffer: in no buffer */
+		if (!start)
+			return -ENOENT;
+		buf->addr = (void *)start;
 		buf->size = a->bsize;
 	}
 	return mrp_fill_keys(pool, a, slot, buf);

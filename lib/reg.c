@@ -423,8 +423,12 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	struct mrp_fallback *fb;
 	int ret = 0;
 
-	if (size <= MRP_MAX_CLASS) {
-		/* keep the class size and alignment a pool buffer would have */
+	if (size <= MRP_MAX_CLASS && align <= MRP_MAX_CLASS) {
+		/*
+		 * keep the class size and alignment a pool buffer would have;
+		 * an alignment above the classes keeps size (the table ends
+		 * at 2 MiB)
+		 */
 		unsigned int cls = mrp_size_class(pool, size > align ? size : align);
 
 		size = mrp_class_size(cls);

@@ -215,8 +215,15 @@ TEST(fine_tail_and_inside)
 		EXPECT_EQ(-EINVAL, mrp_free(pool, tail));
 		EXPECT_EQ(-EINVAL, mrp_free(pool, tail + 16 * KIB));
 		EXPECT_EQ(-EINVAL, mrp_free(pool, (char *)a->base + a->size - 4096));
-		EXPECT_EQ(-EINVAL, mrp_lookup(pool, tail, NULL, &l));
-		EXPECT_EQ(-EINVAL, mrp_lookup(pool, (char *)a->base + a->size - 1, NULL, &l));
+		/*
+		 * in no buffer of the pool: ENOENT, as mrp_lookup(3) says
+		 * (EINVAL is a pd not attached), buf untouched
+		 */
+		l = b;
+		EXPECT_EQ(-ENOENT, mrp_lookup(pool, tail, NULL, &l));
+		EXPECT_EQ(-ENOENT, mrp_lookup(pool, (char *)a->base + a->size - 1, NULL, &l));
+		EXPECT_EQ(b.addr, l.addr);
+		EXPECT_EQ(b.size, l.size);
 		EXPECT_EQ(-EINVAL, mrp_mw_invalidate(pool, tail));
 		/* inside a buffer, at its alignment and off it */
 		EXPECT_EQ(-EINVAL, mrp_free(pool, (char *)b.addr + 64 * KIB));
@@ -512,6 +519,120 @@ TEST(fine_idle_reclaim)
 	ASSERT_EQ(0, pthread_join(t, NULL));
 	EXPECT_EQ(0, w.errors);
 	pthread_barrier_destroy(&step);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * A fallback buffer of a class size with an alignment above 2 MiB: its
+ * class is not looked up in the pool's table (128 entries up to 2 MiB),
+ * which a long device name lies behind.
+ */
+TEST(fallback_align_above_classes)
+{
+	static char dev[256];
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_FALLBACK | MRP_POOL_ATTR_MAX_BYTES |
+			     MRP_POOL_ATTR_DEVICE,
+		.fallback = 1, .max_bytes = 8 * MIB, .device = dev,
+	};
+	struct mrp_buf big, b;
+	struct mrp_pool *pool;
+	struct mrp_stats st;
+
+	memset(dev, 'z', sizeof(dev) - 1);
+	for (int fine = 0; fine < 2; fine++) {
+		pool = fine ? fine_pool(&a) : test_pool(&a);
+		ASSERT_NE(NULL, pool);
+		ASSERT_EQ(0, mrp_alloc(pool, 8 * MIB, NULL, &big));
+		ASSERT_EQ(0, mrp_alloc_aligned(pool, 4 * KIB, 4 * MIB, NULL, &b));
+		st = test_stats(pool);
+		EXPECT_EQ(1, st.fallbacks);
+		EXPECT_EQ(0, (uintptr_t)b.addr & (4 * MIB - 1));
+		EXPECT_LE(4 * KIB, b.size);
+		EXPECT_GE(4 * MIB, b.size);
+		memset(b.addr, 0x5a, b.size);
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+		ASSERT_EQ(0, mrp_free(pool, big.addr));
+		EXPECT_EQ(0, mrp_pool_close(pool));
+	}
+}
+
+/*
+ * A power-of-two pool and a fine one open at once in one thread: each
+ * keeps its own classes and cache, a buffer freed to the other pool is
+ * refused and lands in no cache, and an attribute overrides
+ * MRPOOL_CLASSES.
+ */
+TEST(pow2_and_fine_side_by_side)
+{
+	struct mrp_pool_attr pa = {
+		.comp_mask = MRP_POOL_ATTR_CLASSES, .classes = MRP_CLASSES_POW2,
+	};
+	struct mrp_pool *pw, *fn;
+	struct mrp_buf bp, bf, l;
+
+	setenv("MRPOOL_CLASSES", "fine", 1);
+	pw = test_pool(&pa);
+	fn = test_pool(NULL);
+	unsetenv("MRPOOL_CLASSES");
+	ASSERT_NE(NULL, pw);
+	ASSERT_NE(NULL, fn);
+	for (int round = 0; round < 3; round++) {
+		/* the second and third time round, from each pool's cache */
+		ASSERT_EQ(0, mrp_alloc(pw, 80 * KIB, NULL, &bp));
+		ASSERT_EQ(0, mrp_alloc(fn, 80 * KIB, NULL, &bf));
+		EXPECT_EQ(128 * KIB, bp.size);
+		EXPECT_EQ(80 * KIB, bf.size);
+		EXPECT_EQ(0, mrp_lookup(pw, bp.addr, NULL, &l));
+		EXPECT_EQ(0, mrp_lookup(fn, bf.addr, NULL, &l));
+		EXPECT_EQ(-ENOENT, mrp_lookup(pw, bf.addr, NULL, &l));
+		EXPECT_EQ(-ENOENT, mrp_lookup(fn, bp.addr, NULL, &l));
+		EXPECT_EQ(-EINVAL, mrp_free(pw, bf.addr));
+		EXPECT_EQ(-EINVAL, mrp_free(fn, bp.addr));
+		EXPECT_EQ(0, mrp_free(pw, bp.addr));
+		EXPECT_EQ(0, mrp_free(fn, bf.addr));
+	}
+	EXPECT_EQ(0, test_stats(pw).bytes_in_use);
+	EXPECT_EQ(0, test_stats(fn).bytes_in_use);
+	EXPECT_EQ(0, test_stats(pw).double_frees);
+	EXPECT_EQ(0, test_stats(fn).double_frees);
+	EXPECT_EQ(0, mrp_pool_close(pw));
+	EXPECT_EQ(0, mrp_pool_close(fn));
+}
+
+/*
+ * mrp_alloc_aligned() at every class boundary (size - 1, size, size + 1)
+ * with every alignment 1 B..4 MiB: aligned, at least the size, at most its
+ * next power of two (or the alignment), and all of it writable.
+ */
+TEST(fine_aligned_every_boundary)
+{
+	struct mrp_pool *pool = fine_pool(NULL);
+
+	ASSERT_NE(NULL, pool);
+	for (size_t c = 0; c < sizeof(fine_sizes) / sizeof(fine_sizes[0]); c++) {
+		for (int d = -1; d <= 1; d++) {
+			size_t size = fine_sizes[c] + d;
+
+			for (size_t al = 1; al <= 4 * MIB; al <<= 1) {
+				size_t need = size > al ? size : al;
+				size_t p2 = (size_t)1 << (64 - __builtin_clzl(need - 1));
+				struct mrp_buf b;
+
+				ASSERT_EQ(0, mrp_alloc_aligned(pool, size, al, NULL, &b))
+					TH_LOG("size %zu align %zu", size, al);
+				EXPECT_EQ(0, (uintptr_t)b.addr & (al - 1))
+					TH_LOG("size %zu align %zu: %p", size, al, b.addr);
+				EXPECT_LE(size, b.size);
+				if (need <= MRP_MAX_CLASS)
+					EXPECT_GE(p2, b.size) TH_LOG("size %zu align %zu: %zu",
+								     size, al, b.size);
+				memset(b.addr, 0xa5, b.size);
+				ASSERT_EQ(0, mrp_free(pool, b.addr));
+			}
+		}
+	}
+	EXPECT_EQ(0, test_stats(pool).bytes_in_use);
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 

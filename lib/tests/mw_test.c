@@ -201,6 +201,13 @@ TEST_F(mw, fine_class_buffer)
 	EXPECT_EQ(1, atomic_load(&mw_live));
 	EXPECT_EQ(0, mrp_mw_invalidate(self->pool, (char *)b[0].addr + (79 << 10)));
 	EXPECT_EQ(0, atomic_load(&mw_live));
+	/*
+	 * The last window gone, the fine mask is back (not a power of two's
+	 * 16 KiB - 1, which would let a pointer 16 KiB inside reach a cache)
+	 */
+	EXPECT_EQ(MRP_FINE_MASK,
+		  atomic_load(&mrp_arena_of((uintptr_t)b[0].addr)->block_mask));
+	EXPECT_EQ(-EINVAL, mrp_free(self->pool, (char *)b[0].addr + (16 << 10)));
 	ASSERT_EQ(0, mrp_free(self->pool, b[0].addr));
 	EXPECT_EQ(2, atomic_load(&mw_deallocs));
 }
