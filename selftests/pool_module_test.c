@@ -237,24 +237,46 @@ static int reload_user(unsigned int seed)
 	return 0;
 }
 
+/* MemAvailable in KiB with the page cache and reclaimable slab dropped. */
+static long long settled_available(void)
+{
+	sync();
+	pool_write_str("/proc/sys/vm/drop_caches", "3");
+	return pool_mem_available() >> 10;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * Load, use from three processes at once, unload: MRPOOL_RELOADS times
  * (default 20; make stress runs more). Each unload succeeds once the
- * users are gone, and the pool's memory comes back every time: available
- * memory after the last unload is within 16 MiB of after the first (one
- * chunk kept per cycle would be 38 MiB). The timeout (a hang catcher)
- * covers make stress's 100 cycles on a loaded host.
+ * users are gone, and the pool's memory comes back every time. Available
+ * memory moves for reasons of its own, even with the caches dropped
+ * before each reading (per-CPU page lists, vmalloc's lazy purge, deferred
+ * frees): one cycle +37 MiB, another -20 MiB, the whole run -17.8 MiB in
+ * one run and +29 MiB in another. So a leak is looked for where the noise
+ * does not reach: a chunk (2 MiB) kept per cycle makes the median drop
+ * per cycle 2 MiB or more, and it must stay under three quarters of a
+ * chunk (a quiet run: 264 KiB). The timeout (a hang catcher) covers make
+ * stress's 100 cycles on a loaded host.
  */
 TEST_F_TIMEOUT(mod, reload_cycles, 900)
 {
 	const char *env = getenv("MRPOOL_RELOADS");
 	unsigned int cycles = env ? (unsigned int)strtoul(env, NULL, 0) : 20;
-	long long first = 0, last;
-	unsigned int c, i;
+	long long first = 0, prev = 0, last, *drop;
+	unsigned int c, i, n = 0;
 	pid_t pids[3];
 	int status;
 
-	ASSERT_LE(2, cycles);
+	ASSERT_LE(3, cycles);
+	drop = calloc(cycles, sizeof(*drop));
+	ASSERT_NE(NULL, drop);
 	for (c = 0; c < cycles; c++) {
 		if (!access("/sys/module/mrpool", F_OK))
 			ASSERT_TRUE(POOL_WAIT(unloaded(), 30000))
@@ -262,9 +284,15 @@ TEST_F_TIMEOUT(mod, reload_cycles, 900)
 				       "bytes used", c,
 				       pool_read_ll("/sys/module/mrpool/refcnt"),
 				       pool_attr("used_bytes"));
-		/* After the first cycle: caches warm, libraries read. */
-		if (c == 1)
-			first = pool_mem_available() >> 10;
+		/* From the first cycle on: caches warm, libraries read. */
+		if (c >= 1) {
+			last = settled_available();
+			if (c == 1)
+				first = last;
+			else
+				drop[n++] = prev - last;
+			prev = last;
+		}
 		ASSERT_EQ(0, load_module(self->ko, self->params));
 		for (i = 0; i < 3; i++) {
 			pids[i] = fork();
@@ -282,10 +310,15 @@ TEST_F_TIMEOUT(mod, reload_cycles, 900)
 	ASSERT_TRUE(POOL_WAIT(unloaded(), 30000))
 		TH_LOG("last unload refused, refcnt %lld",
 		       pool_read_ll("/sys/module/mrpool/refcnt"));
-	last = pool_mem_available() >> 10;
+	last = settled_available();
+	drop[n++] = prev - last;
+	qsort(drop, n, sizeof(*drop), cmp_ll);
 	TH_LOG("%u cycles of 3 users; available memory %lld KiB after cycle 1, "
-	       "%lld KiB at the end", cycles, first, last);
-	EXPECT_LE(first - 16384, last);
+	       "%lld KiB at the end; drop per cycle: median %lld KiB, "
+	       "least %lld, most %lld", cycles, first, last, drop[n / 2],
+	       drop[0], drop[n - 1]);
+	EXPECT_LT(drop[n / 2], 1536);
+	free(drop);
 	ASSERT_EQ(0, load_module(self->ko, self->params));
 }
 
