@@ -54,7 +54,10 @@ machine=$(od -An -tu2 -j18 -N2 build/alloc.o | tr -d ' ')
 echo "# built for AArch64: $(ls build/*.o | wc -l) objects, libmrpool.so.1.0.0 exports:"
 "${cross}nm" -D --defined-only libmrpool.so.1.0.0 | awk '{print "#   " $3}'
 if ((build_only)); then
-	read -ra bins < <(make -s TOP="$out" KSFT_DIR="$ksft" print-test-bins)
+	# no "Entering directory" lines among the names: a make above this
+	# one (make check-busy) may have put w in MAKEFLAGS, which -s keeps
+	read -ra bins < <(make -s --no-print-directory TOP="$out" KSFT_DIR="$ksft" \
+		print-test-bins)
 	make -s TOP="$out" KSFT_DIR="$ksft" CC="${cross}gcc" "${bins[@]}"
 	exit 0
 fi
