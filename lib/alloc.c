@@ -202,6 +202,26 @@ int mrp_bin_pop(struct mrp_bin *bin, void **p)
 }
 
 /*
+ * Push addr onto bin, the calling thread's: 0, or 1 for the slow path (the
+ * bin is full, or a reclaim under way set its cap to 0: tcache.c). Both
+ * frees inline it, mrp_free() and mrp_free_fine().
+ */
+static inline __attribute__((always_inline))
+int mrp_bin_push(struct mrp_bin *bin, void *addr)
+{
+	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+
+	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
+		return 1;
+	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
+	bin->slots[n - 1] = addr;
+	/* release: an idle reclaim that reads this count reads the slot */
+	atomic_store_explicit(&bin->count, n, memory_order_release);
+	mrp_inc(&bin->frees);
+	return 0;
+}
+
+/*
  * Thread-cache pop: 0 done, 1 take the slow path: empty bin, a reclaim
  * under way (tcache.c), a PD not attached (the slow path says so), or the
  * top buffer's arena has no keys of pd (its registration failed or the PD
@@ -489,9 +509,7 @@ static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a
 				      void *addr, uintptr_t mask)
 {
 	uintptr_t p = (uintptr_t)addr;
-	struct mrp_bin *bin;
 	uint64_t i;
-	uint32_t n;
 
 	if (mask != MRP_FINE_MASK)
 		goto slow;
@@ -502,17 +520,9 @@ static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a
 	 * the fast path, a double free is caught where the buffer meets the
 	 * depot.
 	 */
-	if (i >= a->nblocks || a->base + i * a->bsize != p)
+	if (i >= a->nblocks || a->base + i * a->bsize != p ||
+	    mrp_bin_push(&mrp_tls[pool->idx]->bins[a->cls], addr))
 		goto slow;
-	bin = &mrp_tls[pool->idx]->bins[a->cls];
-	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
-	if (n > atomic_load_explicit(&bin->cap, memory_order_relaxed))
-		goto slow;
-	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
-	bin->slots[n - 1] = addr;
-	/* release: as in mrp_free() */
-	atomic_store_explicit(&bin->count, n, memory_order_release);
-	mrp_inc(&bin->frees);
 	return 0;
 slow:
 	return mrp_free_slow(pool, addr);
@@ -525,7 +535,6 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
 	uintptr_t mask;
-	uint32_t n;
 
 	/* pool NULL fails the owner compare: an arena always has its pool */
 	if (unlikely(i >= mrp_map.entries))
@@ -538,14 +547,8 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 		return mrp_free_fine(pool, a, addr, mask);
 	bin = &mrp_tls[pool->idx]->bins[a->cls];
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
-	n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
-	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
+	if (unlikely(mrp_bin_push(bin, addr)))
 		goto slow;
-	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
-	bin->slots[n - 1] = addr;
-	/* release: an idle reclaim that reads this count reads the slot */
-	atomic_store_explicit(&bin->count, n, memory_order_release);
-	mrp_inc(&bin->frees);
 	return 0;
 slow:
 	return mrp_free_slow(pool, addr);
