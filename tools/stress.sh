@@ -36,12 +36,15 @@ suites=("selftests/device_churn_test selftests/kill_storm_test selftests/pool_mo
 	"selftests/mem_pressure_test")
 pass=0 fail=0
 kernels=${MRPOOL_STRESS_KERNELS:-6.1 6.12}
+# Every name checked before the first guest boots, not hours into the run.
 for kernel in $kernels; do
 	case $kernel in
 	6.1 | 6.12) ;;
 	*) echo "[stress] MRPOOL_STRESS_KERNELS: no guest kernel '$kernel' (6.1, 6.12)" >&2
 	   exit 2 ;;
 	esac
+done
+for kernel in $kernels; do
 	for i in "${!suites[@]}"; do
 		name=stress$i
 		[ "$kernel" = 6.1 ] || name=$name-$kernel
