@@ -4,7 +4,8 @@
  * distribution kernels lack fault injection. Not ABI. Errors here never
  * fail the module.
  *
- *   chunks            pfn node state owner blocks (order:count,...)
+ *   chunks            pfn node state owner blocks (order:count,...) backing
+ *                     (shmem: a huge folio of the private tmpfs, pages)
  *   slices            id pid comm length chunks maps state (live/freed)
  *   users             uid bytes quarantined_bytes memlock_bytes: what each
  *                     user holds of the pool (tenant.c)
@@ -62,7 +63,7 @@ static const char *const mrpool_state_names[] = {
 	[MRPOOL_CHUNK_QUARANTINED] = "quarantined",
 };
 
-/* pfn node state owner-slice blocks(order:count,...) */
+/* pfn node state owner-slice blocks(order:count,...) backing */
 static int chunks_show(struct seq_file *m, void *v)
 {
 	struct mrpool_pool *p = &mrpool_pool;
@@ -70,7 +71,7 @@ static int chunks_show(struct seq_file *m, void *v)
 	unsigned int o;
 	char sep;
 
-	seq_puts(m, "pfn node state owner blocks\n");
+	seq_puts(m, "pfn node state owner blocks backing\n");
 	mutex_lock(&p->lock);
 	list_for_each_entry(c, &p->chunks, all) {
 		seq_printf(m, "%#lx %d %s %u ", page_to_pfn(c->pages[0]),
@@ -85,7 +86,7 @@ static int chunks_show(struct seq_file *m, void *v)
 			seq_printf(m, "%u:%u", o, c->blocks[o]);
 			sep = ',';
 		}
-		seq_putc(m, '\n');
+		seq_printf(m, " %s\n", c->file ? "shmem" : "pages");
 	}
 	mutex_unlock(&p->lock);
 	return 0;

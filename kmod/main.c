@@ -42,6 +42,11 @@ module_param_named(pmd_map, mrpool_pmd_map, bool, 0444);
 MODULE_PARM_DESC(pmd_map,
 		 "Keep PMD-order blocks whole so slices map with huge entries, cheap to pin (default Y)");
 
+bool mrpool_shmem_chunks = true;
+module_param_named(shmem_chunks, mrpool_shmem_chunks, bool, 0444);
+MODULE_PARM_DESC(shmem_chunks,
+		 "Whole PMD chunks are huge folios of a private tmpfs, which GUP-fast pins (6.5+: plain pages take the slow path) (default Y)");
+
 unsigned int mrpool_max_mb = 256;
 unsigned int mrpool_idle_trim_sec = 5;
 unsigned int mrpool_max_user_mb;

@@ -66,6 +66,7 @@ extern unsigned int mrpool_idle_trim_sec;
 extern unsigned int mrpool_max_user_mb;
 extern unsigned int mrpool_quarantine_event_pct;
 extern bool mrpool_pmd_map;
+extern bool mrpool_shmem_chunks;
 
 /* First published sizes of the ioctl structs: smaller ones are refused. */
 #define MRPOOL_QUERY_SIZE_V1	128
@@ -99,6 +100,7 @@ struct mrpool_chunk {
 	struct list_head link;		/* free, quarantine or slice list */
 	struct list_head all;		/* mrpool_pool.chunks */
 	struct page **pages;		/* chunk_pages order-0 pages */
+	struct file *file;		/* shmem chunk: its file (shmem.c) */
 	unsigned long free_since;	/* jiffies it last became free */
 	enum mrpool_chunk_state state;
 	int nid;			/* node of its pages (one node) */
@@ -179,6 +181,13 @@ struct mrpool_stats {
 
 extern struct mrpool_pool mrpool_pool;
 extern struct mrpool_stats mrpool_stats;
+
+/* ---- shmem.c: whole chunks as huge folios of a private tmpfs ---- */
+int mrpool_shmem_init(void);
+void mrpool_shmem_exit(void);
+struct page *mrpool_shmem_chunk(int nid, struct file **filep);
+bool mrpool_shmem_busy(struct page *head);
+void mrpool_shmem_put(struct page *head, struct file *file);
 
 int mrpool_pool_init(void);
 int mrpool_pool_node(void);

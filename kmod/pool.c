@@ -76,17 +76,20 @@ static unsigned long mrpool_floor_chunks(void)
 }
 
 /*
- * Pages of a chunk are either order-0 pages (split blocks) or the
- * subpages of one PMD-order compound page; only heads and order-0 pages
- * carry a reference, tails are reached through their head.
+ * Pages of a chunk are either order-0 pages (split blocks), the subpages
+ * of one PMD-order compound page, or those of one shmem folio (c->file);
+ * only heads and order-0 pages carry the pool's reference, tails are
+ * reached through their head.
  */
 static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
 {
 	unsigned int i, step;
 	struct page *page;
 
+	if (c->file)
+		mrpool_shmem_put(c->pages[0], c->file);
 	/* Step over tails first: freeing a head turns them into plain pages. */
-	for (i = 0; i < nr_pages; i += step) {
+	for (i = 0; !c->file && i < nr_pages; i += step) {
 		page = c->pages[i];
 		step = PageHead(page) ? 1U << compound_order(page) : 1;
 		put_page(page);
@@ -112,9 +115,28 @@ static bool mrpool_headroom(void)
 }
 
 /*
+ * One block of @order for @c. A PMD block is the whole chunk: from shmem
+ * if it can (sets c->file; always on @nid, see shmem.c), else, like every
+ * other block, from the page allocator.
+ */
+static struct page *mrpool_block_alloc(struct mrpool_chunk *c, int nid,
+				       gfp_t gfp, unsigned int order, bool pmd)
+{
+	struct page *page = NULL;
+
+	if (pmd)
+		page = mrpool_shmem_chunk(nid, &c->file);
+	if (!page)
+		page = alloc_pages_node(nid, pmd ? gfp | __GFP_COMP : gfp,
+					order);
+	return page;
+}
+
+/*
  * A chunk of chunk_pages zeroed pages. A block of exactly PMD order stays
- * one compound page, so the fault handler can map it with one PMD (the
- * cost of pinning and unpinning follows the number of mappings). Other
+ * one compound page (a shmem folio where it can), so the fault handler can
+ * map it with one PMD (the cost of pinning and unpinning follows the
+ * number of mappings). Other
  * blocks are split, each page refcounted on its own. Under fragmentation
  * the chunk is assembled from smaller blocks, all on the node of the first
  * one, so a chunk has one node. Only @thisnode keeps the first on @nid.
@@ -162,8 +184,9 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 		    mrpool_fail_alloc(PAGE_SIZE << order))
 			page = NULL;
 		else
-			page = alloc_pages_node(nid, pmd ? gfp | __GFP_COMP : gfp,
-						order);
+			page = mrpool_block_alloc(c, nid, gfp, order, pmd);
+		if (c->file)
+			break;
 		if (!page) {
 			if (!order || whole_only)
 				goto free_pages;
@@ -185,6 +208,11 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 				page[i].index = 0;
 			c->pages[filled++] = page + i;
 		}
+		c->blocks[order]++;
+	}
+	if (c->file) {
+		for (i = 0; i < p->chunk_pages; i++)
+			c->pages[i] = page + i;
 		c->blocks[order]++;
 	}
 	c->nid = page_to_nid(c->pages[0]);
@@ -235,6 +263,8 @@ static bool mrpool_chunk_busy(struct mrpool_chunk *c)
 	unsigned int i, step;
 	struct page *page;
 
+	if (c->file)
+		return mrpool_shmem_busy(c->pages[0]);
 	for (i = 0; i < mrpool_pool.chunk_pages; i += step) {
 		page = c->pages[i];
 		step = PageHead(page) ? 1U << compound_order(page) : 1;
@@ -935,6 +965,11 @@ int mrpool_pool_init(void)
 	INIT_DELAYED_WORK(&p->trim_work, mrpool_trim_fn);
 	INIT_DELAYED_WORK(&p->quarantine_work, mrpool_quarantine_fn);
 	INIT_DELAYED_WORK(&p->defrag_work, mrpool_defrag_fn);
+	if (mrpool_shmem_init()) {
+		kfree(p->free);
+		p->free = NULL;
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -995,6 +1030,7 @@ void mrpool_pool_exit(void)
 	cancel_delayed_work_sync(&p->quarantine_work);
 	cancel_delayed_work_sync(&p->defrag_work);
 	mrpool_pool_free_all();
+	mrpool_shmem_exit();
 	kfree(p->free);
 	p->free = NULL;
 }

@@ -878,7 +878,7 @@ FIXTURE(mon) {
 
 static const char *const mon_params[] = {
 	"pool_mb", "max_mb", "chunk_kb", "numa_node", "idle_trim_sec",
-	"max_user_mb", "pmd_map", "quarantine_event_pct",
+	"max_user_mb", "pmd_map", "shmem_chunks", "quarantine_event_pct",
 };
 
 static int mon_load(const char *ko, const char *params)

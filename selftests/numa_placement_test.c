@@ -59,7 +59,7 @@ static void save_params(char *buf, size_t len)
 {
 	static const char *const names[] = {
 		"pool_mb", "max_mb", "chunk_kb", "numa_node", "pmd_map",
-		"idle_trim_sec", "max_user_mb",
+		"shmem_chunks", "idle_trim_sec", "max_user_mb",
 	};
 	char v[64];
 	size_t n = 0, i;

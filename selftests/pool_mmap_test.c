@@ -133,7 +133,64 @@ TEST_F(map, map_zeroed_aligned)
 	    pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") ==
 	    (long long)(2 * MIB))
 		EXPECT_EQ((long long)self->a.length / 1024,
-			  pool_smaps_kb(p, "FilePmdMapped:"));
+			  pool_pmd_mapped_kb(p));
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+struct backing_census {
+	uint64_t id;
+	char whole_blocks[16];	/* one block of the chunk's order */
+	int whole, shmem, frag_shmem;
+};
+
+static bool backing_row(const struct pool_chunk_row *r, void *arg)
+{
+	struct backing_census *c = arg;
+	bool shmem = !strcmp(r->backing, "shmem");
+
+	if (r->owner != c->id || strcmp(r->state, "used"))
+		return false;
+	if (!strcmp(r->blocks, c->whole_blocks)) {
+		c->whole++;
+		c->shmem += shmem;
+	} else {
+		c->frag_shmem += shmem;
+	}
+	return true;
+}
+
+/*
+ * With shmem_chunks=Y a whole chunk is a huge folio of the module's
+ * private tmpfs (what GUP-fast pins on 6.5+), mapped with one PMD as
+ * shmem; chunks built of smaller blocks stay plain pages.
+ */
+TEST_F(map, whole_chunks_are_shmem)
+{
+	struct backing_census c = { .id = self->a.slice_id };
+	char shm[8], pmd[8];
+	int order = 0;
+	uint8_t *p;
+
+	pool_param_str("shmem_chunks", shm, sizeof(shm));
+	pool_param_str("pmd_map", pmd, sizeof(pmd));
+	if (shm[0] != 'Y' || pmd[0] != 'Y' || self->chunk != 2 * MIB ||
+	    pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") !=
+	    (long long)(2 * MIB))
+		SKIP(return, "shmem_chunks=%c pmd_map=%c chunk %llu KiB: no PMD shmem chunks",
+		     shm[0], pmd[0], (unsigned long long)self->chunk / 1024);
+	while (((uint64_t)sysconf(_SC_PAGESIZE) << order) < self->chunk)
+		order++;
+	snprintf(c.whole_blocks, sizeof(c.whole_blocks), "%d:1", order);
+	ASSERT_EQ(2, pool_chunks_scan(backing_row, &c));
+	EXPECT_EQ(2, c.whole);
+	EXPECT_EQ(c.whole, c.shmem);
+	EXPECT_EQ(0, c.frag_shmem);
+	p = pool_map(self->fd, &self->a);
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, self->a.length, 5);
+	EXPECT_EQ((long long)c.shmem * 2048,
+		  pool_smaps_kb(p, "ShmemPmdMapped:"));
+	EXPECT_EQ(0, check(p, self->a.length, 5));
 	EXPECT_EQ(0, munmap(p, self->a.length));
 }
 
@@ -327,7 +384,7 @@ TEST_F(map, unaligned_move_and_split)
 	/* Refault through 4 KiB entries into compound chunks. */
 	ASSERT_EQ(0, madvise(q, len, MADV_DONTNEED));
 	EXPECT_EQ(0, check(q, len, 21));
-	EXPECT_EQ(0LL, pool_smaps_kb(q, "FilePmdMapped:"));
+	EXPECT_EQ(0LL, pool_pmd_mapped_kb(q));
 	/* Cut a page out of the middle: three VMAs, one slice. */
 	ASSERT_EQ(0, munmap(q + self->chunk, 4096));
 	EXPECT_EQ(0, check_range(q, 0, self->chunk, 21));

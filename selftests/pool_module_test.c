@@ -35,7 +35,7 @@
 
 static const char *const param_names[] = {
 	"pool_mb", "max_mb", "chunk_kb", "numa_node", "idle_trim_sec",
-	"max_user_mb", "pmd_map",
+	"max_user_mb", "pmd_map", "shmem_chunks",
 };
 
 FIXTURE(mod) {
@@ -150,7 +150,7 @@ TEST_F(mod, invalid_params_refused)
 		"chunk_kb=3000", "chunk_kb=8192", "chunk_kb=0",
 		"pool_mb=64 max_mb=32", "max_mb=0", "numa_node=999",
 		"numa_node=-5", "idle_trim_sec=100000", "max_user_mb=4000000",
-		"pmd_map=maybe",
+		"pmd_map=maybe", "shmem_chunks=maybe",
 	};
 	struct mrpool_query q;
 	size_t i;
@@ -326,6 +326,77 @@ TEST_F_TIMEOUT(mod, reload_cycles, 900)
 	EXPECT_LT(drop[n / 2], (long long)(RELOAD_SLICE >> 10) / 2);
 	free(drop);
 	ASSERT_EQ(0, load_module(self->ko, self->params));
+}
+
+struct backing_count {
+	uint64_t id;
+	int shmem, pages;
+};
+
+static bool count_backing(const struct pool_chunk_row *r, void *arg)
+{
+	struct backing_count *b = arg;
+
+	if (r->owner != b->id || strcmp(r->state, "used"))
+		return false;
+	b->shmem += !strcmp(r->backing, "shmem");
+	b->pages += !strcmp(r->backing, "pages");
+	return true;
+}
+
+/*
+ * shmem_chunks=N: whole chunks are plain compound pages again, still
+ * mapped with one PMD each (FilePmdMapped, not ShmemPmdMapped), and the
+ * data written through the mapping reads back; shmem_chunks=Y (the
+ * default) gives tmpfs huge folios (ShmemPmdMapped).
+ */
+TEST_F(mod, shmem_chunks_switch)
+{
+	static const char *const modes[] = { "shmem_chunks=N", "shmem_chunks=Y" };
+	char params[600], hp[8];
+	struct mrpool_alloc a;
+	size_t m, i;
+	uint8_t *p;
+	int fd;
+
+	pool_param_str("pmd_map", hp, sizeof(hp));
+	if (hp[0] != 'Y' || pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") !=
+	    (long long)(2 * MIB))
+		POOL_SKIP("pmd_map=%c or no 2 MiB PMD: no whole-chunk mappings", hp[0]);
+	for (m = 0; m < 2; m++) {
+		struct backing_count b = {};
+		bool shmem = m == 1;
+
+		ASSERT_TRUE(POOL_WAIT(unloaded(), 30000));
+		snprintf(params, sizeof(params), "%s chunk_kb=2048 pmd_map=Y %s",
+			 self->params, modes[m]);
+		ASSERT_EQ(0, load_module(self->ko, params));
+		fd = pool_open();
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, pool_alloc(fd, 4 * MIB, &a));
+		b.id = a.slice_id;
+		ASSERT_EQ(2, pool_chunks_scan(count_backing, &b));
+		EXPECT_EQ(shmem ? 2 : 0, b.shmem);
+		EXPECT_EQ(shmem ? 0 : 2, b.pages);
+		p = pool_map(fd, &a);
+		ASSERT_NE(MAP_FAILED, p);
+		for (i = 0; i < a.length; i += 4096)
+			p[i] = (uint8_t)(i >> 12) ^ 0x5a;
+		EXPECT_EQ(shmem ? 4096LL : 0LL,
+			  pool_smaps_kb(p, "ShmemPmdMapped:"));
+		EXPECT_EQ(shmem ? 0LL : 4096LL,
+			  pool_smaps_kb(p, "FilePmdMapped:"));
+		for (i = 0; i < a.length; i += 4096)
+			if (p[i] != ((uint8_t)(i >> 12) ^ 0x5a))
+				break;
+		EXPECT_EQ(a.length, i);
+		EXPECT_EQ(0, munmap(p, a.length));
+		close(fd);
+		TH_LOG("%s: %d shmem, %d plain chunks", modes[m], b.shmem,
+		       b.pages);
+		ASSERT_TRUE(POOL_WAIT(unloaded(), 30000));
+		ASSERT_EQ(0, load_module(self->ko, self->params));
+	}
 }
 
 /* Every parameter carries a description for modinfo. */

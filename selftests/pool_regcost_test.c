@@ -72,47 +72,47 @@ static uint64_t median(uint64_t *v, int n)
 	return v[n / 2];
 }
 
-/*
- * Chunks of slice @id in debugfs chunks, and in *@whole those of one
- * block of @order (blocks column "ORDER:1").
- */
-static int slice_chunks(uint64_t id, int order, int *whole)
-{
-	char line[256], state[32], blocks[64], want[16];
-	unsigned long pfn, owner;
-	int node, n = 0;
-	FILE *f;
+struct slice_census {
+	uint64_t id;
+	char whole_blocks[16];	/* one block of the chunk's order: "ORDER:1" */
+	int whole;		/* chunks of one block */
+	int shmem;		/* chunks that are tmpfs huge folios */
+};
 
-	snprintf(want, sizeof(want), "%d:1", order);
-	*whole = 0;
-	f = fopen(POOL_DEBUGFS "/chunks", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx %d %31s %lu %63s", &pfn, &node, state,
-			   &owner, blocks) != 5 || owner != id ||
-		    strcmp(state, "used"))
-			continue;
-		n++;
-		*whole += !strcmp(blocks, want);
-	}
-	fclose(f);
-	return n;
+static bool census_row(const struct pool_chunk_row *r, void *arg)
+{
+	struct slice_census *c = arg;
+
+	if (r->owner != c->id || strcmp(r->state, "used"))
+		return false;
+	c->whole += !strcmp(r->blocks, c->whole_blocks);
+	c->shmem += !strcmp(r->backing, "shmem");
+	return true;
+}
+
+/* Chunks of slice @c->id in debugfs chunks, counted whole and shmem. */
+static int slice_chunks(struct slice_census *c, int order)
+{
+	snprintf(c->whole_blocks, sizeof(c->whole_blocks), "%d:1", order);
+	c->whole = c->shmem = 0;
+	return pool_chunks_scan(census_row, c);
 }
 
 /*
- * A 64 MiB slice: each whole chunk PMD-mapped (FilePmdMapped in smaps),
- * registration works; the cost against anonymous memory is logged.
+ * A 64 MiB slice: each whole chunk PMD-mapped (ShmemPmdMapped in smaps for
+ * shmem chunks, FilePmdMapped for plain ones), registration works; the
+ * cost against anonymous memory is logged.
  */
 TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 {
 	uint64_t sreg[ROUNDS], sdereg[ROUNDS], areg[ROUNDS], adereg[ROUNDS];
 	uint64_t ms, md, am, ad;
 	struct mrpool_query q;
+	struct slice_census c = {};
 	struct mrpool_alloc a;
-	char pmd[8];
+	char pmd[8], shm[8];
 	void *slice, *anon;
-	int i, order = 0, whole;
+	int i, order = 0;
 
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	ASSERT_LE(REG_LEN + q.used_bytes, q.max_bytes);
@@ -122,14 +122,19 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 	ASSERT_NE(MAP_FAILED, slice);
 	while ((4096UL << order) < q.chunk_size)
 		order++;
-	ASSERT_EQ((int)(a.length / q.chunk_size),
-		  slice_chunks(a.slice_id, order, &whole));
+	c.id = a.slice_id;
+	ASSERT_EQ((int)(a.length / q.chunk_size), slice_chunks(&c, order));
 	pool_param_str("pmd_map", pmd, sizeof(pmd));
-	TH_LOG("%d of %llu chunks whole, pmd_map=%c", whole,
-	       (unsigned long long)(a.length / q.chunk_size), pmd[0]);
-	if (pmd[0] == 'Y' && q.chunk_size == 2 * MIB)
-		EXPECT_EQ((long long)whole * 2048,
-			  pool_smaps_kb(slice, "FilePmdMapped:"));
+	pool_param_str("shmem_chunks", shm, sizeof(shm));
+	TH_LOG("%d of %llu chunks whole, %d of them shmem, pmd_map=%c shmem_chunks=%c",
+	       c.whole, (unsigned long long)(a.length / q.chunk_size),
+	       c.shmem, pmd[0], shm[0]);
+	EXPECT_LE(c.shmem, c.whole);
+	if (pmd[0] == 'Y' && q.chunk_size == 2 * MIB) {
+		EXPECT_EQ((long long)c.whole * 2048, pool_pmd_mapped_kb(slice));
+		EXPECT_EQ((long long)c.shmem * 2048,
+			  pool_smaps_kb(slice, "ShmemPmdMapped:"));
+	}
 
 	/* Anonymous memory 2 MiB aligned, THP if allowed, prefaulted. */
 	anon = mmap(NULL, REG_LEN + 2 * MIB, PROT_READ | PROT_WRITE,

@@ -236,6 +236,8 @@ struct pool_chunk_row {
 	int node;
 	char state[32];		/* "free", "used", "quarantined" */
 	unsigned long owner;	/* slice id while used */
+	char blocks[64];	/* "order:count,..." */
+	char backing[8];	/* "shmem" (a tmpfs huge folio) or "pages" */
 };
 
 /*
@@ -254,8 +256,9 @@ static inline int pool_chunks_scan(bool (*fn)(const struct pool_chunk_row *r,
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx %d %31s %lu", &r.pfn, &r.node, r.state,
-			   &r.owner) == 4 && fn(&r, arg))
+		if (sscanf(line, "%lx %d %31s %lu %63s %7s", &r.pfn, &r.node,
+			   r.state, &r.owner, r.blocks, r.backing) == 6 &&
+		    fn(&r, arg))
 			n++;
 	fclose(f);
 	return n;
@@ -319,6 +322,18 @@ static inline long long pool_smaps_kb(const void *addr, const char *field)
 	}
 	fclose(f);
 	return kb;
+}
+
+/*
+ * KiB of the mapping at @addr mapped with PMDs: chunks of plain pages
+ * count as FilePmdMapped, shmem chunks (shmem_chunks=Y) as ShmemPmdMapped.
+ */
+static inline long long pool_pmd_mapped_kb(const void *addr)
+{
+	long long file = pool_smaps_kb(addr, "FilePmdMapped:");
+	long long shmem = pool_smaps_kb(addr, "ShmemPmdMapped:");
+
+	return file < 0 || shmem < 0 ? -1 : file + shmem;
 }
 
 /*

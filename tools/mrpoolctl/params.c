@@ -21,6 +21,7 @@ static const struct {
 	{ "idle_trim_sec", "seconds a free chunk above pool_mb stays, 0 never trims" },
 	{ "max_user_mb", "MiB of the pool one user may hold, 0 no cap" },
 	{ "pmd_map", "map PMD-sized chunks with huge entries" },
+	{ "shmem_chunks", "whole chunks are tmpfs huge folios, pinned by GUP-fast" },
 	{ "quarantine_event_pct", "quarantine, % of max_mb, that makes a netlink event, 0 never" },
 };
 
