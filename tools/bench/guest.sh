@@ -19,12 +19,15 @@ modprobe rdma_ucm 2>/dev/null || echo "rdma_ucm not loaded" >>"$out/guest.txt"
 # UCX registers through its InfiniBand memory domain on rxe0.
 export UCX_TLS=rc_verbs UCX_NET_DEVICES=rxe0:1
 
+# The reg scenario's THP shmem row: memfds get huge folios on MADV_HUGEPAGE.
+echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
+	echo "shmem_enabled not set: THP shmem row may be small pages" >>"$out/guest.txt"
 {
 	echo "kernel: $(uname -r) ($(uname -v))"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) vCPUs (QEMU TCG)"
 	echo "memory: $(awk '/MemTotal/ {print int($2 / 1024) " MiB"}' /proc/meminfo)"
-	echo "thp: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
-	echo "mrpool: $(cat /sys/module/mrpool/parameters/max_mb 2>/dev/null) MiB max, pmd_map=$(cat /sys/module/mrpool/parameters/pmd_map 2>/dev/null)"
+	echo "thp: $(cat /sys/kernel/mm/transparent_hugepage/enabled), shmem: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled)"
+	echo "mrpool: $(cat /sys/module/mrpool/parameters/max_mb 2>/dev/null) MiB max, pmd_map=$(cat /sys/module/mrpool/parameters/pmd_map 2>/dev/null), shmem_chunks=$(cat /sys/module/mrpool/parameters/shmem_chunks 2>/dev/null)"
 	echo "rdma: $(rdma link show | tr '\n' ' ')"
 	echo "cmdline: $(cat /proc/cmdline)"
 } >>"$out/guest.txt"

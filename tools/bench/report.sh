@@ -104,7 +104,7 @@ GP
 
 plot_reg() {
 	local plot='' i=0 f m
-	for m in "fresh malloc" "THP anon" "pool slice"; do
+	for m in "fresh malloc" "THP anon" "THP shmem" "pool slice"; do
 		f=$dir/.plot-reg-$i.dat
 		awk -F, -v m="$m" 'index($2, m) == 1 && $9 == "ok" { print $3 / 1024, $5, $7 }' "$vm/reg.csv" >"$f"
 		[ -s "$f" ] && plot+="${plot:+, }'$f' using 1:2 with linespoints title 'reg: $m', '$f' using 1:3 with linespoints dashtype 2 title 'dereg: $m'"
@@ -215,7 +215,9 @@ GP
 	echo
 	echo "ibv_reg_mr + ibv_dereg_mr of one range, medians of 5 rounds (3 from 64 MiB): \`fresh"
 	echo "malloc\` (memory as malloc returns it, untouched: the pin faults and zeroes every page),"
-	echo "\`THP anon\` (2 MiB-aligned anonymous memory, MADV_HUGEPAGE, prefaulted), \`pool slice\` (a"
+	echo "\`THP anon\` (2 MiB-aligned anonymous memory, MADV_HUGEPAGE, prefaulted), \`THP shmem\` (a"
+	echo "memfd mapped shared the same way, shmem_enabled=advise: the folios GUP-fast pins on 6.5+,"
+	echo "as the pool's shmem chunks are), \`pool slice\` (a"
 	echo "libmrpool buffer of that size from the module's pinned chunks). Timed with librdmatest's"
 	echo "rdt_reg_time(), as selftests/pool_regcost_test does."
 	echo

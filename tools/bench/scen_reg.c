@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Scenario "reg": what one ibv_reg_mr and one ibv_dereg_mr cost by size,
- * from 4 KiB up to --max-size, for three kinds of memory:
+ * from 4 KiB up to --max-size, for four kinds of memory:
  *   fresh malloc   memory as malloc returns it, never touched: the pin
  *                  faults and zeroes every page (sizes from 128 KiB up are
  *                  fresh mmaps: the mmap threshold is pinned there);
  *   THP anon       anonymous memory, 2 MiB aligned, MADV_HUGEPAGE,
  *                  prefaulted, registered again each round;
+ *   THP shmem      a memfd mapped shared, 2 MiB aligned, MADV_HUGEPAGE
+ *                  (huge where shmem_enabled allows it: the bench guest
+ *                  sets advise), prefaulted: shmem folios, which GUP-fast
+ *                  pins on 6.5+, as pool chunks are with shmem_chunks=Y;
  *   pool slice     a libmrpool buffer of that size (a pool without a PD:
  *                  nothing registered by the library), registered here.
  * The timing itself is librdmatest's rdt_reg_time(), as in
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "mrpool.h"
@@ -33,8 +38,9 @@ static const size_t sizes[] = {
 	32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB, 1024 * MIB,
 };
 
-enum kind { FRESH, ANON, SLICE, KINDS };
-static const char *const kind_name[KINDS] = { "fresh malloc", "THP anon", "pool slice" };
+enum kind { FRESH, ANON, SHMEM, SLICE, KINDS };
+static const char *const kind_name[KINDS] = { "fresh malloc", "THP anon", "THP shmem",
+					      "pool slice" };
 
 struct cell {
 	uint64_t reg[ROUNDS_MAX], dereg[ROUNDS_MAX];
@@ -74,19 +80,49 @@ static void *anon_thp(size_t size, size_t *maplen)
 	return p;
 }
 
+/* A memfd of @size mapped shared at a 2 MiB boundary, THP if allowed. */
+static void *shmem_thp(size_t size, size_t *maplen)
+{
+	size_t len = size + 2 * MIB;
+	char *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a;
+	int fd;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
+	fd = memfd_create("reg-shmem", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) ||
+	    mmap(a, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		if (fd >= 0)
+			close(fd);
+		munmap(p, len);
+		return NULL;
+	}
+	close(fd);
+	madvise(a, size, MADV_HUGEPAGE);
+	memset(a, 1, size);
+	*maplen = len;
+	return p;
+}
+
 static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 		     struct cell *c)
 {
 	int rounds = size >= 64 * MIB ? 3 : ROUNDS_MAX;
 	void *fresh[ROUNDS_MAX] = { NULL };
-	size_t maplen = 0;
+	size_t maplen = 0, shmlen = 0;
 	char *map = anon_thp(size, &maplen);
 	char *anon = map ? (char *)(((uintptr_t)map + 2 * MIB - 1) & ~(2 * MIB - 1)) : NULL;
+	char *shm_map = shmem_thp(size, &shmlen);
+	char *shm = shm_map ? (char *)(((uintptr_t)shm_map + 2 * MIB - 1) & ~(2 * MIB - 1)) :
+		    NULL;
 	struct mrp_buf b = { 0 };
 	int ret;
 
 	memset(c, 0, KINDS * sizeof(*c));
 	c[ANON].err = map ? 0 : -ENOMEM;
+	c[SHMEM].err = shm_map ? 0 : -ENOMEM;
 	ret = mrp_alloc(pool, size, NULL, &b);
 	c[SLICE].err = ret;
 	if (!ret)
@@ -102,6 +138,9 @@ static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 		if (!c[ANON].err)
 			c[ANON].err = rdt_reg_time(pd, anon, size, &c[ANON].reg[r],
 						   &c[ANON].dereg[r]);
+		if (!c[SHMEM].err)
+			c[SHMEM].err = rdt_reg_time(pd, shm, size, &c[SHMEM].reg[r],
+						    &c[SHMEM].dereg[r]);
 		if (!c[SLICE].err)
 			c[SLICE].err = rdt_reg_time(pd, b.addr, size, &c[SLICE].reg[r],
 						    &c[SLICE].dereg[r]);
@@ -118,6 +157,8 @@ static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 		free(fresh[r]);
 	if (map)
 		munmap(map, maplen);
+	if (shm_map)
+		munmap(shm_map, shmlen);
 	if (b.addr)
 		mrp_free(pool, b.addr);
 }
