@@ -31,11 +31,13 @@
 
 #define REG_LEN		(64UL * MIB)
 #define ROUNDS		5
+#define SHMEM_ENABLED	"/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 FIXTURE(cost) {
 	int fd;
 	struct rdt_dev dev;
 	int dev_ret;
+	char shmem_enabled[16];	/* the setting to restore, "" if unread */
 };
 
 FIXTURE_SETUP(cost)
@@ -53,10 +55,71 @@ FIXTURE_SETUP(cost)
 
 FIXTURE_TEARDOWN(cost)
 {
+	FILE *f;
+
+	if (self->shmem_enabled[0]) {
+		f = fopen(SHMEM_ENABLED, "we");
+		if (f) {
+			fputs(self->shmem_enabled, f);
+			fclose(f);
+		}
+	}
 	if (!self->dev_ret)
 		rdt_dev_close(&self->dev);
 	if (self->fd >= 0)
 		close(self->fd);
+}
+
+/*
+ * Let memfds get huge folios (shmem_enabled=advise), keeping the setting
+ * (the bracketed word) for the teardown. 0 or -errno.
+ */
+static int shmem_thp_advise(char *saved, size_t len)
+{
+	char line[128], *open, *close;
+	FILE *f = fopen(SHMEM_ENABLED, "re");
+
+	if (!f)
+		return -errno;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	open = strchr(line, '[');
+	close = open ? strchr(open, ']') : NULL;
+	if (!close || (size_t)(close - open) > len)
+		return -EINVAL;
+	*close = '\0';
+	snprintf(saved, len, "%s", open + 1);
+	f = fopen(SHMEM_ENABLED, "we");
+	if (!f)
+		return -errno;
+	fputs("advise", f);
+	return fclose(f) ? -errno : 0;
+}
+
+/* A memfd of @len mapped shared, 2 MiB aligned, MADV_HUGEPAGE, written. */
+static void *shmem_thp(size_t len)
+{
+	char *p = mmap(NULL, len + 2 * MIB, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a;
+	int fd;
+
+	if (p == MAP_FAILED)
+		return MAP_FAILED;
+	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
+	fd = memfd_create("regcost", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len) ||
+	    mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 0) == MAP_FAILED) {
+		if (fd >= 0)
+			close(fd);
+		return MAP_FAILED;
+	}
+	close(fd);
+	madvise(a, len, MADV_HUGEPAGE);
+	memset(a, 1, len);
+	return a;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -106,12 +169,13 @@ static int slice_chunks(struct slice_census *c, int order)
 TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 {
 	uint64_t sreg[ROUNDS], sdereg[ROUNDS], areg[ROUNDS], adereg[ROUNDS];
-	uint64_t ms, md, am, ad;
+	uint64_t hreg[ROUNDS], hdereg[ROUNDS];
+	uint64_t ms, md, am, ad, hm, hd;
 	struct mrpool_query q;
 	struct slice_census c = {};
 	struct mrpool_alloc a;
 	char pmd[8], shm[8];
-	void *slice, *anon;
+	void *slice, *anon, *shmbuf;
 	int i, order = 0;
 
 	ASSERT_EQ(0, pool_query(self->fd, &q));
@@ -143,22 +207,34 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 300)
 	anon = (void *)(((uintptr_t)anon + 2 * MIB - 1) & ~(2 * MIB - 1));
 	madvise(anon, REG_LEN, MADV_HUGEPAGE);
 	memset(anon, 1, REG_LEN);
+	/* THP shmem: the folios GUP-fast pins on 6.5+, as shmem chunks are. */
+	ASSERT_EQ(0, shmem_thp_advise(self->shmem_enabled,
+				      sizeof(self->shmem_enabled)));
+	shmbuf = shmem_thp(REG_LEN);
+	ASSERT_NE(MAP_FAILED, shmbuf);
+	TH_LOG("THP shmem buffer: %lld KiB PMD-mapped",
+	       pool_smaps_kb(shmbuf, "ShmemPmdMapped:"));
 
 	for (i = 0; i < ROUNDS; i++) {
 		ASSERT_EQ(0, rdt_reg_time(self->dev.pd, slice, a.length, &sreg[i],
 					  &sdereg[i]));
 		ASSERT_EQ(0, rdt_reg_time(self->dev.pd, anon, REG_LEN, &areg[i],
 					  &adereg[i]));
+		ASSERT_EQ(0, rdt_reg_time(self->dev.pd, shmbuf, REG_LEN, &hreg[i],
+					  &hdereg[i]));
 	}
 	EXPECT_EQ(0, munmap(slice, a.length));
 	ms = median(sreg, ROUNDS);
 	md = median(sdereg, ROUNDS);
 	am = median(areg, ROUNDS);
 	ad = median(adereg, ROUNDS);
+	hm = median(hreg, ROUNDS);
+	hd = median(hdereg, ROUNDS);
 	/* Information for the reader; the benchmark owns the ratios. */
-	TH_LOG("64 MiB ibv_reg_mr: slice %lu us, anon %lu us; ibv_dereg_mr: slice %lu us, anon %lu us (medians of %d)",
+	TH_LOG("64 MiB ibv_reg_mr: slice %lu us, anon %lu us, shmem %lu us; ibv_dereg_mr: slice %lu us, anon %lu us, shmem %lu us (medians of %d)",
 	       (unsigned long)(ms / 1000), (unsigned long)(am / 1000),
-	       (unsigned long)(md / 1000), (unsigned long)(ad / 1000), ROUNDS);
+	       (unsigned long)(hm / 1000), (unsigned long)(md / 1000),
+	       (unsigned long)(ad / 1000), (unsigned long)(hd / 1000), ROUNDS);
 }
 
 TEST_HARNESS_MAIN
