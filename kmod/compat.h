@@ -38,6 +38,14 @@ mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 #endif
 }
 
+/* 6.7 gave vm_operations_struct.get_policy an interleave index. */
+#ifdef MRPOOL_HAVE_GET_POLICY_ILX
+#define MRPOOL_GET_POLICY_ARGS	struct vm_area_struct *vma, unsigned long addr, \
+				pgoff_t *ilx
+#else
+#define MRPOOL_GET_POLICY_ARGS	struct vm_area_struct *vma, unsigned long addr
+#endif
+
 /* 6.13 takes a symbol namespace as a string literal. */
 #ifdef MRPOOL_HAVE_IMPORT_NS_STRINGIFY
 #define MRPOOL_IMPORT_NS_DMA_BUF	MODULE_IMPORT_NS(DMA_BUF)

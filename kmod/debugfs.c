@@ -17,6 +17,8 @@
  *   fail_high_order   N: the next N block allocations above order 0 fail,
  *                     so chunks are built of smaller blocks; writing 0
  *                     runs the defrag worker now
+ *   fail_shmem        N: the next N whole chunks get no shmem folio and
+ *                     are built of plain pages (shmem.c)
  *   fail_alloc/       on kernels with CONFIG_FAULT_INJECTION_DEBUG_FS: a
  *                     fault attribute (Documentation/fault-injection)
  *                     over the module's own allocations only -- its
@@ -39,6 +41,8 @@ atomic_t mrpool_fail_chunk_alloc = ATOMIC_INIT(0);
 atomic_t mrpool_fail_slice_alloc = ATOMIC_INIT(0);
 /* ...the next N page allocations above order 0, as fragmentation would. */
 atomic_t mrpool_fail_high_order = ATOMIC_INIT(0);
+/* ...the next N shmem folios for whole chunks (plain pages instead). */
+atomic_t mrpool_fail_shmem = ATOMIC_INIT(0);
 
 static struct dentry *mrpool_debugfs_dir;
 
@@ -205,6 +209,7 @@ void mrpool_debugfs_init(void)
 				&mrpool_fail_slice_alloc);
 	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
 				   &fail_high_order_fops);
+	debugfs_create_atomic_t("fail_shmem", 0600, dir, &mrpool_fail_shmem);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 	fault_create_debugfs_attr("fail_alloc", dir, &mrpool_fail_alloc_attr);
 #endif

@@ -105,6 +105,9 @@ static vm_fault_t mrpool_dmabuf_fault(struct vm_fault *vmf)
 
 static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {
 	.fault = mrpool_dmabuf_fault,
+#ifdef CONFIG_NUMA
+	.get_policy = mrpool_vm_get_policy,
+#endif
 };
 
 /* dma_buf_mmap_internal() has checked the range against the size. */

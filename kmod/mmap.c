@@ -56,10 +56,27 @@ static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
 	return 0;
 }
 
+#ifdef CONFIG_NUMA
+/*
+ * No memory policy: NUMA balancing skips a VMA whose policy is not
+ * MPOL_F_MOF (vma_policy_mof()). Its hinting faults could only try to
+ * migrate chunks the pool holds, which always fails (and, for shmem
+ * folios on the LRU, only after allocating a target and retrying);
+ * mbind() cannot move them either.
+ */
+struct mempolicy *mrpool_vm_get_policy(MRPOOL_GET_POLICY_ARGS)
+{
+	return NULL;
+}
+#endif
+
 static const struct vm_operations_struct mrpool_vm_ops = {
 	.open = mrpool_vm_open,
 	.close = mrpool_vm_close,
 	.fault = mrpool_vm_fault,
+#ifdef CONFIG_NUMA
+	.get_policy = mrpool_vm_get_policy,
+#endif
 };
 
 /**

@@ -186,7 +186,7 @@ extern struct mrpool_stats mrpool_stats;
 int mrpool_shmem_init(void);
 void mrpool_shmem_exit(void);
 struct page *mrpool_shmem_chunk(int nid, struct file **filep);
-bool mrpool_shmem_busy(struct page *head);
+bool mrpool_shmem_busy(struct page *head, struct file *file);
 void mrpool_shmem_put(struct page *head, struct file *file);
 
 int mrpool_pool_init(void);
@@ -293,6 +293,9 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
 unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);
+#ifdef CONFIG_NUMA
+struct mempolicy *mrpool_vm_get_policy(MRPOOL_GET_POLICY_ARGS);
+#endif
 
 /* ---- client_stats.c ---- */
 struct seq_file;
@@ -337,6 +340,7 @@ void mrpool_nl_dev_event(enum mrpool_nl_event ev, struct mrpool_ib_dev *d);
 extern atomic_t mrpool_fail_chunk_alloc;
 extern atomic_t mrpool_fail_slice_alloc;
 extern atomic_t mrpool_fail_high_order;
+extern atomic_t mrpool_fail_shmem;
 
 void mrpool_debugfs_init(void);
 void mrpool_debugfs_exit(void);

@@ -185,8 +185,11 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 			page = NULL;
 		else
 			page = mrpool_block_alloc(c, nid, gfp, order, pmd);
-		if (c->file)
+		if (c->file) {
+			/* A shmem folio is the whole chunk, never a part. */
+			WARN_ON_ONCE(filled);
 			break;
+		}
 		if (!page) {
 			if (!order || whole_only)
 				goto free_pages;
@@ -264,7 +267,7 @@ static bool mrpool_chunk_busy(struct mrpool_chunk *c)
 	struct page *page;
 
 	if (c->file)
-		return mrpool_shmem_busy(c->pages[0]);
+		return mrpool_shmem_busy(c->pages[0], c->file);
 	for (i = 0; i < mrpool_pool.chunk_pages; i += step) {
 		page = c->pages[i];
 		step = PageHead(page) ? 1U << compound_order(page) : 1;

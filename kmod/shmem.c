@@ -14,18 +14,28 @@
  * userspace, no size limit (the pool's own limits apply). One mount per
  * memory node, mpol=prefer:N, so the folio lands on the node asked for.
  * The file's mapping is unevictable (kernel MRs pin its pages; never
- * swapped) and allocates without __GFP_MOVABLE.
+ * swapped) and allocates without __GFP_MOVABLE and without direct reclaim:
+ * a chunk that cannot have a free PMD block at once is left to the page
+ * allocator path in pool.c, which compacts.
  *
  * The pool holds one folio reference and the page cache holds one per page
  * (checked at allocation), so a chunk is idle at 1 + nr_pages references
  * (mrpool_shmem_busy()). Slices' VMAs stay on the client's map file: the
- * folio's mapping is not the VMA's file, so rmap walks (reclaim, migration)
- * do not find these mappings; harmless, because the folios are unevictable
- * and hold a reference migration refuses, as the pool's plain pages do.
+ * folio's mapping is not the VMA's file, so rmap walks (reclaim, migration,
+ * memory failure) do not find these mappings. The pool's reference is what
+ * makes that safe, and it is load-bearing: it makes every split
+ * (can_split_folio()), migration (folio_ref_freeze()) and eviction
+ * (mapping_evict_folio()) of the folio fail, as for the pool's plain
+ * pages; the folio stays whole, mapped and in its file until the pool
+ * lets go of it. The VMAs also have no memory policy (mmap.c), so NUMA
+ * balancing leaves them alone.
  *
- * Folios are allocated on a kworker: page cache insertion charges the
- * memcg of current->mm, and pool memory belongs to no cgroup of whoever
- * happened to grow the pool (the charge would outlive that slice).
+ * Folios are allocated on the module's own workqueue: page cache insertion
+ * charges the memcg of current->mm, and pool memory belongs to no cgroup of
+ * whoever happened to grow the pool (the charge would outlive that slice).
+ * A caller in a reclaim or NOIO/NOFS scope (a kernel-buffer borrower on a
+ * reclaim path) gets plain pages instead: the worker would not inherit
+ * the scope.
  */
 #include "mrpool.h"
 
@@ -41,6 +51,10 @@
 
 /* One mount per node id with memory at load; NULL: plain pages there. */
 static struct vfsmount **mrpool_shmem_mnt;
+/* WQ_MEM_RECLAIM: a flush from a reclaim-safe workqueue must not wait on
+ * a queue without a rescuer (check_flush_dependency()).
+ */
+static struct workqueue_struct *mrpool_shmem_wq;
 
 static struct vfsmount *mrpool_shmem_mount(int nid)
 {
@@ -77,10 +91,17 @@ int mrpool_shmem_init(void)
 	    !IS_ENABLED(CONFIG_TRANSPARENT_HUGEPAGE) ||
 	    !has_transparent_hugepage())
 		return 0;
+	mrpool_shmem_wq = alloc_workqueue("mrpool_shmem",
+					  WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!mrpool_shmem_wq)
+		return -ENOMEM;
 	mrpool_shmem_mnt = kcalloc(nr_node_ids, sizeof(*mrpool_shmem_mnt),
 				   GFP_KERNEL);
-	if (!mrpool_shmem_mnt)
+	if (!mrpool_shmem_mnt) {
+		destroy_workqueue(mrpool_shmem_wq);
+		mrpool_shmem_wq = NULL;
 		return -ENOMEM;
+	}
 	for_each_node_state(nid, N_MEMORY) {
 		mnt = mrpool_shmem_mount(nid);
 		if (IS_ERR(mnt)) {
@@ -96,15 +117,14 @@ int mrpool_shmem_init(void)
 /* Files of retired chunks keep their mount (a reference each) until fput. */
 void mrpool_shmem_exit(void)
 {
-	int nid;
-
 	if (!mrpool_shmem_mnt)
 		return;
-	for (nid = 0; nid < nr_node_ids; nid++)
-		if (mrpool_shmem_mnt[nid])
-			kern_unmount(mrpool_shmem_mnt[nid]);
+	/* One RCU grace period for all (NULL entries are skipped). */
+	kern_unmount_array(mrpool_shmem_mnt, nr_node_ids);
 	kfree(mrpool_shmem_mnt);
 	mrpool_shmem_mnt = NULL;
+	destroy_workqueue(mrpool_shmem_wq);
+	mrpool_shmem_wq = NULL;
 }
 
 struct mrpool_shmem_alloc {
@@ -129,17 +149,16 @@ static void mrpool_shmem_alloc_fn(struct work_struct *work)
 		return;
 	mapping = file->f_mapping;
 	mapping_set_unevictable(mapping);
-	mapping_set_gfp_mask(mapping, GFP_KERNEL | __GFP_NOWARN |
-				      __GFP_NORETRY);
+	mapping_set_gfp_mask(mapping, (GFP_KERNEL & ~__GFP_DIRECT_RECLAIM) |
+				      __GFP_NOWARN);
 	/* Read at offset 0: a new folio, zeroed by shmem, huge if possible. */
 	page = shmem_read_mapping_page_gfp(mapping, 0, mapping_gfp_mask(mapping));
 	if (IS_ERR(page))
 		goto put_file;
 	folio = page_folio(page);
 	/*
-	 * Not a PMD folio (no free PMD block: shmem's huge attempt does not
-	 * reclaim or compact), or references other than ours and the page
-	 * cache's: the caller falls back to plain pages.
+	 * Not a PMD folio (no free PMD block at once), or references other
+	 * than ours and the page cache's: the caller uses plain pages.
 	 */
 	if (folio_order(folio) != MRPOOL_PMD_ORDER ||
 	    folio_ref_count(folio) != 1 + folio_nr_pages(folio))
@@ -159,8 +178,8 @@ put_file:
  * @nid: node wanted, NUMA_NO_NODE for the caller's
  * @filep: receives the file on success
  *
- * May sleep. The folio is on @nid (huge shmem allocations do not fall back
- * to other nodes).
+ * May sleep. The folio is on @nid: the mount prefers it, and a folio
+ * that landed elsewhere is given back.
  *
  * Return: the folio's head page (one reference), or NULL: the caller
  * builds the chunk of plain pages.
@@ -169,7 +188,10 @@ struct page *mrpool_shmem_chunk(int nid, struct file **filep)
 {
 	struct mrpool_shmem_alloc a = {};
 
-	if (!mrpool_shmem_mnt)
+	if (!mrpool_shmem_mnt || mrpool_should_fail(&mrpool_fail_shmem))
+		return NULL;
+	if ((current->flags & PF_MEMALLOC) ||
+	    current_gfp_context(GFP_KERNEL) != GFP_KERNEL)
 		return NULL;
 	if (nid == NUMA_NO_NODE)
 		nid = numa_mem_id();
@@ -177,7 +199,7 @@ struct page *mrpool_shmem_chunk(int nid, struct file **filep)
 		return NULL;
 	a.mnt = mrpool_shmem_mnt[nid];
 	INIT_WORK_ONSTACK(&a.work, mrpool_shmem_alloc_fn);
-	queue_work(system_unbound_wq, &a.work);
+	queue_work(mrpool_shmem_wq, &a.work);
 	flush_work(&a.work);
 	destroy_work_on_stack(&a.work);
 	if (a.head && page_to_nid(a.head) != nid) {
@@ -188,11 +210,18 @@ struct page *mrpool_shmem_chunk(int nid, struct file **filep)
 	return a.head;
 }
 
-/* Someone besides the pool and the page cache holds the folio. */
-bool mrpool_shmem_busy(struct page *head)
+/*
+ * Someone besides the pool and the page cache holds the folio. A folio
+ * that is no longer whole and in its file cannot happen (see the top of
+ * this file); were it to, the chunk must never be reused: busy for good.
+ */
+bool mrpool_shmem_busy(struct page *head, struct file *file)
 {
 	struct folio *folio = page_folio(head);
 
+	if (WARN_ON_ONCE(folio_order(folio) != MRPOOL_PMD_ORDER ||
+			 folio->mapping != file->f_mapping))
+		return true;
 	return folio_ref_count(folio) != 1 + folio_nr_pages(folio);
 }
 

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -42,6 +43,7 @@ FIXTURE_SETUP(map)
 
 FIXTURE_TEARDOWN(map)
 {
+	pool_set_knob("fail_shmem", 0);
 	if (self->fd >= 0)
 		close(self->fd);
 }
@@ -191,6 +193,91 @@ TEST_F(map, whole_chunks_are_shmem)
 	EXPECT_EQ((long long)c.shmem * 2048,
 		  pool_smaps_kb(p, "ShmemPmdMapped:"));
 	EXPECT_EQ(0, check(p, self->a.length, 5));
+	EXPECT_EQ(0, munmap(p, self->a.length));
+}
+
+/* Whole PMD shmem chunks can be had here (the parameters allow them). */
+static bool shmem_chunks_on(uint64_t chunk)
+{
+	char shm[8], pmd[8];
+
+	pool_param_str("shmem_chunks", shm, sizeof(shm));
+	pool_param_str("pmd_map", pmd, sizeof(pmd));
+	return shm[0] == 'Y' && pmd[0] == 'Y' && chunk == 2 * MIB &&
+	       pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") ==
+	       (long long)(2 * MIB);
+}
+
+/*
+ * A chunk grown without a shmem folio (fail_shmem: as when no free PMD
+ * block is at hand) is built of plain pages, whole, zeroed and PMD-mapped.
+ */
+TEST_F(map, fail_shmem_gives_plain_chunks)
+{
+	struct backing_census c = { 0 };
+	struct mrpool_query q;
+	struct mrpool_alloc b;
+	uint64_t len;
+	int order = 0;
+	uint8_t *p;
+
+	if (!shmem_chunks_on(self->chunk))
+		SKIP(return, "no PMD shmem chunks with these parameters");
+	/* Every free chunk and two grown ones: the grown are plain. */
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	len = q.free_bytes + 2 * self->chunk;
+	ASSERT_LE(q.total_bytes + 2 * self->chunk, q.max_bytes);
+	ASSERT_EQ(0, pool_set_knob("fail_shmem", 2));
+	ASSERT_EQ(0, pool_alloc(self->fd, len, &b));
+	EXPECT_EQ(0LL, pool_read_ll(POOL_DEBUGFS "/fail_shmem"));
+	while (((uint64_t)sysconf(_SC_PAGESIZE) << order) < self->chunk)
+		order++;
+	snprintf(c.whole_blocks, sizeof(c.whole_blocks), "%d:1", order);
+	c.id = b.slice_id;
+	ASSERT_EQ((int)(len / self->chunk), pool_chunks_scan(backing_row, &c));
+	EXPECT_LE(2, c.whole - c.shmem);
+	p = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, all_zero(p, b.length));
+	fill(p, b.length, 9);
+	EXPECT_EQ(0, check(p, b.length, 9));
+	EXPECT_EQ((long long)(c.whole - c.shmem) * 2048,
+		  pool_smaps_kb(p, "FilePmdMapped:"));
+	EXPECT_EQ((long long)c.shmem * 2048,
+		  pool_smaps_kb(p, "ShmemPmdMapped:"));
+	EXPECT_EQ(0, munmap(p, b.length));
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+}
+
+/*
+ * Dropping the page cache leaves shmem chunks alone: a mapped slice keeps
+ * its bytes and its PMDs, and a freed one comes back zeroed.
+ */
+TEST_F(map, drop_caches_keeps_chunks)
+{
+	uint8_t *p;
+	int fd;
+
+	if (!shmem_chunks_on(self->chunk))
+		SKIP(return, "no PMD shmem chunks with these parameters");
+	p = pool_map(self->fd, &self->a);
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, self->a.length, 13);
+	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(2, write(fd, "3\n", 2));
+	EXPECT_EQ(0, check(p, self->a.length, 13));
+	EXPECT_EQ((long long)self->a.length / 1024,
+		  pool_pmd_mapped_kb(p));
+	EXPECT_EQ(0, munmap(p, self->a.length));
+	EXPECT_EQ(0, pool_free(self->fd, self->a.slice_id));
+	ASSERT_EQ(2, write(fd, "3\n", 2));
+	close(fd);
+	/* Most recently freed first: the same chunks, zeroed. */
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->chunk, &self->a));
+	p = pool_map(self->fd, &self->a);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, all_zero(p, self->a.length));
 	EXPECT_EQ(0, munmap(p, self->a.length));
 }
 
