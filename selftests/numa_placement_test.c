@@ -185,12 +185,35 @@ FIXTURE_TEARDOWN(numa)
 		TH_LOG("could not restore mrpool.ko with '%s'", self->params);
 }
 
-/* Strict and plain hints land on the node asked, growth included. */
+struct node_backing {
+	int node;
+	int shmem, other;
+};
+
+static bool count_node_backing(const struct pool_chunk_row *r, void *arg)
+{
+	struct node_backing *b = arg;
+
+	if (r->node != b->node)
+		return false;
+	if (!strcmp(r->backing, "shmem"))
+		b->shmem++;
+	else
+		b->other++;
+	return true;
+}
+
+/*
+ * Strict and plain hints land on the node asked, growth included; with
+ * shmem_chunks=Y each node's whole chunks come from that node's tmpfs
+ * mount (mpol=prefer:N), so they are shmem on both nodes.
+ */
 TEST_F(numa, hint_places_chunks)
 {
 	long long fallbacks = pool_attr("stats/node_fallbacks");
 	int nodes[MAX_CHUNKS], node, n, i, got = 0;
 	uint32_t flags;
+	char shm[8];
 	struct mrpool_alloc a;
 	long bad;
 	void *p;
@@ -222,6 +245,16 @@ TEST_F(numa, hint_places_chunks)
 	/* Both nodes now hold chunks: the pool keeps per-node free lists. */
 	EXPECT_LE(6, pool_chunks_on(0));
 	EXPECT_LE(6, pool_chunks_on(1));
+	pool_param_str("shmem_chunks", shm, sizeof(shm));
+	for (node = 0; node < 2 && shm[0] == 'Y' && self->chunk == 2 * MIB;
+	     node++) {
+		struct node_backing b = { .node = node };
+
+		ASSERT_LE(6, pool_chunks_scan(count_node_backing, &b));
+		TH_LOG("node %d: %d shmem chunks, %d plain", node, b.shmem,
+		       b.other);
+		EXPECT_LE(6, b.shmem);
+	}
 }
 
 /*
