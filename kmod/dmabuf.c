@@ -40,12 +40,10 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	struct page **pages;
 	int ret;
 
-	sgt = mrpool_fail_alloc(sizeof(*sgt)) ? NULL :
-	      kzalloc(sizeof(*sgt), GFP_KERNEL);
+	sgt = mrpool_kzalloc(sizeof(*sgt));
 	if (!sgt)
 		return ERR_PTR(-ENOMEM);
-	pages = mrpool_fail_alloc(npages * sizeof(*pages)) ? NULL :
-		kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
+	pages = mrpool_kvcalloc(npages, sizeof(*pages));
 	if (!pages) {
 		ret = -ENOMEM;
 		goto free_sgt;
@@ -159,8 +157,7 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	    memchr_inv(a.reserved, 0, sizeof(a.reserved)))
 		return -EINVAL;
 
-	mb = mrpool_fail_alloc(sizeof(*mb)) ? NULL :
-	     kzalloc(sizeof(*mb), GFP_KERNEL);
+	mb = mrpool_kzalloc(sizeof(*mb));
 	if (!mb)
 		return -ENOMEM;
 	mb->slice = mrpool_slice_get_id(client, a.slice_id);

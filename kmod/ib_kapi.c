@@ -68,8 +68,7 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	might_sleep();
 	if (!device || !size || size > mrpool_pool.chunk_size)
 		return ERR_PTR(-EINVAL);
-	kb = mrpool_fail_alloc(sizeof(*kb)) ? NULL :
-	     kzalloc(sizeof(*kb), GFP_KERNEL);
+	kb = mrpool_kzalloc(sizeof(*kb));
 	if (!kb)
 		return ERR_PTR(-ENOMEM);
 

@@ -50,6 +50,8 @@
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <linux/atomic.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/seq_file.h>
 #include <uapi/mrpool.h>
@@ -353,5 +355,24 @@ static inline bool mrpool_fail_alloc(size_t size)
 	return false;
 }
 #endif
+
+/* GFP_KERNEL allocations of the module's objects that fail_alloc can fail. */
+static inline void *mrpool_kzalloc(size_t size)
+{
+	return mrpool_fail_alloc(size) ? NULL : kzalloc(size, GFP_KERNEL);
+}
+
+static inline void *mrpool_kcalloc(size_t n, size_t size)
+{
+	return mrpool_fail_alloc(size_mul(n, size)) ? NULL :
+	       kcalloc(n, size, GFP_KERNEL);
+}
+
+/* Freed with kvfree(). */
+static inline void *mrpool_kvcalloc(size_t n, size_t size)
+{
+	return mrpool_fail_alloc(size_mul(n, size)) ? NULL :
+	       kvcalloc(n, size, GFP_KERNEL);
+}
 
 #endif /* _MRPOOL_H */

@@ -86,14 +86,17 @@ static void mrpool_chunk_destroy(struct mrpool_chunk *c, unsigned int nr_pages)
 	unsigned int i, step;
 	struct page *page;
 
-	if (c->file)
+	if (c->file) {
 		mrpool_shmem_put(c->pages[0], c->file);
+		goto free;
+	}
 	/* Step over tails first: freeing a head turns them into plain pages. */
-	for (i = 0; !c->file && i < nr_pages; i += step) {
+	for (i = 0; i < nr_pages; i += step) {
 		page = c->pages[i];
 		step = PageHead(page) ? 1U << compound_order(page) : 1;
 		put_page(page);
 	}
+free:
 	kvfree(c->pages);
 	kfree(c);
 }
@@ -166,14 +169,11 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
 
-	c = mrpool_fail_alloc(sizeof(*c)) ? NULL :
-	    kzalloc(sizeof(*c), GFP_KERNEL);
+	c = mrpool_kzalloc(sizeof(*c));
 	if (!c)
 		goto fail;
 	INIT_LIST_HEAD(&c->link);
-	c->pages = mrpool_fail_alloc(p->chunk_pages * sizeof(*c->pages)) ?
-		   NULL : kvcalloc(p->chunk_pages, sizeof(*c->pages),
-				   GFP_KERNEL);
+	c->pages = mrpool_kvcalloc(p->chunk_pages, sizeof(*c->pages));
 	if (!c->pages)
 		goto free_chunk;
 

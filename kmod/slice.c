@@ -34,8 +34,7 @@ struct mrpool_client *mrpool_client_create(void)
 	struct mrpool_client *client;
 	struct file *map_file;
 
-	client = mrpool_fail_alloc(sizeof(*client)) ? NULL :
-		 kzalloc(sizeof(*client), GFP_KERNEL);
+	client = mrpool_kzalloc(sizeof(*client));
 	if (!client)
 		return NULL;
 	client->tenant = mrpool_tenant_get();
@@ -96,9 +95,7 @@ static int mrpool_slice_index(struct mrpool_slice *s)
 	struct mrpool_chunk *c;
 	unsigned int i = 0;
 
-	s->chunkv = mrpool_fail_alloc(s->nr_chunks * sizeof(*s->chunkv)) ?
-		    NULL : kvmalloc_array(s->nr_chunks, sizeof(*s->chunkv),
-					  GFP_KERNEL);
+	s->chunkv = mrpool_kvcalloc(s->nr_chunks, sizeof(*s->chunkv));
 	if (!s->chunkv)
 		return -ENOMEM;
 	list_for_each_entry(c, &s->chunks, link) {
@@ -161,8 +158,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	len = round_up(arg->bytes, (u64)p->chunk_size);
 	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_pool_node() : arg->node;
 
-	s = mrpool_fail_alloc(sizeof(*s)) ? NULL :
-	    kzalloc(sizeof(*s), GFP_KERNEL);
+	s = mrpool_kzalloc(sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	kref_init(&s->ref);

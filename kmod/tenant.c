@@ -49,8 +49,7 @@ struct mrpool_tenant *mrpool_tenant_get(void)
 	struct user_struct *user = current_user();
 	struct mrpool_tenant *t, *new;
 
-	new = mrpool_fail_alloc(sizeof(*new)) ? NULL :
-	      kzalloc(sizeof(*new), GFP_KERNEL);
+	new = mrpool_kzalloc(sizeof(*new));
 	spin_lock(&mrpool_tenants_lock);
 	list_for_each_entry(t, &mrpool_tenants, node) {
 		/* A tenant whose last reference is going is skipped. */
