@@ -161,41 +161,6 @@ static bool backing_row(const struct pool_chunk_row *r, void *arg)
 	return true;
 }
 
-/*
- * With shmem_chunks=Y a whole chunk is a huge folio of the module's
- * private tmpfs (what GUP-fast pins on 6.5+), mapped with one PMD as
- * shmem; chunks built of smaller blocks stay plain pages.
- */
-TEST_F(map, whole_chunks_are_shmem)
-{
-	struct backing_census c = { .id = self->a.slice_id };
-	char shm[8], pmd[8];
-	int order = 0;
-	uint8_t *p;
-
-	pool_param_str("shmem_chunks", shm, sizeof(shm));
-	pool_param_str("pmd_map", pmd, sizeof(pmd));
-	if (shm[0] != 'Y' || pmd[0] != 'Y' || self->chunk != 2 * MIB ||
-	    pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") !=
-	    (long long)(2 * MIB))
-		SKIP(return, "shmem_chunks=%c pmd_map=%c chunk %llu KiB: no PMD shmem chunks",
-		     shm[0], pmd[0], (unsigned long long)self->chunk / 1024);
-	while (((uint64_t)sysconf(_SC_PAGESIZE) << order) < self->chunk)
-		order++;
-	snprintf(c.whole_blocks, sizeof(c.whole_blocks), "%d:1", order);
-	ASSERT_EQ(2, pool_chunks_scan(backing_row, &c));
-	EXPECT_EQ(2, c.whole);
-	EXPECT_EQ(c.whole, c.shmem);
-	EXPECT_EQ(0, c.frag_shmem);
-	p = pool_map(self->fd, &self->a);
-	ASSERT_NE(MAP_FAILED, p);
-	fill(p, self->a.length, 5);
-	EXPECT_EQ((long long)c.shmem * 2048,
-		  pool_smaps_kb(p, "ShmemPmdMapped:"));
-	EXPECT_EQ(0, check(p, self->a.length, 5));
-	EXPECT_EQ(0, munmap(p, self->a.length));
-}
-
 /* Whole PMD shmem chunks can be had here (the parameters allow them). */
 static bool shmem_chunks_on(uint64_t chunk)
 {
@@ -206,6 +171,58 @@ static bool shmem_chunks_on(uint64_t chunk)
 	return shm[0] == 'Y' && pmd[0] == 'Y' && chunk == 2 * MIB &&
 	       pool_read_ll("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") ==
 	       (long long)(2 * MIB);
+}
+
+/* Free whole chunks of plain pages (fail_shmem, or no PMD block at hand). */
+static bool free_plain_whole(const struct pool_chunk_row *r, void *arg)
+{
+	return !strcmp(r->state, "free") && !strcmp(r->blocks, arg) &&
+	       strcmp(r->backing, "shmem");
+}
+
+/*
+ * With shmem_chunks=Y a whole chunk is a huge folio of the module's
+ * private tmpfs (what GUP-fast pins on 6.5+), mapped with one PMD as
+ * shmem; chunks built of smaller blocks stay plain pages. The slice takes
+ * every free chunk and grows two: plain whole chunks an earlier test left
+ * free may come with it, the grown ones are shmem.
+ */
+TEST_F(map, whole_chunks_are_shmem)
+{
+	struct backing_census c = { 0 };
+	struct mrpool_query q;
+	struct mrpool_alloc b;
+	int order = 0, plain_free;
+	uint64_t len;
+	uint8_t *p;
+
+	if (!shmem_chunks_on(self->chunk))
+		SKIP(return, "no PMD shmem chunks with these parameters");
+	while (((uint64_t)sysconf(_SC_PAGESIZE) << order) < self->chunk)
+		order++;
+	snprintf(c.whole_blocks, sizeof(c.whole_blocks), "%d:1", order);
+	plain_free = pool_chunks_scan(free_plain_whole, c.whole_blocks);
+	ASSERT_LE(0, plain_free);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	len = q.free_bytes + 2 * self->chunk;
+	ASSERT_LE(q.total_bytes + 2 * self->chunk, q.max_bytes);
+	ASSERT_EQ(0, pool_alloc(self->fd, len, &b));
+	c.id = b.slice_id;
+	ASSERT_EQ((int)(len / self->chunk), pool_chunks_scan(backing_row, &c));
+	TH_LOG("%d chunks: %d whole, %d shmem; %d plain whole were free",
+	       (int)(len / self->chunk), c.whole, c.shmem, plain_free);
+	/* The background trim may shrink the free list meanwhile: <=. */
+	EXPECT_LE(2, c.shmem);
+	EXPECT_LE(c.whole - c.shmem, plain_free);
+	EXPECT_EQ(0, c.frag_shmem);
+	p = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, b.length, 5);
+	EXPECT_EQ((long long)c.shmem * 2048,
+		  pool_smaps_kb(p, "ShmemPmdMapped:"));
+	EXPECT_EQ(0, check(p, b.length, 5));
+	EXPECT_EQ(0, munmap(p, b.length));
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
 }
 
 /*
