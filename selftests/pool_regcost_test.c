@@ -100,46 +100,6 @@ static int shmem_thp_advise(char *saved, size_t len)
 	return fclose(f) ? -errno : 0;
 }
 
-/* Anonymous memory 2 MiB aligned, THP if allowed, prefaulted. */
-static void *anon_thp(size_t len)
-{
-	char *p = mmap(NULL, len + 2 * MIB, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *a;
-
-	if (p == MAP_FAILED)
-		return MAP_FAILED;
-	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
-	madvise(a, len, MADV_HUGEPAGE);
-	memset(a, 1, len);
-	return a;
-}
-
-/* A memfd of @len mapped shared, 2 MiB aligned, MADV_HUGEPAGE, written. */
-static void *shmem_thp(size_t len)
-{
-	char *p = mmap(NULL, len + 2 * MIB, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *a;
-	int fd;
-
-	if (p == MAP_FAILED)
-		return MAP_FAILED;
-	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
-	fd = memfd_create("regcost", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)len) ||
-	    mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-		 0) == MAP_FAILED) {
-		if (fd >= 0)
-			close(fd);
-		return MAP_FAILED;
-	}
-	close(fd);
-	madvise(a, len, MADV_HUGEPAGE);
-	memset(a, 1, len);
-	return a;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -190,6 +150,7 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 600)
 	static const char *const kind_name[KINDS] = { "slice", "anon", "shmem" };
 	uint64_t rm[KINDS], dm[KINDS];
 	struct mrpool_alloc a[PER_KIND];
+	struct rdt_thp thp[KINDS][PER_KIND] = {};
 	void *buf[KINDS][PER_KIND];
 	struct mrpool_query q;
 	char pmd[8], shm[8];
@@ -230,10 +191,10 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 600)
 			EXPECT_EQ((long long)c.shmem * 2048,
 				  pool_smaps_kb(buf[SLICE][n], "ShmemPmdMapped:"));
 		}
-		buf[ANON][n] = anon_thp(REG_LEN);
-		ASSERT_NE(MAP_FAILED, buf[ANON][n]);
-		buf[SHMEM][n] = shmem_thp(REG_LEN);
-		ASSERT_NE(MAP_FAILED, buf[SHMEM][n]);
+		for (k = ANON; k <= SHMEM; k++) {
+			ASSERT_EQ(0, rdt_thp_map(&thp[k][n], REG_LEN, k == SHMEM));
+			buf[k][n] = thp[k][n].addr;
+		}
 	}
 	TH_LOG("THP anon %lld KiB, THP shmem %lld KiB PMD-mapped (first buffers)",
 	       pool_smaps_kb(buf[ANON][0], "AnonHugePages:"),
@@ -250,8 +211,11 @@ TEST_F_TIMEOUT(cost, reg_slice_vs_anon, 600)
 						  &reg[k][n * ROUNDS + i],
 						  &dereg[k][n * ROUNDS + i]));
 		}
-	for (n = 0; n < PER_KIND; n++)
+	for (n = 0; n < PER_KIND; n++) {
 		EXPECT_EQ(0, munmap(buf[SLICE][n], a[n].length));
+		rdt_thp_unmap(&thp[ANON][n]);
+		rdt_thp_unmap(&thp[SHMEM][n]);
+	}
 	for (k = 0; k < KINDS; k++) {
 		rm[k] = median(reg[k], PER_KIND * ROUNDS);
 		dm[k] = median(dereg[k], PER_KIND * ROUNDS);

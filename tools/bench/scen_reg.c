@@ -5,16 +5,17 @@
  *   fresh malloc   memory as malloc returns it, never touched: the pin
  *                  faults and zeroes every page (sizes from 128 KiB up are
  *                  fresh mmaps: the mmap threshold is pinned there);
- *   THP anon       anonymous memory, 2 MiB aligned, MADV_HUGEPAGE,
+ *   THP anon       anonymous memory, THP aligned, MADV_HUGEPAGE,
  *                  prefaulted, registered again each round;
- *   THP shmem      a memfd mapped shared, 2 MiB aligned, MADV_HUGEPAGE
+ *   THP shmem      a memfd mapped shared, THP aligned, MADV_HUGEPAGE
  *                  (huge where shmem_enabled allows it: the bench guest
  *                  sets advise), prefaulted: shmem folios, which GUP-fast
  *                  pins on 6.5+, as pool chunks are with shmem_chunks=Y;
  *   pool slice     a libmrpool buffer of that size (a pool without a PD:
  *                  nothing registered by the library), registered here.
- * The timing itself is librdmatest's rdt_reg_time(), as in
- * selftests/pool_regcost_test. CSV on stdout: medians and minima.
+ * The timing and the THP memory are librdmatest's (rdt_reg_time(),
+ * rdt_thp_map()), as in selftests/pool_regcost_test. CSV on stdout:
+ * medians and minima.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -64,65 +64,18 @@ static uint64_t lowest(const uint64_t *v, int n)
 	return n ? m : 0;
 }
 
-static void *anon_thp(size_t size, size_t *maplen)
-{
-	size_t len = size + 2 * MIB;
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *a;
-
-	if (p == MAP_FAILED)
-		return NULL;
-	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
-	madvise(a, size, MADV_HUGEPAGE);
-	memset(a, 1, size);
-	*maplen = len;
-	return p;
-}
-
-/* A memfd of @size mapped shared at a 2 MiB boundary, THP if allowed. */
-static void *shmem_thp(size_t size, size_t *maplen)
-{
-	size_t len = size + 2 * MIB;
-	char *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *a;
-	int fd;
-
-	if (p == MAP_FAILED)
-		return NULL;
-	a = (char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
-	fd = memfd_create("reg-shmem", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) ||
-	    mmap(a, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-		if (fd >= 0)
-			close(fd);
-		munmap(p, len);
-		return NULL;
-	}
-	close(fd);
-	madvise(a, size, MADV_HUGEPAGE);
-	memset(a, 1, size);
-	*maplen = len;
-	return p;
-}
-
 static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 		     struct cell *c)
 {
 	int rounds = size >= 64 * MIB ? 3 : ROUNDS_MAX;
 	void *fresh[ROUNDS_MAX] = { NULL };
-	size_t maplen = 0, shmlen = 0;
-	char *map = anon_thp(size, &maplen);
-	char *anon = map ? (char *)(((uintptr_t)map + 2 * MIB - 1) & ~(2 * MIB - 1)) : NULL;
-	char *shm_map = shmem_thp(size, &shmlen);
-	char *shm = shm_map ? (char *)(((uintptr_t)shm_map + 2 * MIB - 1) & ~(2 * MIB - 1)) :
-		    NULL;
+	struct rdt_thp anon, shm;
 	struct mrp_buf b = { 0 };
 	int ret;
 
 	memset(c, 0, KINDS * sizeof(*c));
-	c[ANON].err = map ? 0 : -ENOMEM;
-	c[SHMEM].err = shm_map ? 0 : -ENOMEM;
+	c[ANON].err = rdt_thp_map(&anon, size, false);
+	c[SHMEM].err = rdt_thp_map(&shm, size, true);
 	ret = mrp_alloc(pool, size, NULL, &b);
 	c[SLICE].err = ret;
 	if (!ret)
@@ -136,10 +89,10 @@ static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 			c[FRESH].err = rdt_reg_time(pd, fresh[r], size, &c[FRESH].reg[r],
 						    &c[FRESH].dereg[r]);
 		if (!c[ANON].err)
-			c[ANON].err = rdt_reg_time(pd, anon, size, &c[ANON].reg[r],
+			c[ANON].err = rdt_reg_time(pd, anon.addr, size, &c[ANON].reg[r],
 						   &c[ANON].dereg[r]);
 		if (!c[SHMEM].err)
-			c[SHMEM].err = rdt_reg_time(pd, shm, size, &c[SHMEM].reg[r],
+			c[SHMEM].err = rdt_reg_time(pd, shm.addr, size, &c[SHMEM].reg[r],
 						    &c[SHMEM].dereg[r]);
 		if (!c[SLICE].err)
 			c[SLICE].err = rdt_reg_time(pd, b.addr, size, &c[SLICE].reg[r],
@@ -155,10 +108,8 @@ static void run_size(struct ibv_pd *pd, struct mrp_pool *pool, size_t size,
 	}
 	for (int r = 0; r < rounds; r++)
 		free(fresh[r]);
-	if (map)
-		munmap(map, maplen);
-	if (shm_map)
-		munmap(shm_map, shmlen);
+	rdt_thp_unmap(&anon);
+	rdt_thp_unmap(&shm);
 	if (b.addr)
 		mrp_free(pool, b.addr);
 }

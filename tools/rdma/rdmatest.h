@@ -193,6 +193,31 @@ uint64_t rdt_now_ns(void);
 int rdt_reg_time(struct ibv_pd *pd, void *addr, size_t len,
 		 uint64_t *reg_ns, uint64_t *dereg_ns);
 
+/**
+ * struct rdt_thp - memory that THP can back with PMD-size pages
+ * @addr:	the aligned start, written (prefaulted); NULL when unmapped
+ * @base:	the whole mapping, for munmap
+ * @maplen:	its length
+ */
+struct rdt_thp {
+	void *addr;
+	void *base;
+	size_t maplen;
+};
+
+/**
+ * rdt_thp_map - @len bytes at a THP (PMD size) boundary, MADV_HUGEPAGE,
+ * written
+ * @t:		(out) the mapping
+ * @len:	bytes
+ * @shmem:	a memfd mapped shared (huge where shmem_enabled allows),
+ *		else private anonymous memory
+ *
+ * Returns 0 or -errno. Release with rdt_thp_unmap().
+ */
+int rdt_thp_map(struct rdt_thp *t, size_t len, bool shmem);
+void rdt_thp_unmap(struct rdt_thp *t);
+
 /* pattern.c: fill @len bytes with the pattern of @seed, or compare them to it. */
 void rdt_pattern_fill(void *buf, size_t len, unsigned int seed);
 bool rdt_pattern_same(const void *buf, size_t len, unsigned int seed);
