@@ -31,26 +31,6 @@ FIXTURE(imp) {
 	int loaded;
 };
 
-/* The test module beside this binary, in dmabuf_import/. */
-static int itest_path(char *buf, size_t len)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	if (snprintf(buf, len, "%s/dmabuf_import/" ITEST ".ko", exe) >=
-	    (int)len)
-		return -1;
-	return access(buf, R_OK);
-}
-
 /* Hand descriptor @fd to the importer; its report in @out, or -errno. */
 static int import(int fd, char *out, size_t len)
 {
@@ -76,7 +56,8 @@ FIXTURE_SETUP(imp)
 	self->fd = -1;
 	if (access(POOL_DEV, F_OK))
 		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
-	if (itest_path(path, sizeof(path)))
+	if (pool_beside_self(path, sizeof(path),
+			     "dmabuf_import/" ITEST ".ko"))
 		POOL_SETUP_SKIP(ITEST ".ko not built (make -C $GUEST_KDIR M=$PWD/selftests/dmabuf_import)");
 	snprintf(cmd, sizeof(cmd), "insmod %s", path);
 	ASSERT_EQ(0, system(cmd));

@@ -157,23 +157,6 @@ static void fi_probability(const struct fi_scope *scope, const char *pct)
 			       scopes[i] == scope ? pct : "0");
 }
 
-/* The workload binary, beside this one. */
-static int bin_path(char *buf, size_t len, const char *name)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	return snprintf(buf, len, "%s/%s", exe, name) >= (int)len ? -1 : 0;
-}
-
 /* The child: make-it-fail, then the workload, its output on @out. */
 static void spawn_workload(const char *path, const char *env, int out)
 {
@@ -412,7 +395,7 @@ TEST_F(faults, workload)
 		pct = "100";	/* every interval-th */
 	else if (!pct || !*pct)
 		pct = "5";
-	ASSERT_EQ(0, bin_path(path, sizeof(path), variant->bin));
+	ASSERT_EQ(0, pool_beside_self(path, sizeof(path), variant->bin));
 	ASSERT_EQ(0, access(path, X_OK)) TH_LOG("%s not built", path);
 	TH_LOG("%s%s%s under %s (scope %s) at %s%%, interval %lld",
 	       variant->bin, variant->env ? " with " : "",

@@ -224,24 +224,7 @@ static inline bool rdma_res_back(const char *dev, const struct rdma_res *base,
 /* The test kernel module beside the running binary, in kmod_rdma/. */
 static inline int ktest_path(char *buf, size_t len)
 {
-	static const char rel[] = "/kmod_rdma/" KTEST_NAME ".ko";
-	char exe[PATH_MAX], *slash;
-	size_t dir;
-	ssize_t n;
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	dir = (size_t)(slash - exe);
-	if (dir + sizeof(rel) > len)
-		return -1;
-	memcpy(buf, exe, dir);
-	memcpy(buf + dir, rel, sizeof(rel));
-	return access(buf, R_OK);
+	return pool_beside_self(buf, len, "kmod_rdma/" KTEST_NAME ".ko");
 }
 
 #endif /* IB_UTIL_H */

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,20 +80,15 @@ static long long mem_free_kb(void)
 
 FIXTURE_SETUP(mod)
 {
-	char exe[PATH_MAX], val[64];
 	size_t i, n = 0;
-	ssize_t len;
+	char val[64];
 
 	if (access(POOL_DEV, F_OK))
 		POOL_SETUP_SKIP(POOL_DEV " missing: mrpool.ko not loaded");
 	if (getuid() != 0)
 		POOL_SETUP_SKIP("needs root to unload the module");
-	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ASSERT_LT(0, len);
-	exe[len] = '\0';
-	snprintf(self->ko, sizeof(self->ko), "%s/../kmod/mrpool.ko",
-		 dirname(exe));
-	ASSERT_EQ(0, access(self->ko, R_OK));
+	ASSERT_EQ(0, pool_beside_self(self->ko, sizeof(self->ko),
+				      "../kmod/mrpool.ko"));
 	for (i = 0; i < sizeof(param_names) / sizeof(param_names[0]); i++) {
 		pool_param_str(param_names[i], val, sizeof(val));
 		if (val[0])

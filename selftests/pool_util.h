@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +74,30 @@ static inline int pool_ioctl(int fd, unsigned long cmd, void *arg)
 		ret = ioctl(fd, cmd, arg);
 	} while (ret < 0 && errno == EINTR);
 	return ret < 0 ? -errno : ret;
+}
+
+/*
+ * The path of @rel (say "../kmod/mrpool.ko") from the running binary's
+ * folder into @buf; 0 if that file is readable, -1 if it is not or the
+ * path does not fit (@buf is "" when the binary's path is unknown).
+ */
+static inline int pool_beside_self(char *buf, size_t len, const char *rel)
+{
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	buf[0] = '\0';
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	if (snprintf(buf, len, "%s/%s", exe, rel) >= (int)len)
+		return -1;
+	return access(buf, R_OK) ? -1 : 0;
 }
 
 static inline int pool_open(void)
