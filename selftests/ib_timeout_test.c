@@ -41,72 +41,6 @@
 /* Shortened where no other thread has to act during the wait. */
 #define SHORT_MS	1000
 
-/* Ready devices other than DEV: they see each new chunk before it does. */
-static int ready_others(void)
-{
-	char state[32];
-	struct dirent *e;
-	int n = 0;
-	DIR *dir;
-
-	dir = opendir(IB_SYSFS);
-	if (!dir)
-		return 0;
-	while ((e = readdir(dir))) {
-		if (e->d_name[0] == '.' || !strcmp(e->d_name, DEV))
-			continue;
-		dev_str(e->d_name, "state", state, sizeof(state));
-		n += !strcmp(state, "ready");
-	}
-	closedir(dir);
-	return n;
-}
-
-/*
- * Load the test module with mode=lend_once on DEV: one buffer lent and
- * freed. Counts its TAP results; *pfn gets the lent chunk. 0 or -errno.
- */
-static int ktest_lend_once(int *ok, int *not_ok, unsigned long *pfn)
-{
-	char path[PATH_MAX], line[256], *p;
-	FILE *f;
-	int fd, ret;
-
-	*ok = *not_ok = 0;
-	*pfn = 0;
-	if (ktest_path(path, sizeof(path)))
-		return -ENOENT;
-	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = syscall(__NR_finit_module, fd, "mode=lend_once dev=" DEV, 0) ?
-	      -errno : 0;
-	close(fd);
-	if (ret)
-		return ret;
-	f = fopen(KTEST_TAP, "re");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			printf("# ktest: %s", line);
-			if (!strncmp(line, "ok ", 3))
-				(*ok)++;
-			else if (!strncmp(line, "not ok ", 7))
-				(*not_ok)++;
-			p = strstr(line, "lend pfn ");
-			if (p)
-				*pfn = strtoul(p + 9, NULL, 16);
-		}
-		fclose(f);
-	} else {
-		ret = -errno;
-	}
-	fflush(stdout);
-	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /* Objects that must return to their count once DEV is gone. */
 struct census {
 	long long pds, mrs, dma_maps, stuck, kbufs, lends;
@@ -281,7 +215,7 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 	ASSERT_EQ(0, pool_attr("free_bytes"));
 
 	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
-	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", ready_others()));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", ib_ready_devices(DEV)));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
 	ASSERT_EQ(0, pool_alloc(fd, pool_attr("chunk_bytes"), &one));
 	ASSERT_EQ(1, pool_slice_pfns(one.slice_id, &pfn, 1));
@@ -314,13 +248,19 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 	expect_dev_gone(_metadata, &self->base, 0);
 }
 
-/* Run the one-lend test module under armed knobs; returns the chunk. */
+/*
+ * Run the test module with mode=lend_once on DEV (one buffer lent and
+ * freed) under armed knobs; returns the lent chunk.
+ */
 static unsigned long lend_once(struct __test_metadata *_metadata)
 {
-	unsigned long pfn;
+	unsigned long pfn = 0;
+	char path[PATH_MAX];
 	int ok, not_ok;
 
-	EXPECT_EQ(0, ktest_lend_once(&ok, &not_ok, &pfn));
+	EXPECT_EQ(0, ktest_path(path, sizeof(path)));
+	EXPECT_EQ(0, ktest_run(path, "mode=lend_once dev=" DEV, &ok, &not_ok,
+			       &pfn));
 	EXPECT_EQ(2, ok);
 	EXPECT_EQ(0, not_ok);
 	EXPECT_NE(0, pfn);
@@ -340,7 +280,7 @@ TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
 
 	ASSERT_EQ(0, link_add(DEV));
 	/* Its cached MRs elsewhere leave with the retired chunk. */
-	others = ready_others();
+	others = ib_ready_devices(DEV);
 	total = pool_chunks();
 	used = pool_attr("used_bytes");
 	grows = pool_attr("stats/grows");
@@ -401,7 +341,7 @@ TEST_F_TIMEOUT(tmo, refused_dereg_retires_chunk, 120)
 
 	ASSERT_EQ(0, link_add(DEV));
 	/* Its cached MRs elsewhere leave with the retired chunk. */
-	others = ready_others();
+	others = ib_ready_devices(DEV);
 	ASSERT_EQ(0, pool_set_knob("fail_ib_dereg", 1));
 	pfn = lend_once(_metadata);
 

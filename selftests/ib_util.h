@@ -7,6 +7,8 @@
 #ifndef IB_UTIL_H
 #define IB_UTIL_H
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "pool_util.h"
 
@@ -221,10 +224,92 @@ static inline bool rdma_res_back(const char *dev, const struct rdma_res *base,
 	EXPECT_GE(__avail, (avail0) - ((long long)POOL_MEM_SLACK_MB << 20)); \
 } while (0)
 
+/*
+ * Calls @fn with every device mrpool lists ready; returns how many calls
+ * returned true, or -1 when the list cannot be read.
+ */
+static inline int ib_ready_scan(bool (*fn)(const char *dev, void *arg),
+				void *arg)
+{
+	char state[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	dir = opendir(IB_SYSFS);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		dev_str(e->d_name, "state", state, sizeof(state));
+		if (!strcmp(state, "ready") && fn(e->d_name, arg))
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+static inline bool ib_dev_other(const char *dev, void *except)
+{
+	return !except || strcmp(dev, except);
+}
+
+/* Devices mrpool lists ready, @except (NULL: none) left out; 0 if none. */
+static inline int ib_ready_devices(const char *except)
+{
+	int n = ib_ready_scan(ib_dev_other, (void *)except);
+
+	return n < 0 ? 0 : n;
+}
+
 /* The test kernel module beside the running binary, in kmod_rdma/. */
 static inline int ktest_path(char *buf, size_t len)
 {
 	return pool_beside_self(buf, len, "kmod_rdma/" KTEST_NAME ".ko");
+}
+
+/*
+ * Load the test module at @path with @params (it runs at load), echo its
+ * TAP, count its results, unload it. A "lend pfn X" line sets *@lend_pfn
+ * (NULL: not wanted). 0 or -errno.
+ */
+static inline int ktest_run(const char *path, const char *params, int *ok,
+			    int *not_ok, unsigned long *lend_pfn)
+{
+	char line[256], *p;
+	FILE *f;
+	int fd, ret;
+
+	*ok = *not_ok = 0;
+	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(__NR_finit_module, fd, params, 0) ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	f = fopen(KTEST_TAP, "re");
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			printf("# ktest: %s", line);
+			if (!strncmp(line, "ok ", 3))
+				(*ok)++;
+			else if (!strncmp(line, "not ok ", 7))
+				(*not_ok)++;
+			p = strstr(line, "lend pfn ");
+			if (p && lend_pfn)
+				*lend_pfn = strtoul(p + 9, NULL, 16);
+		}
+		fclose(f);
+	} else {
+		ret = -errno;
+	}
+	fflush(stdout);
+	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
+		ret = -errno;
+	return ret;
 }
 
 #endif /* IB_UTIL_H */

@@ -54,47 +54,30 @@ static void census(struct ib_census *c)
 	c->lends = ib_stat("lends");
 }
 
-/* Every device listed ready has every chunk of the registry registered. */
-static int ready_devices_complete(long long chunks)
+static bool chunks_missing(const char *dev, void *chunks)
 {
-	char state[32];
-	struct dirent *e;
-	int bad = 0;
-	DIR *dir;
-
-	dir = opendir(IB_SYSFS);
-	if (!dir)
-		return -1;
-	while ((e = readdir(dir))) {
-		if (e->d_name[0] == '.')
-			continue;
-		dev_str(e->d_name, "state", state, sizeof(state));
-		if (!strcmp(state, "ready") && dev_ll(e->d_name, "chunks") != chunks)
-			bad++;
-	}
-	closedir(dir);
-	return bad;
+	return dev_ll(dev, "chunks") != *(long long *)chunks;
 }
 
-/* Chunks built of order-0 pages only (debugfs), in @want_state or any; -1 on error. */
+/*
+ * Ready devices that lack a chunk of the registry (@chunks registered):
+ * 0 when every one has them all, -1 if the list cannot be read.
+ */
+static int ready_devices_complete(long long chunks)
+{
+	return ib_ready_scan(chunks_missing, &chunks);
+}
+
+static bool order0_in(const struct pool_chunk_row *r, void *want_state)
+{
+	return !strchr(r->blocks, ',') && !strncmp(r->blocks, "0:", 2) &&
+	       (!want_state || !strcmp(r->state, want_state));
+}
+
+/* Chunks built of order-0 pages only, in @want_state or any; -errno on error. */
 static int fragmented_chunks_in(const char *want_state)
 {
-	char line[256], state[32], blocks[128];
-	unsigned long pfn, owner;
-	int node, n = 0;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/chunks", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx %d %31s %lu %127s", &pfn, &node, state,
-			   &owner, blocks) == 5 && !strchr(blocks, ',') &&
-		    !strncmp(blocks, "0:", 2) &&
-		    (!want_state || !strcmp(state, want_state)))
-			n++;
-	fclose(f);
-	return n;
+	return pool_chunks_scan(order0_in, (void *)want_state);
 }
 
 static int fragmented_chunks(void)
@@ -167,65 +150,6 @@ FIXTURE_TEARDOWN(ib)
 			link_del(extra[i]);
 }
 
-static int count_ready(void)
-{
-	char state[32];
-	struct dirent *e;
-	int n = 0;
-	DIR *dir;
-
-	dir = opendir(IB_SYSFS);
-	if (!dir)
-		return 0;
-	while ((e = readdir(dir))) {
-		if (e->d_name[0] == '.')
-			continue;
-		dev_str(e->d_name, "state", state, sizeof(state));
-		n += !strcmp(state, "ready");
-	}
-	closedir(dir);
-	return n;
-}
-
-/*
- * Load the test module with @params, echo its TAP, count its results;
- * 0 or -errno.
- */
-static int ktest_run(const char *path, const char *params, int *ok,
-		     int *not_ok)
-{
-	char line[256];
-	FILE *f;
-	int fd, ret;
-
-	*ok = *not_ok = 0;
-	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = syscall(__NR_finit_module, fd, params, 0) ? -errno : 0;
-	close(fd);
-	if (ret)
-		return ret;
-	f = fopen(KTEST_TAP, "re");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			printf("# ktest: %s", line);
-			if (!strncmp(line, "ok ", 3))
-				(*ok)++;
-			else if (!strncmp(line, "not ok ", 7))
-				(*not_ok)++;
-		}
-		fclose(f);
-	} else {
-		ret = -errno;
-	}
-	fflush(stdout);
-	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /* The lkey of chunk @pfn on @dev in mrpool's cache (debugfs mrs); 0 if none. */
 static unsigned long cached_lkey(unsigned long want, const char *want_dev)
 {
@@ -253,7 +177,7 @@ static unsigned long cached_lkey(unsigned long want, const char *want_dev)
  */
 TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 {
-	int ok, not_ok, fd, ready = count_ready();
+	int ok, not_ok, fd, ready = ib_ready_devices(NULL);
 	char path[PATH_MAX], params[256];
 	struct mrpool_alloc a;
 	unsigned long pfn = 0, lkey;
@@ -273,7 +197,7 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 	snprintf(params, sizeof(params),
 		 "foreign_dev=rxe0 foreign_pfn=%lu foreign_lkey=%lu", pfn, lkey);
 
-	ASSERT_EQ(0, ktest_run(path, params, &ok, &not_ok));
+	ASSERT_EQ(0, ktest_run(path, params, &ok, &not_ok, NULL));
 	EXPECT_EQ(0, not_ok);
 	EXPECT_LE(KTEST_PER_DEV * ready + KTEST_FOREIGN, ok);
 	/* Every buffer went back with its own MR. */
@@ -314,7 +238,7 @@ static int small_page_mrs(long long chunk)
  */
 TEST_F_TIMEOUT(ib, kernel_api_rdma_fragmented, 180)
 {
-	int ok, not_ok, fd, ready = count_ready(), frag0;
+	int ok, not_ok, fd, ready = ib_ready_devices(NULL), frag0;
 	long long free_bytes = pool_attr("free_bytes");
 	char path[PATH_MAX];
 	struct mrpool_alloc a;
@@ -335,7 +259,7 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma_fragmented, 180)
 	frag0 = fragmented_chunks();
 	ASSERT_EQ(0, pool_set_knob("fail_high_order", 1000));
 
-	ASSERT_EQ(0, ktest_run(path, "", &ok, &not_ok));
+	ASSERT_EQ(0, ktest_run(path, "", &ok, &not_ok, NULL));
 	EXPECT_EQ(0, not_ok);
 	EXPECT_LE(KTEST_PER_DEV * ready, ok);
 	/*
