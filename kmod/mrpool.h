@@ -5,12 +5,13 @@
  *
  * Objects:
  *  - chunk: chunk_size bytes of zeroed pages on one node: one block of the
- *    chunk's order -- with pmd_map a compound page the fault handler maps
- *    with one PMD, with shmem_chunks the huge folio of a file on the
- *    module's private tmpfs (shmem.c) -- or, under fragmentation, several
- *    smaller blocks split into order-0 pages. The pool holds one reference
- *    per head or order-0 page; any other (beyond the page cache's, for a
- *    shmem folio) is a pin, and a freed chunk waits in quarantine.
+ *    chunk's order or, under fragmentation, several smaller blocks. With
+ *    pmd_map a block of PMD order stays one compound page the fault handler
+ *    maps with one PMD (with shmem_chunks, when it is the whole chunk, the
+ *    huge folio of a file on the module's private tmpfs: shmem.c); other
+ *    blocks are split into order-0 pages. The pool holds one reference per
+ *    head or order-0 page; any other (beyond the page cache's, for a shmem
+ *    folio) is a pin, and a freed chunk waits in quarantine.
  *  - slice: one or more chunks owned by one open file (a client), mapped
  *    by that file's mmap() only, or exported as a dma-buf (dmabuf.c) that
  *    holds a slice reference and the file.
