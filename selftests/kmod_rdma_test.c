@@ -143,6 +143,7 @@ FIXTURE_TEARDOWN(ib)
 
 	pool_set_knob("fail_ib_setup", 0);
 	pool_set_knob("fail_ib_reg", 0);
+	pool_set_knob("fail_high_order", 0);
 	if (self->trim_sec >= 0)
 		pool_set_param("idle_trim_sec", self->trim_sec);
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)

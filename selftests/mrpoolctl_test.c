@@ -230,11 +230,13 @@ FIXTURE(ctl) {
 	int fd;
 	struct mrpool_query q;
 	char *out;
+	long long trim_sec;	/* restored by the teardown */
 };
 
 FIXTURE_SETUP(ctl)
 {
 	self->fd = -1;
+	self->trim_sec = -1;
 	self->out = malloc(CTL_OUT_MAX);
 	ASSERT_NE(NULL, self->out);
 	/* The build makes it: a missing tool is a failure, not a skip. */
@@ -243,6 +245,9 @@ FIXTURE_SETUP(ctl)
 	}
 	if (access(POOL_DEV, F_OK))
 		POOL_SETUP_SKIP(CTL_NO_POOL);
+	/* The tool's figures are compared with sysfs read after: no trim. */
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, pool_query(self->fd, &self->q));
@@ -250,6 +255,7 @@ FIXTURE_SETUP(ctl)
 
 FIXTURE_TEARDOWN(ctl)
 {
+	pool_trim_restore(self->trim_sec);
 	if (self->fd >= 0)
 		close(self->fd);
 	free(self->out);
@@ -871,6 +877,7 @@ FIXTURE(mon) {
 	struct mrpool_query q;
 	struct ctl_mon m;
 	long long max_mb;
+	long long trim_sec;
 	char ko[PATH_MAX];	/* the module, to load it again */
 	char params[512];	/* with the parameters it had */
 };
@@ -905,9 +912,13 @@ FIXTURE_SETUP(mon)
 	self->fd = -1;
 	self->m.pid = 0;
 	self->max_mb = -1;
+	self->trim_sec = -1;
 	ASSERT_NE(NULL, ctl_tool());
 	if (access(POOL_DEV, F_OK))
 		POOL_SETUP_SKIP(CTL_NO_POOL);
+	/* Before the parameters are saved: a reload keeps trim off too. */
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, pool_query(self->fd, &self->q));
@@ -933,6 +944,7 @@ FIXTURE_TEARDOWN(mon)
 		mon_load(self->ko, self->params);
 	if (self->max_mb > 0)
 		pool_set_param("max_mb", self->max_mb);
+	pool_trim_restore(self->trim_sec);
 	if (dev_listed(NLDEV))
 		link_del(NLDEV);
 	if (self->fd >= 0)

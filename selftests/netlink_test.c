@@ -473,6 +473,7 @@ FIXTURE(ev) {
 	int ev;		/* the events group */
 	long long max_mb;
 	long long pct;
+	long long trim_sec;
 	int pipe[2];
 	char *msg;
 };
@@ -483,6 +484,7 @@ FIXTURE_SETUP(ev)
 	self->ev = -1;
 	self->max_mb = -1;
 	self->pct = -1;
+	self->trim_sec = -1;
 	self->pipe[0] = self->pipe[1] = -1;
 	self->msg = malloc(NL_BUF);
 	ASSERT_NE(NULL, self->msg);
@@ -494,6 +496,9 @@ FIXTURE_SETUP(ev)
 	self->pct = pool_param("quarantine_event_pct");
 	ASSERT_LT(0, self->max_mb);
 	ASSERT_LE(0, self->pct);
+	/* Pool totals are read, then acted on: no chunk trimmed between. */
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	self->ev = nl_events_open(10);
 	ASSERT_LE(0, self->ev);
 }
@@ -503,9 +508,12 @@ FIXTURE_TEARDOWN(ev)
 	if (self->pipe[0] >= 0) {
 		close(self->pipe[0]);
 		close(self->pipe[1]);
+		/* The chunks it pinned leave quarantine before the next test. */
+		POOL_WAIT(pool_attr("quarantined_bytes") == 0, 60000);
 	}
 	if (self->fd >= 0)
 		close(self->fd);
+	pool_trim_restore(self->trim_sec);
 	if (self->pct >= 0)
 		pool_set_param("quarantine_event_pct", self->pct);
 	if (self->max_mb > 0)
@@ -583,6 +591,8 @@ TEST_F(ev, quarantine_threshold_lowered)
 	max_bytes = pool_attr("max_bytes");
 	/* Chunks that make 1 % of max_mb. */
 	k = (max_bytes / 100 + chunk - 1) / chunk;
+	/* An earlier test's pins are dropped: their chunks leave at once. */
+	POOL_WAIT(pool_attr("quarantined_bytes") == 0, 60000);
 	if (k > 16 || pool_attr("quarantined_bytes"))
 		POOL_SKIP("1%% of max_mb is %lld chunks, or quarantine is busy", k);
 	ASSERT_EQ(0, pool_set_param("quarantine_event_pct", 100));

@@ -26,16 +26,22 @@ FIXTURE(pool) {
 	int fd;
 	struct mrpool_query q0;
 	long long max_mb;		/* restored by the teardown */
+	long long trim_sec;		/* likewise */
 };
 
 FIXTURE_SETUP(pool)
 {
+	self->trim_sec = -1;
 	POOL_SETUP_OPEN();
 	self->max_mb = pool_param("max_mb");
+	/* Totals are compared across calls: no chunk trimmed meanwhile. */
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 }
 
 FIXTURE_TEARDOWN(pool)
 {
+	pool_trim_restore(self->trim_sec);
 	if (self->fd < 0)
 		return;
 	close(self->fd);

@@ -255,6 +255,36 @@ static inline int pool_slice_pfns(uint64_t id, unsigned long *pfns, int max)
 	return n;
 }
 
+/*
+ * ALLOC every free chunk (at least one) into @b: 1 if the chunk at @pfn
+ * is among them, 0 if not, or -errno. "A freed chunk comes back" without
+ * assuming which free chunk is handed out first (the defrag worker puts
+ * its new chunks at the head of the free list at any time).
+ */
+static inline int pool_alloc_free_has(int fd, unsigned long pfn,
+				      struct mrpool_alloc *b)
+{
+	struct mrpool_query q;
+	unsigned long *pfns;
+	int i, n, got, ret;
+
+	ret = pool_query(fd, &q);
+	if (ret)
+		return ret;
+	n = q.free_bytes / q.chunk_size ? q.free_bytes / q.chunk_size : 1;
+	ret = pool_alloc(fd, n * q.chunk_size, b);
+	if (ret)
+		return ret;
+	pfns = calloc(n, sizeof(*pfns));
+	if (!pfns)
+		return -ENOMEM;
+	got = pool_slice_pfns(b->slice_id, pfns, n);
+	for (i = 0, ret = 0; i < got; i++)
+		ret |= pfns[i] == pfn;
+	free(pfns);
+	return got < 0 ? got : ret;
+}
+
 /* One line of debugfs chunks. */
 struct pool_chunk_row {
 	unsigned long pfn;
@@ -490,6 +520,26 @@ static inline bool pool_in_vm(void)
 	if (_metadata->skip)						\
 		return;							\
 } while (0)
+
+/*
+ * Idle trim off for a fixture that compares pool totals (the 5 s trim
+ * could give chunks back between two reads); returns the setting for
+ * pool_trim_restore(), or -1 if it could not be read or changed.
+ */
+static inline long long pool_trim_off(void)
+{
+	long long sec = pool_param("idle_trim_sec");
+
+	if (sec < 0 || pool_set_param("idle_trim_sec", 0))
+		return -1;
+	return sec;
+}
+
+static inline void pool_trim_restore(long long sec)
+{
+	if (sec >= 0)
+		pool_set_param("idle_trim_sec", sec);
+}
 
 /* Poll until @cond holds or @ms elapse (TCG guests are slow). */
 #define POOL_WAIT(cond, ms) ({						\
