@@ -65,8 +65,8 @@ FIXTURE_SETUP(devs)
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	/* No trim while chunk counts are compared. */
-	self->trim_sec = pool_param("idle_trim_sec");
-	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 }
 
 FIXTURE_TEARDOWN(devs)
@@ -74,7 +74,7 @@ FIXTURE_TEARDOWN(devs)
 	if (self->fd < 0)
 		return;
 	close(self->fd);
-	pool_set_param("idle_trim_sec", self->trim_sec);
+	pool_trim_restore(self->trim_sec);
 }
 
 /* rxe0 is ready, on its node, with every chunk of the pool registered. */

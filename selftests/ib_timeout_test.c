@@ -36,10 +36,12 @@
 #include "ib_util.h"
 
 #define DEV		"mrpt0"
-/* The module's default: long enough for another thread to run queries. */
+/*
+ * The module's default: long enough for another thread to run queries,
+ * and for a real completion of a loaded TCG guest to arrive in time (one
+ * that does not would fail the wrong work request).
+ */
 #define WR_TIMEOUT_MS	5000
-/* Shortened where no other thread has to act during the wait. */
-#define SHORT_MS	1000
 
 /* Objects that must return to their count once DEV is gone. */
 struct census {
@@ -79,8 +81,8 @@ FIXTURE_SETUP(tmo)
 	if (dev_listed(DEV))
 		link_del(DEV);
 	/* Chunk counts are compared across slow steps: no idle trim. */
-	self->trim_sec = pool_param("idle_trim_sec");
-	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS));
 	census(&self->base);
 	ASSERT_LE(0, self->base.stuck);
@@ -94,8 +96,7 @@ FIXTURE_TEARDOWN(tmo)
 	pool_set_knob("fail_ib_complete_after", 0);
 	pool_set_knob("fail_ib_dereg", 0);
 	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
-	if (self->trim_sec >= 0)
-		pool_set_param("idle_trim_sec", self->trim_sec);
+	pool_trim_restore(self->trim_sec);
 	if (dev_listed(DEV))
 		link_del(DEV);
 }
@@ -214,7 +215,6 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 		ASSERT_EQ(0, pool_alloc(fd, pool_attr("free_bytes"), &all));
 	ASSERT_EQ(0, pool_attr("free_bytes"));
 
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", ib_ready_devices(DEV)));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
 	ASSERT_EQ(0, pool_alloc(fd, pool_attr("chunk_bytes"), &one));
@@ -284,7 +284,6 @@ TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
 	total = pool_chunks();
 	used = pool_attr("used_bytes");
 	grows = pool_attr("stats/grows");
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
 	/* The lend's registration completes, its invalidation does not. */
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
@@ -315,7 +314,6 @@ TEST_F_TIMEOUT(tmo, drained_kbuf_free_returns_chunk, 120)
 	unsigned long pfn;
 
 	ASSERT_EQ(0, link_add(DEV));
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
 	pfn = lend_once(_metadata);
@@ -360,12 +358,11 @@ TEST_F_TIMEOUT(tmo, refused_dereg_retires_chunk, 120)
 TEST_F_TIMEOUT(tmo, module_unloads_after_timeouts, 120)
 {
 	ASSERT_EQ(0, link_add(DEV));
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", SHORT_MS));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
 	lend_once(_metadata);
 	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
-	pool_set_param("idle_trim_sec", self->trim_sec);
+	pool_trim_restore(self->trim_sec);
 	self->trim_sec = -1;
 
 	/* DEV stays: the module's exit removes it with its stuck MR. */

@@ -126,8 +126,8 @@ FIXTURE_SETUP(ib)
 	 * The tests compare chunk counts across device changes that take
 	 * longer than the idle trim delay: keep the pool's size still.
 	 */
-	self->trim_sec = pool_param("idle_trim_sec");
-	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	ASSERT_EQ(0, pool_settle())
 		TH_LOG("pool %lld chunks, registry %lld, %d fragmented free",
 		       pool_chunks(), ib_stat("chunks"),
@@ -144,8 +144,7 @@ FIXTURE_TEARDOWN(ib)
 	pool_set_knob("fail_ib_setup", 0);
 	pool_set_knob("fail_ib_reg", 0);
 	pool_set_knob("fail_high_order", 0);
-	if (self->trim_sec >= 0)
-		pool_set_param("idle_trim_sec", self->trim_sec);
+	pool_trim_restore(self->trim_sec);
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
 		if (dev_listed(extra[i]))
 			link_del(extra[i]);

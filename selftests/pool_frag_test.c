@@ -36,10 +36,10 @@ FIXTURE_SETUP(frag)
 	int order = 0;
 
 	POOL_SETUP_OPEN();
-	self->trim_sec = pool_param("idle_trim_sec");
 	self->max_mb = pool_param("max_mb");
 	/* No trim while the test compares chunks. */
-	ASSERT_EQ(0, pool_set_param("idle_trim_sec", 0));
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
 	while ((4096UL << order) < self->q0.chunk_size)
 		order++;
 	snprintf(self->whole, sizeof(self->whole), "%d:1", order);
@@ -51,7 +51,7 @@ FIXTURE_TEARDOWN(frag)
 		return;
 	pool_set_knob("fail_high_order", 0);
 	pool_set_param("max_mb", self->max_mb);
-	pool_set_param("idle_trim_sec", self->trim_sec);
+	pool_trim_restore(self->trim_sec);
 	close(self->fd);
 }
 

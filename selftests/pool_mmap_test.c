@@ -82,17 +82,6 @@ static int check_range(const void *p, size_t off, size_t len,
 	return 0;
 }
 
-static int all_zero(const void *p, size_t len)
-{
-	const uint64_t *w = p;
-	size_t i;
-
-	for (i = 0; i < len / 8; i++)
-		if (w[i])
-			return -1;
-	return 0;
-}
-
 /* 1 if debugfs "slices" lists @id of this process in @state. */
 static int slice_listed(uint64_t id, const char *want)
 {
@@ -125,7 +114,7 @@ TEST_F(map, map_zeroed_aligned)
 
 	ASSERT_NE(MAP_FAILED, p);
 	EXPECT_EQ(0UL, (uintptr_t)p % (2 * MIB));
-	EXPECT_EQ(0, all_zero(p, self->a.length));
+	EXPECT_EQ(self->a.length, pool_nonzero_at(p, self->a.length));
 	fill(p, self->a.length, 1);
 	EXPECT_EQ(0, check(p, self->a.length, 1));
 	/* Whole PMD-order chunks are mapped with huge entries. */
@@ -273,7 +262,7 @@ TEST_F(map, fail_shmem_gives_plain_chunks)
 	EXPECT_LE(2, c.whole - c.shmem);
 	p = pool_map(self->fd, &b);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(0, all_zero(p, b.length));
+	EXPECT_EQ(b.length, pool_nonzero_at(p, b.length));
 	fill(p, b.length, 9);
 	EXPECT_EQ(0, check(p, b.length, 9));
 	EXPECT_EQ((long long)(c.whole - c.shmem) * 2048,
@@ -312,7 +301,7 @@ TEST_F(map, drop_caches_keeps_chunks)
 	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->chunk, &self->a));
 	p = pool_map(self->fd, &self->a);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(0, all_zero(p, self->a.length));
+	EXPECT_EQ(self->a.length, pool_nonzero_at(p, self->a.length));
 	EXPECT_EQ(0, munmap(p, self->a.length));
 }
 
@@ -356,7 +345,7 @@ TEST_F(map, fallback_orders)
 	/* The slice still works, the fallback chunk through 4 KiB PTEs. */
 	p = pool_map(self->fd, &b);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(0, all_zero(p, b.length));
+	EXPECT_EQ(b.length, pool_nonzero_at(p, b.length));
 	fill(p, b.length, 11);
 	EXPECT_EQ(0, check(p, b.length, 11));
 	EXPECT_EQ(0, munmap(p, b.length));
@@ -697,7 +686,7 @@ TEST_F(map, zero_on_reuse)
 	ASSERT_EQ(1, pool_alloc_free_has(self->fd, pfn_a, &b));
 	p = pool_map(self->fd, &b);
 	ASSERT_NE(MAP_FAILED, p);
-	EXPECT_EQ(0, all_zero(p, b.length));
+	EXPECT_EQ(b.length, pool_nonzero_at(p, b.length));
 	EXPECT_EQ(0, munmap(p, b.length));
 	close(pipefd[0]);
 	close(pipefd[1]);

@@ -136,6 +136,21 @@ static inline void *pool_map(int fd, const struct mrpool_alloc *a)
 		    (off_t)a->mmap_offset);
 }
 
+/*
+ * Offset of the first non-zero 8-byte word of @p, or @len when all of it
+ * is zero (a slice's length is a multiple of the page size).
+ */
+static inline size_t pool_nonzero_at(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		if (w[i])
+			return i * 8;
+	return len;
+}
+
 /* A decimal value from a file, or -1. */
 static inline long long pool_read_ll(const char *path)
 {
