@@ -19,14 +19,14 @@ export MRPOOL_BACKEND=anon
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# shellcheck source=tools/bench/callgrind.sh
+. "$(dirname "$0")/callgrind.sh"
+
 # "loop library" Ir per pair of one loop: ir LOOP_FUNCTION ARGS...
 ir() {
 	local fn=$1 n self
 	shift
-	n=$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" \
-		--toggle-collect="$fn" "$bench" -n "$cg_iters" "$@" 2>&1 |
-		sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
-	[ -n "$n" ] || { echo "fastpath-pd: callgrind gave no count for $fn" >&2; exit 1; }
+	n=$(cg_collected "$bench" "$fn" "$@") || exit 1
 	self=$(callgrind_annotate --threshold=100 "$tmp/cg" 2>/dev/null |
 		awk -v f="$fn" '$0 ~ (":" f " ") || $0 ~ (":" f "$") { gsub(",", "", $1); print $1; exit }')
 	awk -v n="$n" -v s="${self:-0}" -v i="$cg_iters" \

@@ -19,14 +19,14 @@ export MRPOOL_BACKEND=anon
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# shellcheck source=tools/bench/callgrind.sh
+. "$(dirname "$0")/callgrind.sh"
+
 # Instructions per pair of one loop: ir LOOP_FUNCTION ARGS...
 ir() {
 	local fn=$1 n
 	shift
-	n=$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" \
-		--toggle-collect="$fn" "$bench" --no-rdma -n "$cg_iters" "$@" 2>&1 |
-		sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
-	[ -n "$n" ] || { echo "fastpath: callgrind gave no count for $fn" >&2; exit 1; }
+	n=$(cg_collected "$bench" "$fn" --no-rdma "$@") || exit 1
 	awk -v n="$n" -v i="$cg_iters" 'BEGIN { printf "%.1f", n / i }'
 }
 
