@@ -67,7 +67,7 @@ int mrpool_client_stats_mmap(struct mrpool_client *client,
 	mutex_lock(&client->lock);
 	page = client->stats_page;
 	if (!page) {
-		page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 		if (!page) {
 			mutex_unlock(&client->lock);
 			return -ENOMEM;

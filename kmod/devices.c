@@ -69,7 +69,7 @@ static int mrpool_devices_snapshot(unsigned int max,
 		n++;
 	max = min(max, n);
 	if (max) {
-		v = mrpool_kcalloc(max, sizeof(*v));
+		v = mrpool_kcalloc(max, sizeof(*v), GFP_KERNEL);
 		if (!v) {
 			mutex_unlock(&mrpool_ib_lock);
 			return -ENOMEM;
@@ -169,7 +169,7 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 		return -ENOENT;
 	max = mrpool_devices_count();
 	if (max) {
-		keys = mrpool_kcalloc(max, sizeof(*keys));
+		keys = mrpool_kcalloc(max, sizeof(*keys), GFP_KERNEL);
 		if (!keys) {
 			ret = -ENOMEM;
 			goto put;

@@ -40,10 +40,10 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	struct page **pages;
 	int ret;
 
-	sgt = mrpool_kzalloc(sizeof(*sgt));
+	sgt = mrpool_kzalloc(sizeof(*sgt), GFP_KERNEL);
 	if (!sgt)
 		return ERR_PTR(-ENOMEM);
-	pages = mrpool_kvcalloc(npages, sizeof(*pages));
+	pages = mrpool_kvcalloc(npages, sizeof(*pages), GFP_KERNEL);
 	if (!pages) {
 		ret = -ENOMEM;
 		goto free_sgt;
@@ -157,7 +157,7 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	    memchr_inv(a.reserved, 0, sizeof(a.reserved)))
 		return -EINVAL;
 
-	mb = mrpool_kzalloc(sizeof(*mb));
+	mb = mrpool_kzalloc(sizeof(*mb), GFP_KERNEL_ACCOUNT);
 	if (!mb)
 		return -ENOMEM;
 	mb->slice = mrpool_slice_get_id(client, a.slice_id);

@@ -31,15 +31,16 @@
  * unsafe (mrpool_ib_chunk_removing() returns false, a kernel buffer's
  * chunk is retired). A failed ib_dereg_mr() is treated the same way.
  *
- * Locking (outermost first; see also mrpool.h):
- *   mrpool_pool.lock    (only mrpool_pool_free_all() calls in holding it)
- *     d->lock           one per device: its QPs and work requests, its
- *                       mrs xarray, lends and stuck lists, every MR's
- *                       fields, the teardown. Held across hardware waits.
- *       mrpool_ib_lock  the device list, the chunk registry, each device's
- *                       state and reason text, the cached summary (node,
- *                       ready count). Never held across a hardware wait,
- *                       never held while taking a d->lock or the pool lock.
+ * Locking (outermost first; see also mrpool.h). The pool calls in without
+ * mrpool_pool.lock (only mrpool_ib_node(), a lock-free read, is called
+ * with it held), so no pool lock is ever held across a hardware wait.
+ *   d->lock           one per device: its QPs and work requests, its
+ *                     mrs xarray, lends and stuck lists, every MR's
+ *                     fields, the teardown. Held across hardware waits.
+ *     mrpool_ib_lock  the device list, the chunk registry, each device's
+ *                     state and reason text, the cached summary (node,
+ *                     ready count). Never held across a hardware wait,
+ *                     never held while taking a d->lock or the pool lock.
  * Two d->locks are never held together: walkers take a reference on the
  * next device under mrpool_ib_lock (mrpool_ib_dev_next()), drop it, then
  * lock the device. Cached MRs are freed after an RCU grace period, so

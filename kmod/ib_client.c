@@ -351,8 +351,8 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
  * @c: a chunk no longer on mrpool_pool.chunks whose pages are about to go
  *
  * Invalidates, deregisters and unmaps the chunk everywhere. May sleep and
- * wait for a device (bounded by the work request timeout, twice); may be
- * called with mrpool_pool.lock held. Unknown chunks (never announced, or
+ * wait for a device (bounded by the work request timeout, twice), so it is
+ * called without mrpool_pool.lock. Unknown chunks (never announced, or
  * partially built) are ignored.
  *
  * Return: true when the chunk's pages may be freed or reused; false when

@@ -68,7 +68,7 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	might_sleep();
 	if (!device || !size || size > mrpool_pool.chunk_size)
 		return ERR_PTR(-EINVAL);
-	kb = mrpool_kzalloc(sizeof(*kb));
+	kb = mrpool_kzalloc(sizeof(*kb), GFP_KERNEL);
 	if (!kb)
 		return ERR_PTR(-ENOMEM);
 

@@ -27,10 +27,12 @@
  *   mrpool_pool.lock     free / quarantine lists, pool totals; never
  *                        taken under client->lock: chunks are taken and
  *                        returned outside it (growth registers chunks
- *                        with every RDMA device, which may wait)
- *     mrpool_ib_dev.lock one RDMA device: its work requests and MRs
+ *                        with every RDMA device, which may wait); never
+ *                        held while calling into the ib client (but for
+ *                        the lock-free mrpool_ib_node())
+ *   mrpool_ib_dev.lock   one RDMA device: its work requests and MRs
  *                        (ib.h); held across hardware waits
- *       mrpool_ib_lock   the device list and chunk registry (ib.h);
+ *     mrpool_ib_lock     the device list and chunk registry (ib.h);
  *                        never held across a wait, never around the
  *                        others
  *   mrpool_clients_lock  the list of clients; debugfs nests
@@ -361,23 +363,28 @@ static inline bool mrpool_fail_alloc(size_t size)
 }
 #endif
 
-/* GFP_KERNEL allocations of the module's objects that fail_alloc can fail. */
-static inline void *mrpool_kzalloc(size_t size)
+/*
+ * Allocations of the module's objects that fail_alloc can fail. @gfp is
+ * GFP_KERNEL_ACCOUNT for what a process makes the module keep beyond the
+ * call (its client, slices, stats page, dma-bufs: charged to its memory
+ * cgroup, as the kernel's own files and VMAs are), else GFP_KERNEL.
+ */
+static inline void *mrpool_kzalloc(size_t size, gfp_t gfp)
 {
-	return mrpool_fail_alloc(size) ? NULL : kzalloc(size, GFP_KERNEL);
+	return mrpool_fail_alloc(size) ? NULL : kzalloc(size, gfp);
 }
 
-static inline void *mrpool_kcalloc(size_t n, size_t size)
+static inline void *mrpool_kcalloc(size_t n, size_t size, gfp_t gfp)
 {
 	return mrpool_fail_alloc(size_mul(n, size)) ? NULL :
-	       kcalloc(n, size, GFP_KERNEL);
+	       kcalloc(n, size, gfp);
 }
 
 /* Freed with kvfree(). */
-static inline void *mrpool_kvcalloc(size_t n, size_t size)
+static inline void *mrpool_kvcalloc(size_t n, size_t size, gfp_t gfp)
 {
 	return mrpool_fail_alloc(size_mul(n, size)) ? NULL :
-	       kvcalloc(n, size, GFP_KERNEL);
+	       kvcalloc(n, size, gfp);
 }
 
 #endif /* _MRPOOL_H */

@@ -169,11 +169,12 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 	if (thisnode && nid != NUMA_NO_NODE)
 		gfp |= __GFP_THISNODE;
 
-	c = mrpool_kzalloc(sizeof(*c));
+	c = mrpool_kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		goto fail;
 	INIT_LIST_HEAD(&c->link);
-	c->pages = mrpool_kvcalloc(p->chunk_pages, sizeof(*c->pages));
+	c->pages = mrpool_kvcalloc(p->chunk_pages, sizeof(*c->pages),
+				   GFP_KERNEL);
 	if (!c->pages)
 		goto free_chunk;
 

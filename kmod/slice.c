@@ -34,7 +34,7 @@ struct mrpool_client *mrpool_client_create(void)
 	struct mrpool_client *client;
 	struct file *map_file;
 
-	client = mrpool_kzalloc(sizeof(*client));
+	client = mrpool_kzalloc(sizeof(*client), GFP_KERNEL_ACCOUNT);
 	if (!client)
 		return NULL;
 	client->tenant = mrpool_tenant_get();
@@ -95,7 +95,8 @@ static int mrpool_slice_index(struct mrpool_slice *s)
 	struct mrpool_chunk *c;
 	unsigned int i = 0;
 
-	s->chunkv = mrpool_kvcalloc(s->nr_chunks, sizeof(*s->chunkv));
+	s->chunkv = mrpool_kvcalloc(s->nr_chunks, sizeof(*s->chunkv),
+				    GFP_KERNEL_ACCOUNT);
 	if (!s->chunkv)
 		return -ENOMEM;
 	list_for_each_entry(c, &s->chunks, link) {
@@ -158,7 +159,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	len = round_up(arg->bytes, (u64)p->chunk_size);
 	nid = arg->node == MRPOOL_NODE_ANY ? mrpool_pool_node() : arg->node;
 
-	s = mrpool_kzalloc(sizeof(*s));
+	s = mrpool_kzalloc(sizeof(*s), GFP_KERNEL_ACCOUNT);
 	if (!s)
 		return -ENOMEM;
 	kref_init(&s->ref);
@@ -189,7 +190,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	mutex_lock(&client->lock);
 	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
 			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
-			      &mrpool_next_id, GFP_KERNEL);
+			      &mrpool_next_id, GFP_KERNEL_ACCOUNT);
 	if (ret < 0) {
 		/* -EBUSY from the xarray: every id is taken. */
 		if (ret == -EBUSY)

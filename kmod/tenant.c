@@ -49,7 +49,7 @@ struct mrpool_tenant *mrpool_tenant_get(void)
 	struct user_struct *user = current_user();
 	struct mrpool_tenant *t, *new;
 
-	new = mrpool_kzalloc(sizeof(*new));
+	new = mrpool_kzalloc(sizeof(*new), GFP_KERNEL);
 	spin_lock(&mrpool_tenants_lock);
 	list_for_each_entry(t, &mrpool_tenants, node) {
 		/* A tenant whose last reference is going is skipped. */

@@ -330,8 +330,9 @@ struct mrpool_export_dmabuf {
  * process that opened the file can map it, with offset
  * MRPOOL_STATS_MMAP_OFFSET and a length of one page. Userspace writes it,
  * the kernel only reads it (debugfs mrpool/clients) and never acts on the
- * values. It is neither pool memory nor charged to RLIMIT_MEMLOCK, and it
- * is freed when the file is released.
+ * values. It is neither pool memory nor charged to RLIMIT_MEMLOCK but to
+ * the memory cgroup of the process that mapped it first, and it is freed
+ * once the file is released and no mapping of it is left.
  *
  * Errors of mmap(): -EPERM from a process other than the file's opener;
  * -EINVAL for a private mapping or a length other than one page; -EACCES
