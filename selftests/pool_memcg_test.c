@@ -168,6 +168,8 @@ TEST_F(memcg, stats_pages_charged_and_released)
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
 	/* Its exit unmapped and freed them all: the charge went with them. */
 	after = cg_read(self->cg, "memory.current");
+	TH_LOG("cgroup charge: %lld bytes, %lld with %d stats pages mapped, %lld after the exit",
+	       base, held, ROUNDS, after);
 	EXPECT_LE(after + ROUNDS * self->page, held)
 		TH_LOG("after the exit: %lld bytes of %lld", after, held);
 	close(done[0]);
