@@ -210,6 +210,7 @@ void mrpool_debugfs_init(void)
 	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
 				   &fail_high_order_fops);
 	debugfs_create_atomic_t("fail_shmem", 0600, dir, &mrpool_fail_shmem);
+	debugfs_create_u32("next_slice_id", 0600, dir, &mrpool_next_slice_id);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 	fault_create_debugfs_attr("fail_alloc", dir, &mrpool_fail_alloc_attr);
 #endif

@@ -92,9 +92,14 @@ extern bool mrpool_shmem_chunks;
 /* Order of a block one PMD maps (2 MiB with 4 KiB pages on x86-64). */
 #define MRPOOL_PMD_ORDER	(PMD_SHIFT - PAGE_SHIFT)
 
-/* mmap offset of slice @id: 2 MiB aligned, so THP-sized alignment holds. */
+/*
+ * mmap offset of slice @id: 2 MiB aligned, so THP-sized alignment holds.
+ * Ids stay below 2^23, so every offset is below 2^44, which a 32-bit
+ * process's mmap2() reaches (a 32-bit offset in 4 KiB pages): 8M live
+ * slices at most, the ids cycling through that range.
+ */
 #define MRPOOL_TOKEN_SHIFT	21
-#define MRPOOL_MAX_SLICE_ID	((1U << 31) - 1)
+#define MRPOOL_MAX_SLICE_ID	((1U << 23) - 1)
 
 /* ---- pool.c ---- */
 enum mrpool_chunk_state {
@@ -273,6 +278,7 @@ struct mrpool_slice {
 extern struct list_head mrpool_clients;
 extern struct mutex mrpool_clients_lock;
 extern struct xarray mrpool_slices;
+extern u32 mrpool_next_slice_id;
 
 struct mrpool_client *mrpool_client_create(void);
 bool mrpool_client_is_owner(const struct mrpool_client *client);

@@ -25,8 +25,12 @@ DEFINE_MUTEX(mrpool_clients_lock);
 
 /* Live slices by id; an id is also the slice's mmap token. */
 DEFINE_XARRAY_ALLOC1(mrpool_slices);
-/* Next id for xa_alloc_cyclic: ids are not reused soon after a free. */
-static u32 mrpool_next_id;
+/*
+ * Next id for xa_alloc_cyclic: ids are not reused soon after a free.
+ * Written by debugfs next_slice_id (tests of the wrap); any value is safe,
+ * one past MRPOOL_MAX_SLICE_ID wraps to the lowest free id.
+ */
+u32 mrpool_next_slice_id;
 
 /* Called from open(), by a task with an mm. */
 struct mrpool_client *mrpool_client_create(void)
@@ -190,7 +194,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	mutex_lock(&client->lock);
 	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
 			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
-			      &mrpool_next_id, GFP_KERNEL_ACCOUNT);
+			      &mrpool_next_slice_id, GFP_KERNEL_ACCOUNT);
 	if (ret < 0) {
 		/* -EBUSY from the xarray: every id is taken. */
 		if (ret == -EBUSY)

@@ -311,6 +311,46 @@ TEST_F(pool, free_errors)
 }
 
 /* Closing a file returns every slice it held. */
+/*
+ * Slice ids cycle below 2^23, so every mmap offset stays below 2^44, which
+ * a 32-bit process's mmap2() reaches: a cursor at or past the last id
+ * wraps to the lowest free one, and each slice maps and keeps its bytes.
+ */
+TEST_F(pool, ids_wrap_below_2_44)
+{
+	static const long long starts[] = { 0x7ffffffe, (1LL << 23) - 2 };
+	long long saved = pool_read_ll(POOL_DEBUGFS "/next_slice_id");
+	struct mrpool_alloc a[3];
+	unsigned int i, k;
+	uint8_t *p;
+
+	if (saved < 0)
+		POOL_SKIP("no debugfs next_slice_id");
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(0, pool_set_knob("next_slice_id", starts[k]));
+		for (i = 0; i < 3; i++) {
+			ASSERT_EQ(0, pool_alloc(self->fd, 1, &a[i]));
+			EXPECT_GT(1ULL << 44, a[i].mmap_offset)
+				TH_LOG("slice id %llu", (unsigned long long)a[i].slice_id);
+			p = pool_map(self->fd, &a[i]);
+			ASSERT_NE(MAP_FAILED, p) TH_LOG("slice id %llu",
+							(unsigned long long)a[i].slice_id);
+			p[a[i].length - 1] = (uint8_t)(i + 1);
+			EXPECT_EQ(i + 1, p[a[i].length - 1]);
+			EXPECT_EQ(0, munmap(p, a[i].length));
+		}
+		EXPECT_NE(a[0].slice_id, a[1].slice_id);
+		EXPECT_NE(a[1].slice_id, a[2].slice_id);
+		EXPECT_NE(a[0].slice_id, a[2].slice_id);
+		/* From the last two ids, the third wrapped to the start. */
+		if (k == 1)
+			EXPECT_GT(a[0].slice_id, a[2].slice_id);
+		for (i = 0; i < 3; i++)
+			EXPECT_EQ(0, pool_free(self->fd, a[i].slice_id));
+	}
+	pool_set_knob("next_slice_id", saved);
+}
+
 TEST_F(pool, close_frees_all)
 {
 	struct mrpool_query q;

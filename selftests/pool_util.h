@@ -522,15 +522,15 @@ static inline bool pool_in_vm(void)
 } while (0)
 
 /*
- * 6.1's kselftest_harness.h runs a TEST_F body even after its setup
- * called SKIP(): a body starts with this to stop there.
- */
-/*
  * SKIP from a test body for a missing precondition: in the VM (MRPOOL_VM=1)
  * the guest always provides it, so its absence fails the test instead.
  */
 #define POOL_SKIP(fmt, ...) POOL_SKIP_OR_FAIL(return, fmt, ##__VA_ARGS__)
 
+/*
+ * 6.1's kselftest_harness.h runs a TEST_F body even after its setup
+ * called SKIP(): a body starts with this to stop there.
+ */
 #define POOL_SETUP_SKIPPED() do {					\
 	if (_metadata->skip)						\
 		return;							\

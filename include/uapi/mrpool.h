@@ -89,7 +89,9 @@ struct mrpool_query {
  * @slice_id:	(out) id for MRPOOL_IOC_FREE; unique among the live slices
  *		of the host (one id space for every file), not reused soon
  *		after a free
- * @mmap_offset: (out) opaque offset to pass to mmap()
+ * @mmap_offset: (out) opaque offset to pass to mmap(); below 2^44, so a
+ *		32-bit process reaches it (mmap2(), or mmap() with a 64-bit
+ *		off_t)
  * @length:	(out) bytes in the slice (a multiple of the chunk size)
  * @reserved:	must be zero
  *
