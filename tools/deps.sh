@@ -24,7 +24,7 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
       rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils
       perftest rdmacm-utils libnl-3-dev libnl-route-3-dev libnl-genl-3-dev iproute2
       linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
-      build-essential libc6-dev perl
+      build-essential libc6-dev perl gcc-12-multilib
       pkg-config valgrind groff-base man-db python3-pyverbs
       openmpi-bin netpipe-openmpi
       debhelper dh-dkms lintian)
