@@ -194,7 +194,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	mutex_lock(&client->lock);
 	ret = xa_alloc_cyclic(&mrpool_slices, &s->id, s,
 			      XA_LIMIT(1, MRPOOL_MAX_SLICE_ID),
-			      &mrpool_next_slice_id, GFP_KERNEL_ACCOUNT);
+			      &mrpool_next_slice_id, GFP_KERNEL);
 	if (ret < 0) {
 		/* -EBUSY from the xarray: every id is taken. */
 		if (ret == -EBUSY)

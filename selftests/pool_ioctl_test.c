@@ -27,12 +27,15 @@ FIXTURE(pool) {
 	struct mrpool_query q0;
 	long long max_mb;		/* restored by the teardown */
 	long long trim_sec;		/* likewise */
+	long long next_id;		/* likewise: the slice id cursor */
 };
 
 FIXTURE_SETUP(pool)
 {
 	self->trim_sec = -1;
+	self->next_id = -1;
 	POOL_SETUP_OPEN();
+	self->next_id = pool_read_ll(POOL_DEBUGFS "/next_slice_id");
 	self->max_mb = pool_param("max_mb");
 	/* Totals are compared across calls: no chunk trimmed meanwhile. */
 	self->trim_sec = pool_trim_off();
@@ -42,6 +45,8 @@ FIXTURE_SETUP(pool)
 FIXTURE_TEARDOWN(pool)
 {
 	pool_trim_restore(self->trim_sec);
+	if (self->next_id >= 0)
+		pool_set_knob("next_slice_id", self->next_id);
 	if (self->fd < 0)
 		return;
 	close(self->fd);
@@ -310,7 +315,6 @@ TEST_F(pool, free_errors)
 	EXPECT_EQ(-ENOENT, pool_free(self->fd, a.slice_id));
 }
 
-/* Closing a file returns every slice it held. */
 /*
  * Slice ids cycle below 2^23, so every mmap offset stays below 2^44, which
  * a 32-bit process's mmap2() reaches: a cursor at or past the last id
@@ -319,12 +323,11 @@ TEST_F(pool, free_errors)
 TEST_F(pool, ids_wrap_below_2_44)
 {
 	static const long long starts[] = { 0x7ffffffe, (1LL << 23) - 2 };
-	long long saved = pool_read_ll(POOL_DEBUGFS "/next_slice_id");
 	struct mrpool_alloc a[3];
 	unsigned int i, k;
 	uint8_t *p;
 
-	if (saved < 0)
+	if (self->next_id < 0)
 		POOL_SKIP("no debugfs next_slice_id");
 	for (k = 0; k < 2; k++) {
 		ASSERT_EQ(0, pool_set_knob("next_slice_id", starts[k]));
@@ -348,9 +351,9 @@ TEST_F(pool, ids_wrap_below_2_44)
 		for (i = 0; i < 3; i++)
 			EXPECT_EQ(0, pool_free(self->fd, a[i].slice_id));
 	}
-	pool_set_knob("next_slice_id", saved);
 }
 
+/* Closing a file returns every slice it held. */
 TEST_F(pool, close_frees_all)
 {
 	struct mrpool_query q;
