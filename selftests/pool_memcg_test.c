@@ -203,8 +203,13 @@ TEST_F(memcg, stats_pages_charged_and_released)
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	self->pid = -1;
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
-	/* Its exit unmapped and freed them all: the charge went with them. */
-	after = cg_read(self->cg, "memory.current");
+	/*
+	 * Its exit unmapped and freed them all: the charge went with them.
+	 * The files, inodes and dentries go after an RCU grace period, which
+	 * a busy host makes long: waited for, up to 30 s.
+	 */
+	POOL_WAIT((after = cg_read(self->cg, "memory.current")) +
+		  ROUNDS * self->page <= held, 30000);
 	TH_LOG("cgroup charge: %lld bytes, %lld with %d stats pages mapped, %lld after the exit",
 	       base, held, ROUNDS, after);
 	EXPECT_LE(after + ROUNDS * self->page, held)
