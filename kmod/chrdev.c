@@ -86,11 +86,20 @@ static long mrpool_ioc_query(struct mrpool_client *client, void __user *uarg)
 	q.used_bytes = mrpool_pool_bytes(snap.nr_used);
 	q.quarantined_bytes = mrpool_pool_bytes(snap.nr_quarantined);
 	q.max_bytes = mrpool_max_bytes();
-	mutex_lock(&client->lock);
-	q.file_bytes = client->bytes;
-	mutex_unlock(&client->lock);
-	q.user_bytes = mrpool_tenant_bytes(client->tenant,
-					   &q.user_quarantined_bytes);
+	/*
+	 * What the file and its user hold is the owner's to know, not that
+	 * of a process the descriptor was inherited by or passed to.
+	 */
+	q.file_bytes = 0;
+	q.user_bytes = 0;
+	q.user_quarantined_bytes = 0;
+	if (mrpool_client_is_owner(client)) {
+		mutex_lock(&client->lock);
+		q.file_bytes = client->bytes;
+		mutex_unlock(&client->lock);
+		q.user_bytes = mrpool_tenant_bytes(client->tenant,
+						   &q.user_quarantined_bytes);
+	}
 	q.allocs = atomic64_read(&st->allocs);
 	q.frees = atomic64_read(&st->frees);
 	q.alloc_failures = atomic64_read(&st->fail_nomem) +

@@ -14,7 +14,8 @@
  *  - every page of a slice reads zero until its owner writes it and then
  *    exactly what it wrote (each page is stamped with pid, slice id and
  *    page): nobody sees another process's bytes, fresh slices are zero;
- *  - a forked child cannot fault in its parent's slices;
+ *  - a forked child cannot fault in its parent's slices, nor learn from
+ *    QUERY what its parent's file or user holds;
  *  - QUERY's file_bytes is what the worker holds, and nobody's user_bytes
  *    never exceeds its RLIMIT_MEMLOCK;
  * and when every worker has exited the pool is whole again. The kernel log
@@ -1480,6 +1481,7 @@ static void fz_child(struct fz *z)
 {
 	struct mrpool_alloc a = { .size = sizeof(a), .bytes = z->chunk,
 				  .node = MRPOOL_NODE_ANY };
+	struct mrpool_query q = { .size = sizeof(q) };
 	struct fz_slice *s = fz_pick_slice(z, true);
 	unsigned int i;
 	int ret, fdi = fz_fd(z);
@@ -1500,6 +1502,13 @@ static void fz_child(struct fz *z)
 	ret = fz_ioctl(z, z->fd[fdi], MRPOOL_IOC_ALLOC, &a);
 	if (ret != -EPERM)
 		fz_violation(z, "ALLOC in a forked child: %d, not EPERM", ret);
+	ret = fz_ioctl(z, z->fd[fdi], MRPOOL_IOC_QUERY, &q);
+	if (ret)
+		fz_violation(z, "QUERY in a forked child: %d", ret);
+	else if (q.file_bytes || q.user_bytes || q.user_quarantined_bytes)
+		fz_violation(z, "QUERY in a forked child told it the parent's "
+			     "bytes: file %" PRIu64 ", user %" PRIu64,
+			     (uint64_t)q.file_bytes, (uint64_t)q.user_bytes);
 	if (s) {
 		struct mrpool_free f = { .size = sizeof(f), .slice_id = s->id };
 

@@ -40,7 +40,9 @@
  * @used_bytes:	(out) bytes in slices
  * @quarantined_bytes: (out) bytes freed but still pinned by someone
  * @max_bytes:	(out) ceiling the pool may grow to
- * @file_bytes:	(out) bytes held by the calling file
+ * @file_bytes:	(out) bytes held by the calling file; this and the two
+ *		user fields are 0 unless the caller is the file's owner
+ *		(the process that opened it)
  * @allocs:	(out) successful slice allocations since load
  * @frees:	(out) slice frees since load
  * @alloc_failures: (out) failed slice allocations since load
