@@ -19,6 +19,8 @@
  *                     runs the defrag worker now
  *   fail_shmem        N: the next N whole chunks get no shmem folio and
  *                     are built of plain pages (shmem.c)
+ *   next_slice_id     the id the next ALLOC tries first (tests of the
+ *                     wrap at MRPOOL_MAX_SLICE_ID)
  *   fail_alloc/       on kernels with CONFIG_FAULT_INJECTION_DEBUG_FS: a
  *                     fault attribute (Documentation/fault-injection)
  *                     over the module's own allocations only -- its
@@ -193,6 +195,22 @@ static int fail_high_order_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(fail_high_order_fops, fail_high_order_get,
 			 fail_high_order_set, "%llu\n");
 
+static int next_slice_id_get(void *data, u64 *val)
+{
+	*val = mrpool_slice_id_cursor();
+	return 0;
+}
+
+static int next_slice_id_set(void *data, u64 val)
+{
+	if (val > U32_MAX)
+		return -EINVAL;
+	mrpool_slice_id_cursor_set(val);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(next_slice_id_fops, next_slice_id_get,
+			 next_slice_id_set, "%llu\n");
+
 void mrpool_debugfs_init(void)
 {
 	struct dentry *dir;
@@ -210,7 +228,8 @@ void mrpool_debugfs_init(void)
 	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
 				   &fail_high_order_fops);
 	debugfs_create_atomic_t("fail_shmem", 0600, dir, &mrpool_fail_shmem);
-	debugfs_create_u32("next_slice_id", 0600, dir, &mrpool_next_slice_id);
+	debugfs_create_file_unsafe("next_slice_id", 0600, dir, NULL,
+				   &next_slice_id_fops);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 	fault_create_debugfs_attr("fail_alloc", dir, &mrpool_fail_alloc_attr);
 #endif

@@ -278,7 +278,8 @@ struct mrpool_slice {
 extern struct list_head mrpool_clients;
 extern struct mutex mrpool_clients_lock;
 extern struct xarray mrpool_slices;
-extern u32 mrpool_next_slice_id;
+u32 mrpool_slice_id_cursor(void);
+void mrpool_slice_id_cursor_set(u32 next);
 
 struct mrpool_client *mrpool_client_create(void);
 bool mrpool_client_is_owner(const struct mrpool_client *client);

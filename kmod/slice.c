@@ -27,10 +27,28 @@ DEFINE_MUTEX(mrpool_clients_lock);
 DEFINE_XARRAY_ALLOC1(mrpool_slices);
 /*
  * Next id for xa_alloc_cyclic: ids are not reused soon after a free.
- * Written by debugfs next_slice_id (tests of the wrap); any value is safe,
- * one past MRPOOL_MAX_SLICE_ID wraps to the lowest free id.
+ * xa_alloc_cyclic() moves it under the xarray's lock, so debugfs reads and
+ * writes it under that lock too.
  */
-u32 mrpool_next_slice_id;
+static u32 mrpool_next_slice_id;
+
+u32 mrpool_slice_id_cursor(void)
+{
+	u32 next;
+
+	xa_lock(&mrpool_slices);
+	next = mrpool_next_slice_id;
+	xa_unlock(&mrpool_slices);
+	return next;
+}
+
+/* Tests of the wrap: any value is safe; past the limit, the lowest free id. */
+void mrpool_slice_id_cursor_set(u32 next)
+{
+	xa_lock(&mrpool_slices);
+	mrpool_next_slice_id = next;
+	xa_unlock(&mrpool_slices);
+}
 
 /* Called from open(), by a task with an mm. */
 struct mrpool_client *mrpool_client_create(void)
