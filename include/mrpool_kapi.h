@@ -26,6 +26,13 @@
  * only cached (those MRs live in the cache PD), never a freed buffer (its
  * MR is invalidated and deregistered by mrpool_kbuf_free()).
  *
+ * DMA: a buffer is mapped for its device when lent and unmapped when
+ * freed, with the CPU syncs of a streaming mapping there and none in
+ * between: buffers assume cache-coherent DMA, as userspace verbs do
+ * (x86-64, server arm64). mrpool does not serve a device whose DMA
+ * bounces (swiotlb, a DMA mask below the host's memory): its state is
+ * "unsupported".
+ *
  * Lifetime: free every buffer, and destroy every object made in its PD,
  * before the device goes: in the remove callback of your ib_client, which
  * runs before mrpool's because it was registered after it. A buffer freed

@@ -20,6 +20,8 @@
 #include <linux/mm.h>
 #include <linux/log2.h>
 #include <linux/jiffies.h>
+#include <linux/dma-mapping.h>
+#include <linux/swiotlb.h>
 #include <rdma/ib_cache.h>
 
 #define MRPOOL_IB_SQ_DEPTH	4
@@ -211,11 +213,23 @@ static unsigned long mrpool_ib_page_size(struct mrpool_ib_dev *d,
 	return cap ? BIT_ULL(fls64(cap) - 1) : 0;
 }
 
+/*
+ * A cache MR carries no data, while the chunk under it may be a process's
+ * slice, live: syncing for it would invalidate (non-coherent caches) or
+ * copy a stale bounce snapshot over (swiotlb) the process's bytes. Lent
+ * buffers are the borrower's alone and get the usual syncs.
+ */
+static unsigned long mrpool_ib_dma_attrs(const struct mrpool_ib_mr *m)
+{
+	return m->lent ? 0 : DMA_ATTR_SKIP_CPU_SYNC;
+}
+
 static void mrpool_ib_mr_unmap(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 {
 	if (m->mapped) {
-		ib_dma_unmap_sg(d->ibdev, m->sgt.sgl, m->sgt.orig_nents,
-				DMA_BIDIRECTIONAL);
+		ib_dma_unmap_sg_attrs(d->ibdev, m->sgt.sgl, m->sgt.orig_nents,
+				      DMA_BIDIRECTIONAL,
+				      mrpool_ib_dma_attrs(m));
 		atomic_dec(&mrpool_ib_stats.dma_maps);
 		m->mapped = false;
 	}
@@ -287,8 +301,8 @@ static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 						GFP_KERNEL);
 	if (ret)
 		return ret;
-	nents = ib_dma_map_sg(ibdev, m->sgt.sgl, m->sgt.orig_nents,
-			      DMA_BIDIRECTIONAL);
+	nents = ib_dma_map_sg_attrs(ibdev, m->sgt.sgl, m->sgt.orig_nents,
+				    DMA_BIDIRECTIONAL, mrpool_ib_dma_attrs(m));
 	if (!nents)
 		return -EIO;
 	m->sgt.nents = nents;
@@ -685,6 +699,17 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		mrpool_ib_set_state(d, MRPOOL_IB_UNSUPPORTED,
 				    "port %u is neither InfiniBand nor RoCE",
 				    d->port);
+		return -EOPNOTSUPP;
+	}
+	/*
+	 * Every chunk is mapped for the cache: through swiotlb each would
+	 * hold a chunk of bounce buffer, and the pool would soon exhaust it.
+	 */
+	if (!ib_uses_virt_dma(ibdev) &&
+	    (is_swiotlb_force_bounce(ibdev->dma_device) ||
+	     dma_addressing_limited(ibdev->dma_device))) {
+		mrpool_ib_set_state(d, MRPOOL_IB_UNSUPPORTED,
+				    "its DMA bounces (swiotlb or a limited DMA mask)");
 		return -EOPNOTSUPP;
 	}
 	if (mrpool_should_fail(&mrpool_ib_fail_setup)) {
