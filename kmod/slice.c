@@ -28,7 +28,8 @@ DEFINE_XARRAY_ALLOC1(mrpool_slices);
 /*
  * Next id for xa_alloc_cyclic: ids are not reused soon after a free.
  * xa_alloc_cyclic() moves it under the xarray's lock, so debugfs reads and
- * writes it under that lock too.
+ * writes it under that lock too; an ALLOC that drops the lock to allocate
+ * a node may still overwrite a write made meanwhile (a test knob: fine).
  */
 static u32 mrpool_next_slice_id;
 

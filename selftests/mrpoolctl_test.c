@@ -235,6 +235,8 @@ FIXTURE(ctl) {
 
 FIXTURE_SETUP(ctl)
 {
+	int ret;
+
 	self->fd = -1;
 	self->trim_sec = -1;
 	self->out = malloc(CTL_OUT_MAX);
@@ -249,8 +251,12 @@ FIXTURE_SETUP(ctl)
 	self->trim_sec = pool_trim_off();
 	ASSERT_LE(0, self->trim_sec);
 	self->fd = pool_open();
+	ret = self->fd < 0 ? self->fd : pool_query(self->fd, &self->q);
+	/* A setup that fails gets no teardown: put the trim back first. */
+	if (ret)
+		pool_trim_restore(self->trim_sec);
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q));
+	ASSERT_EQ(0, ret);
 }
 
 FIXTURE_TEARDOWN(ctl)
@@ -907,6 +913,7 @@ FIXTURE_SETUP(mon)
 {
 	size_t i, n = 0;
 	char val[64];
+	int ret;
 
 	self->ko[0] = '\0';
 	self->fd = -1;
@@ -920,8 +927,12 @@ FIXTURE_SETUP(mon)
 	self->trim_sec = pool_trim_off();
 	ASSERT_LE(0, self->trim_sec);
 	self->fd = pool_open();
+	ret = self->fd < 0 ? self->fd : pool_query(self->fd, &self->q);
+	/* A setup that fails gets no teardown: put the trim back first. */
+	if (ret)
+		pool_trim_restore(self->trim_sec);
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, pool_query(self->fd, &self->q));
+	ASSERT_EQ(0, ret);
 	self->max_mb = pool_param("max_mb");
 	if (dev_listed(NLDEV))
 		link_del(NLDEV);

@@ -41,14 +41,16 @@
  * @quarantined_bytes: (out) bytes freed but still pinned by someone
  * @max_bytes:	(out) ceiling the pool may grow to
  * @file_bytes:	(out) bytes held by the calling file; this and the two
- *		user fields are 0 unless the caller is the file's owner
- *		(the process that opened it)
+ *		user fields are 0 unless the caller is the file's owner (the
+ *		address space that opened it: ask through a descriptor you
+ *		opened, not one inherited or received)
  * @allocs:	(out) successful slice allocations since load
  * @frees:	(out) slice frees since load
  * @alloc_failures: (out) failed slice allocations since load
- * @user_bytes:	(out) pool bytes charged to the caller's user, over all its
- *		files: live slices, freed ones still mapped or exported, and
- *		chunks in quarantine; what max_user_mb and RLIMIT_MEMLOCK see
+ * @user_bytes:	(out) pool bytes charged to the user that opened the file,
+ *		over all its files: live slices, freed ones still mapped or
+ *		exported, and chunks in quarantine; what max_user_mb and
+ *		RLIMIT_MEMLOCK see
  * @user_quarantined_bytes: (out) of @user_bytes, bytes in quarantine
  *		(freed but still pinned, e.g. by an MR)
  * @reserved:	must be zero
