@@ -274,6 +274,7 @@ static void __exit mrpool_exit(void)
 	mrpool_loaded = false;
 	kernel_param_unlock(THIS_MODULE);
 	mrpool_chrdev_exit();
+	mrpool_mmap_exit();
 	/* No knob can kick a worker now, and no worker registers a chunk
 	 * on a device once the ib side is gone.
 	 */

@@ -22,6 +22,12 @@
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/huge_mm.h>
+#include <linux/file.h>
+#include <linux/task_work.h>
+#include <linux/rcupdate.h>
+
+/* A slice put was ever deferred to task work: see mrpool_mmap_exit(). */
+static bool mrpool_put_deferred;
 
 static void mrpool_vm_open(struct vm_area_struct *vma)
 {
@@ -32,12 +38,72 @@ static void mrpool_vm_open(struct vm_area_struct *vma)
 	atomic_inc(&s->maps);
 }
 
+static void mrpool_slice_put_work(struct callback_head *head)
+{
+	struct mrpool_slice *s = container_of(head, struct mrpool_slice,
+					      put_work);
+	struct file *file = s->put_file;
+
+	mrpool_slice_put(s);
+	/*
+	 * If this is the file's last reference, __fput() (which drops the
+	 * module) is queued behind this callback. If not, another holder
+	 * may unload the module before this returns: mrpool_mmap_exit().
+	 */
+	fput(file);
+}
+
+/*
+ * Drop a slice reference under mmap_lock (vm_ops->close, .mmap's error
+ * path). The last one zeroes the slice's chunks, ~100 ms per GiB, which
+ * would hold off the process's other mmap()/munmap() (and, on exit, the
+ * whole teardown) that long. It is dropped instead when the task returns
+ * to user space or exits, as fput() defers __fput(): still before
+ * munmap() returns or the parent can reap the task. @file (the VMA's or
+ * the mmap()ed one), held until then, keeps the module loaded. A kernel
+ * thread (mmput_async()) runs no task work: it drops it here.
+ */
+static void mrpool_slice_put_mm(struct mrpool_slice *s, struct file *file)
+{
+	if (refcount_dec_not_one(&s->ref.refcount))
+		return;
+	/*
+	 * Ours is the last reference: no lookup finds the slice any more
+	 * (it is freed) and no other VMA maps it, so put_work is unused.
+	 */
+	if (!(current->flags & PF_KTHREAD)) {
+		s->put_file = get_file(file);
+		init_task_work(&s->put_work, mrpool_slice_put_work);
+		if (!task_work_add(current, &s->put_work, TWA_RESUME)) {
+			WRITE_ONCE(mrpool_put_deferred, true);
+			return;
+		}
+		fput(file);
+	}
+	mrpool_slice_put(s);
+}
+
+/**
+ * mrpool_mmap_exit - wait out the end of deferred slice puts
+ *
+ * No callback is pending at unload (each holds a file, hence the module),
+ * but one may still be returning from its fput() after another holder's
+ * __fput() dropped the module's last reference. A task is past it once
+ * it has switched voluntarily or been in user space: an RCU Tasks grace
+ * period (as for trampolines), waited for only if a put was deferred.
+ */
+void mrpool_mmap_exit(void)
+{
+	if (READ_ONCE(mrpool_put_deferred))
+		synchronize_rcu_tasks();
+}
+
 static void mrpool_vm_close(struct vm_area_struct *vma)
 {
 	struct mrpool_slice *s = vma->vm_private_data;
 
 	atomic_dec(&s->maps);
-	mrpool_slice_put(s);
+	mrpool_slice_put_mm(s, vma->vm_file);
 }
 
 static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
@@ -130,7 +196,8 @@ set_file:
 	return ret;
 
 put:
-	mrpool_slice_put(s);
+	/* A FREE meanwhile may have left this the last reference. */
+	mrpool_slice_put_mm(s, file);
 	return ret;
 }
 

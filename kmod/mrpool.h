@@ -21,7 +21,9 @@
  *    a slice stays charged to its tenant until it is free again.
  *
  * Locking (outermost first):
- *   mmap_lock (held by the mm around .mmap and vm_ops->close)
+ *   mmap_lock (held by the mm around .mmap and vm_ops->close; a slice's
+ *              last reference is dropped out of it where the task can
+ *              run task work: mmap.c)
  *     client->lock      a client's slice list, byte count, closed flag
  *       mrpool_slices   xarray lock: global slice ids
  *   mrpool_pool.lock     free / quarantine lists, pool totals; never
@@ -37,7 +39,8 @@
  *                        others
  *   mrpool_clients_lock  the list of clients; debugfs nests
  *                        client->lock inside it; taken under mmap_lock
- *                        when a VMA's close frees the last of a client.
+ *                        when a kernel thread's VMA close (no task work)
+ *                        frees the last of a client.
  *   mrpool_tenants_lock  (a spinlock) tenants and their counts; innermost,
  *                        nothing sleeps or takes another lock under it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
@@ -273,6 +276,9 @@ struct mrpool_slice {
 	unsigned int nr_chunks;
 	u64 length;
 	atomic_t maps;			/* VMAs mapping it */
+	/* The last put deferred out of mmap_lock (mmap.c). */
+	struct callback_head put_work;
+	struct file *put_file;		/* pins the module until then */
 };
 
 extern struct list_head mrpool_clients;
@@ -306,6 +312,7 @@ struct file *mrpool_mapfile_create(struct mrpool_client *client);
 
 /* ---- mmap.c ---- */
 int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
+void mrpool_mmap_exit(void);
 unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);

@@ -254,6 +254,10 @@ static void mrpool_slice_release(struct kref *ref)
 	struct mrpool_slice *s = container_of(ref, struct mrpool_slice, ref);
 	struct mrpool_client *client = s->client;
 
+	/* Zeroing under the owner's mmap_lock stalls it: see mmap.c. */
+	if (!(current->flags & PF_KTHREAD))
+		lockdep_assert_not_held(&client->mm->mmap_lock);
+
 	mutex_lock(&client->lock);
 	list_del(&s->node);
 	client->bytes -= s->length;
