@@ -3,6 +3,13 @@
  * Outside programs for the selftests that run them (perftest, MPI): a
  * shell command in a process group of its own, its output in a file, and
  * its end awaited with a hang catcher that kills the whole group.
+ *
+ * A group still running when the test process ends (an ASSERT returned
+ * before sh_reap(), or the harness SIGKILLed the test's group at its
+ * timeout, which runs no teardown) is killed by a guardian: a process forked at the
+ * test process's first sh_spawn() that learns each group through a pipe
+ * and kills the ones not yet reaped when the pipe's write end closes,
+ * however the test process ended.
  */
 #ifndef MRPOOL_SELFTESTS_SH_UTIL_H
 #define MRPOOL_SELFTESTS_SH_UTIL_H
@@ -11,6 +18,73 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The guardian's pipe, and the test process it belongs to. */
+static int sh_guard_fd = -1;
+static pid_t sh_guard_owner;
+
+/* The guardian: the groups announced (pid) and not yet reaped (-pid). */
+static inline void sh_guard_loop(int rfd)
+{
+	pid_t live[64] = { 0 }, msg;
+
+	while (read(rfd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
+		for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+			if (msg > 0 && !live[i]) {
+				live[i] = msg;		/* a group started */
+				break;
+			}
+			if (msg < 0 && live[i] == -msg) {
+				live[i] = 0;		/* reaped by the test */
+				break;
+			}
+		}
+	}
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (live[i])
+			kill(-live[i], SIGKILL);
+	_exit(0);
+}
+
+/* Tell the guardian (started on first use in this process) about a group. */
+static inline void sh_guard(pid_t msg)
+{
+	int p[2];
+
+	if (sh_guard_owner != getpid()) {	/* none yet, or a parent's */
+		if (sh_guard_fd >= 0)
+			close(sh_guard_fd);
+		sh_guard_fd = -1;
+		sh_guard_owner = getpid();
+		if (pipe(p))
+			return;
+		fcntl(p[0], F_SETFD, FD_CLOEXEC);	/* not in the commands */
+		fcntl(p[1], F_SETFD, FD_CLOEXEC);
+		switch (fork()) {
+		case 0:
+			/*
+			 * Out of the test's group (the harness's timeout kills
+			 * it), holding nothing of the test's (a pool file).
+			 */
+			setpgid(0, 0);
+			if (dup2(p[0], 0) != 0)
+				_exit(1);
+			for (int fd = 1; fd < 65536; fd++)
+				close(fd);
+			sh_guard_loop(0);
+			break;
+		case -1:
+			close(p[0]);
+			close(p[1]);
+			return;
+		}
+		close(p[0]);
+		sh_guard_fd = p[1];
+	}
+	/* Without a guardian, a group is killed by sh_reap() alone, as before. */
+	if (sh_guard_fd >= 0)
+		(void)!write(sh_guard_fd, &msg, sizeof(msg));
+}
 
 /* sh -c CMD, output to LOG, in a process group of its own. */
 static inline pid_t sh_spawn(const char *cmd, const char *log)
@@ -28,6 +102,10 @@ static inline pid_t sh_spawn(const char *cmd, const char *log)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
+	if (pid > 0) {
+		setpgid(pid, pid);	/* before anyone signals the group */
+		sh_guard(pid);
+	}
 	return pid;
 }
 
@@ -39,12 +117,15 @@ static inline int sh_reap(pid_t pid, int secs)
 	if (pid < 0)
 		return -1;
 	for (int i = 0; i < secs * 10; i++) {
-		if (waitpid(pid, &st, WNOHANG) == pid)
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			sh_guard(-pid);
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
 		usleep(100000);
 	}
 	kill(-pid, SIGKILL);
 	waitpid(pid, &st, 0);
+	sh_guard(-pid);
 	return -1;
 }
 
