@@ -57,8 +57,10 @@ static bool wait_listen(int port, pid_t server)
 	for (int i = 0; i < TMO * 10; i++) {
 		if (listening(port))
 			return true;
-		if (waitpid(server, NULL, WNOHANG) == server)
+		if (waitpid(server, NULL, WNOHANG) == server) {
+			sh_forget(server);
 			return false;
+		}
 		usleep(100000);
 	}
 	return false;

@@ -14,6 +14,7 @@
 #ifndef MRPOOL_SELFTESTS_SH_UTIL_H
 #define MRPOOL_SELFTESTS_SH_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -27,8 +28,14 @@ static pid_t sh_guard_owner;
 static inline void sh_guard_loop(int rfd)
 {
 	pid_t live[64] = { 0 }, msg;
+	ssize_t n;
 
-	while (read(rfd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
+	for (;;) {
+		n = read(rfd, &msg, sizeof(msg));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(msg))
+			break;	/* EOF: the test process is gone */
 		for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
 			if (msg > 0 && !live[i]) {
 				live[i] = msg;		/* a group started */
@@ -46,50 +53,73 @@ static inline void sh_guard_loop(int rfd)
 	_exit(0);
 }
 
-/* Tell the guardian (started on first use in this process) about a group. */
-static inline void sh_guard(pid_t msg)
+/* This process's guardian, started on first use (a parent's is not ours). */
+static inline void sh_guard_start(void)
 {
+	pid_t gpid;
 	int p[2];
 
-	if (sh_guard_owner != getpid()) {	/* none yet, or a parent's */
-		if (sh_guard_fd >= 0)
-			close(sh_guard_fd);
-		sh_guard_fd = -1;
-		sh_guard_owner = getpid();
-		if (pipe(p))
-			return;
-		fcntl(p[0], F_SETFD, FD_CLOEXEC);	/* not in the commands */
-		fcntl(p[1], F_SETFD, FD_CLOEXEC);
-		switch (fork()) {
-		case 0:
-			/*
-			 * Out of the test's group (the harness's timeout kills
-			 * it), holding nothing of the test's (a pool file).
-			 */
-			setpgid(0, 0);
-			if (dup2(p[0], 0) != 0)
-				_exit(1);
-			for (int fd = 1; fd < 65536; fd++)
-				close(fd);
-			sh_guard_loop(0);
-			break;
-		case -1:
-			close(p[0]);
-			close(p[1]);
-			return;
-		}
-		close(p[0]);
-		sh_guard_fd = p[1];
-	}
-	/* Without a guardian, a group is killed by sh_reap() alone, as before. */
+	if (sh_guard_owner == getpid())
+		return;
 	if (sh_guard_fd >= 0)
-		(void)!write(sh_guard_fd, &msg, sizeof(msg));
+		close(sh_guard_fd);
+	sh_guard_fd = -1;
+	sh_guard_owner = getpid();
+	if (pipe(p))
+		return;
+	fcntl(p[0], F_SETFD, FD_CLOEXEC);	/* not in the commands */
+	fcntl(p[1], F_SETFD, FD_CLOEXEC);
+	gpid = fork();
+	if (gpid == 0) {
+		/*
+		 * Out of the test's group (the harness's timeout kills it),
+		 * holding nothing of the test's (a pool file).
+		 */
+		setpgid(0, 0);
+		if (dup2(p[0], 0) != 0)
+			_exit(1);
+		for (int fd = 1; fd < 65536; fd++)
+			close(fd);
+		sh_guard_loop(0);
+	}
+	close(p[0]);
+	if (gpid < 0) {
+		close(p[1]);
+		return;
+	}
+	setpgid(gpid, gpid);	/* whichever runs first */
+	sh_guard_fd = p[1];
+}
+
+/*
+ * Tell the guardian a group started (pid) or was reaped (-pid). Without a
+ * guardian a group is killed by sh_reap() alone, as before; a guardian
+ * gone early costs a SIGPIPE here, so its end is ignored.
+ */
+static inline void sh_guard(pid_t msg)
+{
+	void (*old)(int);
+
+	if (sh_guard_fd < 0 || sh_guard_owner != getpid())
+		return;
+	old = signal(SIGPIPE, SIG_IGN);
+	(void)!write(sh_guard_fd, &msg, sizeof(msg));
+	signal(SIGPIPE, old);
+}
+
+/* The caller reaped a group's leader itself (waitpid): the guardian forgets it. */
+static inline void sh_forget(pid_t pid)
+{
+	sh_guard(-pid);
 }
 
 /* sh -c CMD, output to LOG, in a process group of its own. */
 static inline pid_t sh_spawn(const char *cmd, const char *log)
 {
-	pid_t pid = fork();
+	pid_t pid;
+
+	sh_guard_start();	/* before any group it must watch */
+	pid = fork();
 
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -189,19 +189,20 @@ for kernel in 6.1 6.12; do
 		st=${PIPESTATUS[0]}
 		# A guest that died before the job began (no guest.tap: TCG has
 		# crashed an untainted 6.12 kernel at boot) gets one more boot;
-		# the first one's console stays beside the second's. Two guests
-		# boot again when either died.
+		# the first run's consoles go to results/check/first-run-*. Two
+		# guests boot again when either died. Not after a boot that hung
+		# twice: the runner has booted that guest again already.
 		want=1 got=0
 		[ -d "results/$name/host1" ] && want=2
 		for g in "results/$name"/guest.tap "results/$name"/host[0-9]/guest.tap; do
 			[ ! -f "$g" ] || got=$((got + 1))
 		done
-		if [ "$st" != 0 ] && ((got < want)); then
-			for c in "results/$name"/console.log "results/$name"/host[0-9]/console.log; do
-				[ -f "$c" ] || continue
-				d=${c#results/}
-				d=${d%/console.log}
-				mv "$c" "$out/vm-${d//\//-}-boot1.console.log"
+		stalled=("results/$name"/boot-stalled "results/$name"/host[0-9]/boot-stalled)
+		if [ "$st" != 0 ] && ((got < want)) && ((${#stalled[@]} == 0)); then
+			for c in "results/$name"/console*.log "results/$name"/host[0-9]/console.log \
+				 "results/$name"/host[0-9]-console-boot1.log; do
+				d=${c#results/}	# NAME/host1/console.log: first-run-vm-NAME-host1-console.log
+				mv "$c" "$out/first-run-vm-${d//\//-}"
 			done
 			echo "# $name: a guest died before its job; booting once more" |
 				tee -a "$out/steps.tap"
