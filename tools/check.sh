@@ -197,8 +197,11 @@ for kernel in 6.1 6.12; do
 		for g in "results/$name"/guest.tap "results/$name"/host[0-9]/guest.tap; do
 			[ ! -f "$g" ] || got=$((got + 1))
 		done
-		stalled=("results/$name"/boot-stalled "results/$name"/host[0-9]/boot-stalled)
-		if [ "$st" != 0 ] && ((got < want)) && ((${#stalled[@]} == 0)); then
+		stalled=0
+		for g in "results/$name"/boot-stalled "results/$name"/host[0-9]/boot-stalled; do
+			[ ! -f "$g" ] || stalled=1
+		done
+		if [ "$st" != 0 ] && ((got < want)) && ((!stalled)); then
 			for c in "results/$name"/console*.log "results/$name"/host[0-9]/console.log \
 				 "results/$name"/host[0-9]-console-boot1.log; do
 				d=${c#results/}	# NAME/host1/console.log: first-run-vm-NAME-host1-console.log
