@@ -6,10 +6,10 @@
  *
  * A group still running when the test process ends (an ASSERT returned
  * before sh_reap(), or the harness SIGKILLed the test's group at its
- * timeout, which runs no teardown) is killed by a guardian: a process forked at the
- * test process's first sh_spawn() that learns each group through a pipe
- * and kills the ones not yet reaped when the pipe's write end closes,
- * however the test process ended.
+ * timeout, which runs no teardown) is killed by a guardian: a process
+ * forked at the test process's first sh_spawn() that learns each group
+ * through a pipe and kills the ones not yet reaped when the pipe's write
+ * end closes, however the test process ended.
  */
 #ifndef MRPOOL_SELFTESTS_SH_UTIL_H
 #define MRPOOL_SELFTESTS_SH_UTIL_H
