@@ -16,13 +16,16 @@
 # not executable, a TAP plan (1..N) that does not match the number of
 # results, and a non-zero exit without a failed test. The TAP of every
 # binary, with these lines, is appended to $MRPOOL_RESULTS/selftests.tap
-# when that is set (tools/vm/guest.sh sets it).
+# when that is set (tools/vm/guest.sh sets it), and each binary's wall time
+# to $MRPOOL_RESULTS/selftests-times.tsv ("binary<TAB>seconds"), which
+# make check's times.tsv collects.
 cd "$(dirname "$0")/.." || exit 1
 set +m	# no job control: a background job is then no group leader, so
 	# setsid(1) calls setsid() without forking and the job's pid is its
 	# session id.
 tmo=${MRPOOL_TEST_TIMEOUT:-1200}
 tap=${MRPOOL_RESULTS:+$MRPOOL_RESULTS/selftests.tap}
+times=${MRPOOL_RESULTS:+$MRPOOL_RESULTS/selftests-times.tsv}
 rc=0
 tests=("$@")
 if ((${#tests[@]} == 0)); then
@@ -55,6 +58,7 @@ for t in "${tests[@]}"; do
 		continue
 	fi
 	out=$(mktemp)
+	t0=$SECONDS
 	setsid timeout -k 5 "$tmo" "$t" >"$out" 2>&1 </dev/null &
 	sid=$!
 	tail -s 0.2 -n +1 -f --pid="$sid" "$out" &	# live on the console
@@ -70,6 +74,7 @@ for t in "${tests[@]}"; do
 		done
 	fi
 	wait "$tailpid"
+	[ -z "$times" ] || printf '%s\t%d\n' "$t" $((SECONDS - t0)) >>"$times"
 	[ -z "$tap" ] || cat "$out" >>"$tap"
 	[ -z "$left" ] || report "# $t left processes running; killed: $(echo $left)"
 	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$out" | head -n1)
