@@ -3,11 +3,16 @@
 #
 # `make bench`: the alloc, reg and rdma scenarios in one VM run
 # (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko),
-# the fastpath scenario on the host (tools/bench/fastpath.sh), then the
-# report (tools/bench/report.sh). Everything goes to results/bench/
-# (git-ignored): report.md, a CSV per table, a PNG per plot, the VM's logs
-# in vm/. The report is written even when a part failed (it says which);
-# the exit status is then 1. Nothing here asserts a figure.
+# Open MPI's NetPIPE between two guests (6.1 and 6.12) with each engine
+# registering per message, under the shim and with its own cache
+# (selftests/mpi_netpipe_test with MRPOOL_MPI_MEASURE=1; make check runs
+# only its integrity run), the fastpath scenario on the host
+# (tools/bench/fastpath.sh), then the report (tools/bench/report.sh).
+# Everything goes to results/bench/ (git-ignored): report.md, a CSV per
+# table, a PNG per plot, the VMs' logs in vm/ and mpi/, each part's wall
+# and CPU time in times.tsv (tools/timing.sh). The report is written even
+# when a part failed (it says which); the exit status is then 1. Nothing
+# here asserts a figure.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,6 +20,8 @@ res=$top/results/bench
 cd "$top"
 rm -rf "$res"
 mkdir -p "$res"
+. "$top/tools/timing.sh"
+timing_init "$res/times.tsv"
 say() { printf '[bench] %s\n' "$*"; }
 
 {
@@ -30,12 +37,25 @@ st=0
 say "VM: alloc, reg, rdma (results/bench/vm/)"
 # No slub_debug/page poisoning: they add kernel work to every page freed.
 # max_mb: the reg scenario takes a 256 MiB slice next to the alloc buffers.
+t0=$SECONDS
 tools/vm/run --name bench/vm --no-debug --params "max_mb=768" --timeout 3600 \
 	-- tools/bench/guest.sh || { st=1; say "the VM run failed: see results/bench/vm/"; }
+timing_row vm bench/vm $((SECONDS - t0)) - "$(timing_vm_detail "$res/vm")"
+
+say "VM: NetPIPE between two guests, three ways of registering (results/bench/mpi/)"
+t0=$SECONDS
+tools/vm/run --name bench/mpi --hosts 2 --kernel 6.1,6.12 --no-debug --timeout 7200 -- \
+	env MRPOOL_MPI_MEASURE=1 MRPOOL_TEST_TIMEOUT=5400 selftests/run.sh selftests/mpi_netpipe_test ||
+	{ st=1; say "the NetPIPE run failed: see results/bench/mpi/"; }
+timing_row vm bench/mpi $((SECONDS - t0)) - "$(timing_vm_detail "$res/mpi")"
 
 say "host: fastpath"
+t0=$SECONDS
 tools/bench/fastpath.sh >"$res/host-fastpath.csv" || { st=1; say "fastpath failed"; }
+timing_row step fastpath $((SECONDS - t0)) - ""
 echo "host load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
 
 tools/bench/report.sh "$res"
+timing_row total "make bench (tools/bench/bench.sh)" "$SECONDS" "$(timing_cpu)" ""
+timing_report
 exit "$st"

@@ -250,6 +250,24 @@ GP
 	fi
 	echo
 
+	echo "## mpi: Open MPI's NetPIPE between two guests"
+	echo
+	echo "NPopenmpi between a 6.1 and a 6.12 guest over rxe on an emulated Ethernet segment"
+	echo "(selftests/mpi_netpipe_test, MRPOOL_MPI_MEASURE=1), through libfabric's verbs;ofi_rxm:"
+	echo "\`direct\` registers every message, \`shim\` the same under mrpool-run (registrations"
+	echo "served from the pool), \`cache\` libfabric's own registration cache. One-way time per"
+	echo "message and the rate against \`direct\` (TCG: ratios within the run only)."
+	echo
+	if grep -q 'NetPIPE one-way time' "$dir/mpi/host1/selftests.tap" 2>/dev/null; then
+		echo '```'
+		sed -n '/NetPIPE one-way time/,/^ok\|^not ok/p' "$dir/mpi/host1/selftests.tap" |
+			grep '^#' | sed 's/^# *//; s/^[^ ]*\.c:[0-9]*:[^:]*://'
+		echo '```'
+	else
+		echo "No NetPIPE figures: the run did not get that far (results/bench/mpi/)."
+	fi
+	echo
+
 	echo "## fastpath: the allocator alone, on the host"
 	echo
 	echo "mrpool-bench's loops (tools/bench/fastpath.sh): instructions per alloc + free pair from"
