@@ -6,9 +6,13 @@
  * two scopes:
  *
  *   kernel  failslab and fail_page_alloc: any slab or page allocation,
- *           sleeping ones included, at MRPOOL_FAULT_PROBABILITY percent
- *           (default 5). Most land in the workload's own machinery (fork,
- *           exec, page tables) before it reaches the module.
+ *           sleeping ones included, made with mrpool.ko's text on the
+ *           stack (the stack trace filter's require-start/end: the
+ *           module's own calls and what the kernel allocates for them,
+ *           in ib_core, rxe, the page allocator, shmem, xarrays), at
+ *           MRPOOL_FAULT_PROBABILITY percent (default 20). Without the
+ *           filter, most failures landed in the workload's own fork,
+ *           exec and page tables and never reached the module.
  *   module  the module's own fault attribute, debugfs mrpool/fail_alloc
  *           (its objects, chunk pages, MRs, netlink messages): every
  *           MRPOOL_MODULE_FAULT_INTERVAL-th (default 4) allocation fails,
@@ -131,6 +135,60 @@ static int fi_setup(const char *interval)
 		ret = fi_set("fail_page_alloc", "ignore-gfp-highmem", "Y");
 	if (!ret)
 		ret = fi_set("fail_page_alloc", "min-order", "0");
+	return ret;
+}
+
+/*
+ * mrpool.ko's text: from its lowest text symbol in /proc/kallsyms to its
+ * lowest data symbol above that (a module's core text comes first, then
+ * its read-only data and data; its init text is gone after the load).
+ * 0 or -errno.
+ */
+static int fi_module_text(unsigned long long *start, unsigned long long *end)
+{
+	char line[512], type, name[256], mod[64];
+	unsigned long long a, lo = ~0ULL, data = ~0ULL;
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %c %255s %63s", &a, &type, name, mod) != 4 ||
+		    strcmp(mod, "[mrpool]") || !a)
+			continue;
+		if (type == 't' || type == 'T')
+			lo = a < lo ? a : lo;
+		else if (strchr("rRdDbB", type))
+			data = a < data ? a : data;
+	}
+	fclose(f);
+	if (lo == ~0ULL || data == ~0ULL || data <= lo)
+		return -ENOENT;
+	*start = lo;
+	*end = data;
+	return 0;
+}
+
+/*
+ * The kernel scope's attributes fail only allocations with mrpool.ko's
+ * text among the stack's innermost 32 return addresses.
+ */
+static int fi_module_stacks(void)
+{
+	unsigned long long start, end;
+	char val[32];
+	unsigned int a;
+	int ret = fi_module_text(&start, &end);
+
+	for (a = 0; !ret && a < fi_kernel.n; a++) {
+		snprintf(val, sizeof(val), "%llu", start);
+		ret = fi_set(fi_kernel.attrs[a], "require-start", val);
+		snprintf(val, sizeof(val), "%llu", end);
+		if (!ret)
+			ret = fi_set(fi_kernel.attrs[a], "require-end", val);
+		if (!ret)
+			ret = fi_set(fi_kernel.attrs[a], "stacktrace-depth", "32");
+	}
 	return ret;
 }
 
@@ -368,6 +426,9 @@ FIXTURE_SETUP(faults)
 		TH_LOG("mrpool.ko built without CONFIG_FAULT_INJECTION_DEBUG_FS");
 	ASSERT_EQ(0, rdma_res_of("rxe0", &self->res0));
 	ASSERT_EQ(0, fi_setup(interval && *interval ? interval : "4"));
+	/* The fault kernel has the stack trace filter: else a failure. */
+	ASSERT_EQ(0, fi_module_stacks())
+		TH_LOG("no require-start/end for mrpool.ko's text (CONFIG_FAULT_INJECTION_STACKTRACE_FILTER?)");
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 }
 
@@ -394,7 +455,7 @@ TEST_F(faults, workload)
 	if (variant->module)
 		pct = "100";	/* every interval-th */
 	else if (!pct || !*pct)
-		pct = "5";
+		pct = "20";
 	pool_beside_self(path, sizeof(path), variant->bin);
 	ASSERT_EQ(0, access(path, X_OK)) TH_LOG("%s not built", path);
 	TH_LOG("%s%s%s under %s (scope %s) at %s%%, interval %lld",
