@@ -3,16 +3,26 @@
 #
 # The project's test command (make check runs it after deps and the build):
 # host unit tests, checkpatch --strict and sparse over the module, the
-# selftests inside the VM on both guest kernels (6.1 and 6.12), and one VM
-# job from a copy of the tree under
-# /tmp. Every step's TAP goes to results/check/; results/check/summary.tap
-# lists each distinct test once; the last line is "N passed, N failed, N
-# skipped" over those, and the exit status is non-zero on any failure.
+# selftests inside the VM on both guest kernels (6.1 and 6.12), the
+# packages, and one VM job from a copy of the tree under /tmp. The work is
+# a list of jobs run side by side, as many at once as the machine has
+# cores (tools/jobs.sh; MRPOOL_CHECK_JOBS=1 runs them one by one): each
+# job's log is results/check/jobs/NAME.log, each step's and VM run's wall
+# and CPU time a row of results/check/times.tsv (tools/timing.sh), the
+# slowest ten printed at the end. Every step's TAP goes to results/check/;
+# results/check/summary.tap lists each distinct test once; the last line
+# is "N passed, N failed, N skipped" over those, and the exit status is
+# non-zero on any failure.
+#
+# MRPOOL_CHECK_ONLY="NAME ..." runs only the jobs named (shell patterns:
+# 'vm:selftests*' host static), MRPOOL_CHECK_TESTS only those binaries in
+# the default VM run, MRPOOL_CHECK_HOST only those variants of the host
+# tests (make check-quick sets all three: tools/check-quick.sh).
 #
 # What counts as one test:
 # - a kselftest result (binary + number), once however many times it ran:
-#   the library's host tests run plain, under ASan+UBSan and under valgrind
-#   and fail if any of the three fails (the failing variants are named);
+#   the library's host tests run plain, under ASan+UBSan, valgrind and
+#   TSan, and fail if any variant fails (the failing variants are named);
 # - a binary whose TAP plan (1..N) does not match its results, that timed
 #   out, or that failed without a failed result: one failed test (nothing
 #   when all is well);
@@ -31,243 +41,355 @@ shopt -s nullglob
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 eval "$(sed -n 's/^\([A-Z_0-9]*\) := \(.*\)$/\1="\2"/p' .cache/env.mk)"
+. "$top/tools/timing.sh"
+. "$top/tools/jobs.sh"
 out=$top/results/check
 rm -rf "$out"
-mkdir -p "$out"
+mkdir -p "$out/args"
+JOBS_DIR=$out/jobs
+timing_init "$out/times.tsv"
 
 say() { printf '\n[check] %s\n' "$*"; }
 # A check of this script's own: one test, named.
 step() {	# name status
 	if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1"; fi >>"$out/steps.tap"
 }
-# Inputs of the summary: "VAR=VALUE ... FILE" words for the awk below.
-sum_args=()
+# Inputs of the summary, per job (jobs run in subshells): "VAR=VALUE ...
+# FILE" words for tools/tap-summary.awk, one per line, in
+# results/check/args/JOB; read in the order the jobs were listed.
+sum() {	# src var plan strict file
+	# shellcheck disable=SC2031  # JOB: tools/jobs.sh sets it in the job's subshell
+	printf '%s\n' "src=$1" "var=$2" "plan=$3" "strict=$4" "$5" >>"$out/args/$JOB"
+}
 
 start=$SECONDS
 
-# The library's unit tests: plain, under ASan+UBSan, valgrind and TSan, and
-# cross-built for arm64 under qemu-aarch64 user mode.
-for t in test test-sanitize test-valgrind test-tsan test-arm64; do
-	say "host unit tests (lib: make $t)"
-	make -s -C lib "$t" 2>&1 | tee "$out/host-$t.tap"
-	st=${PIPESTATUS[0]}
-	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-$t.tap"; then
-		step "lib make $t: exited with status $st without a failed test" 1
-	fi
-	sum_args+=("src=lib" "var=${t#test-}" "plan=1" "strict=0" "$out/host-$t.tap")
-done
+# --- the jobs ---------------------------------------------------------------
 
-# The same tests (and preload_test, which user mode cannot run) on arm64
-# kernels in qemu-system-aarch64: Debian's 6.1 (4 KiB pages, 48-bit VA:
-# the library's memory lies above 2^47) and its 6.12 with 16 KiB pages
-# (tools/arm64/run; about 2.5 min: the cross build 30-60 s, each guest
-# 40-85 s; 30 s more per kernel the first time, to fetch it and unpack its
-# root into /var/cache/mrpool). Each guest is a variant of the tests.
-say "host unit tests in arm64 system guests, 6.1 and 6.12 with 16 KiB pages (tools/arm64/run)"
-rm -rf results/arm64-system results/arm64-system-6.12-16k
-tools/arm64/run 2>&1 | tee "$out/arm64-system.log"
-st=${PIPESTATUS[0]}
-if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/arm64-system.log"; then
-	step "tools/arm64/run: exited with status $st without a failed test" 1
-fi
-for k in 6.1 6.12-16k; do
-	r=results/arm64-system
-	[ "$k" = 6.1 ] || r+=-$k
-	if [ -f "$r/guest.tap" ]; then
-		cp -f "$r/guest.tap" "$out/host-arm64-system-$k.tap"
-		sum_args+=("src=lib" "var=arm64-$k" "plan=1" "strict=0" "$out/host-arm64-system-$k.tap")
-	elif [ "$st" != 4 ]; then
-		step "tools/arm64/run: the $k guest left its TAP ($r/guest.tap)" 1
-	fi
-done
-
-# mrpoolctl on a fabricated sysfs/debugfs tree: --json, exit codes, hints.
-say "host tests (tools/mrpoolctl: make test)"
-make -s -C tools/mrpoolctl test 2>&1 | tee "$out/host-mrpoolctl.tap"
-st=${PIPESTATUS[0]}
-if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-mrpoolctl.tap"; then
-	step "mrpoolctl make test: exited with status $st without a failed test" 1
-fi
-sum_args+=("src=mrpoolctl" "var=" "plan=1" "strict=0" "$out/host-mrpoolctl.tap")
-
-say "man pages: each renders with man -l, and groff warns of nothing"
-pages=$(git ls-files '*.[1-8]')
-[ -n "$pages" ] || step "man pages (none found: git ls-files failed?)" 1
-for p in $pages; do
-	warn=$(groff -man -ww -z -Tutf8 "$p" 2>&1)
-	lines=$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$p" 2>/dev/null | wc -l)
-	echo "$p: $lines lines${warn:+; $warn}"
-	step "man page $p renders cleanly${warn:+ (groff: ${warn%%$'\n'*})}" \
-		$([ -z "$warn" ] && ((lines > 10)) && echo 0 || echo 1)
-done
-
-say "checkpatch --strict (kmod/, include/, test kernel modules)"
-srcs=$(git ls-files 'kmod/*.[ch]' 'include/*.h' 'selftests/*/*.[ch]')
-name="checkpatch --strict: no errors, warnings or checks"
-if [ ! -f "${CHECKPATCH:-}" ]; then
-	echo "checkpatch.pl not found (CHECKPATCH='${CHECKPATCH:-}'): run tools/deps.sh"
-	step "$name (checkpatch.pl not found: did not run)" 1
-elif [ -z "$srcs" ]; then
-	step "$name (no sources found: git ls-files failed?)" 1
-else
-	# shellcheck disable=SC2086
-	perl "$CHECKPATCH" --no-tree --strict --terse --show-types -f $srcs \
-		>"$out/checkpatch.txt" 2>&1
+# The library's unit tests: plain, under ASan+UBSan, valgrind and TSan.
+# Valgrind stays beside ASan: memcheck sees reads of uninitialised bytes,
+# which ASan does not look for. mrpoolctl on a fabricated sysfs/debugfs
+# tree: --json, exit codes, hints.
+job_host() {
+	local t st
+	for t in ${MRPOOL_CHECK_HOST:-test test-sanitize test-valgrind test-tsan}; do
+		say "host unit tests (lib: make $t)"
+		make -s -C lib "$t" >"$out/host-$t.tap" 2>&1
+		st=$?
+		if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-$t.tap"; then
+			step "lib make $t: exited with status $st without a failed test" 1
+		fi
+		sum lib "${t#test-}" 1 0 "$out/host-$t.tap"
+	done
+	say "host tests (tools/mrpoolctl: make test)"
+	make -s -C tools/mrpoolctl test >"$out/host-mrpoolctl.tap" 2>&1
 	st=$?
-	cat "$out/checkpatch.txt"
-	if [ "$st" != 0 ] || [ -s "$out/checkpatch.txt" ]; then
-		step "$name (status $st, $(grep -cE 'ERROR|WARNING|CHECK' "$out/checkpatch.txt") reports)" 1
-	else
-		step "$name" 0
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-mrpoolctl.tap"; then
+		step "mrpoolctl make test: exited with status $st without a failed test" 1
 	fi
-fi
+	sum mrpoolctl "" 1 0 "$out/host-mrpoolctl.tap"
+}
 
-say "sparse (make C=2)"
-name="sparse: no warnings"
-if ! command -v sparse >/dev/null; then
-	echo "sparse is not installed: run tools/deps.sh"
-	step "$name (sparse not installed: did not run)" 1
-else
-	make -C "$GUEST_KDIR" M="$top" C=2 modules >"$out/sparse.log" 2>&1
+# arm64: the library cross-built and run under qemu-aarch64 user mode,
+# then the same tests (and preload_test, which user mode cannot run) on
+# arm64 kernels in qemu-system-aarch64: Debian's 6.1 (4 KiB pages, 48-bit
+# VA: the library's memory lies above 2^47) and its 6.12 with 16 KiB pages
+# (tools/arm64/run; each guest is a variant of the tests). One job: both
+# build into .cache/arm64/.
+job_arm64() {
+	local st k r
+	say "host unit tests (lib: make test-arm64, qemu-aarch64 user mode)"
+	make -s -C lib test-arm64 >"$out/host-test-arm64.tap" 2>&1
 	st=$?
-	grep -E 'warning|error|not found' "$out/sparse.log" | tee "$out/sparse.txt"
-	checked=$(grep -c '^  CHECK ' "$out/sparse.log")
-	if [ "$st" != 0 ] || [ -s "$out/sparse.txt" ] || [ "$checked" = 0 ]; then
-		step "$name (status $st, $checked files checked, $(wc -l <"$out/sparse.txt") reports)" 1
-	else
-		step "$name" 0
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-test-arm64.tap"; then
+		step "lib make test-arm64: exited with status $st without a failed test" 1
 	fi
-fi
+	sum lib arm64 1 0 "$out/host-test-arm64.tap"
+	say "host unit tests in arm64 system guests, 6.1 and 6.12 with 16 KiB pages (tools/arm64/run)"
+	rm -rf results/arm64-system results/arm64-system-6.12-16k
+	tools/arm64/run >"$out/arm64-system.log" 2>&1
+	st=$?
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/arm64-system.log"; then
+		step "tools/arm64/run: exited with status $st without a failed test" 1
+	fi
+	for k in 6.1 6.12-16k; do
+		r=results/arm64-system
+		[ "$k" = 6.1 ] || r+=-$k
+		if [ -f "$r/guest.tap" ]; then
+			cp -f "$r/guest.tap" "$out/host-arm64-system-$k.tap"
+			sum lib "arm64-$k" 1 0 "$out/host-arm64-system-$k.tap"
+		elif [ "$st" != 4 ]; then
+			step "tools/arm64/run: the $k guest left its TAP ($r/guest.tap)" 1
+		fi
+	done
+}
+
+# Man pages, checkpatch --strict and sparse.
+job_static() {
+	local pages p warn lines srcs name st checked
+	say "man pages: each renders with man -l, and groff warns of nothing"
+	pages=$(git ls-files '*.[1-8]')
+	[ -n "$pages" ] || step "man pages (none found: git ls-files failed?)" 1
+	for p in $pages; do
+		warn=$(groff -man -ww -z -Tutf8 "$p" 2>&1)
+		lines=$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$p" 2>/dev/null | wc -l)
+		echo "$p: $lines lines${warn:+; $warn}"
+		step "man page $p renders cleanly${warn:+ (groff: ${warn%%$'\n'*})}" \
+			"$([ -z "$warn" ] && ((lines > 10)) && echo 0 || echo 1)"
+	done
+
+	say "checkpatch --strict (kmod/, include/, test kernel modules)"
+	srcs=$(git ls-files 'kmod/*.[ch]' 'include/*.h' 'selftests/*/*.[ch]')
+	name="checkpatch --strict: no errors, warnings or checks"
+	if [ ! -f "${CHECKPATCH:-}" ]; then
+		echo "checkpatch.pl not found (CHECKPATCH='${CHECKPATCH:-}'): run tools/deps.sh"
+		step "$name (checkpatch.pl not found: did not run)" 1
+	elif [ -z "$srcs" ]; then
+		step "$name (no sources found: git ls-files failed?)" 1
+	else
+		# shellcheck disable=SC2086
+		perl "$CHECKPATCH" --no-tree --strict --terse --show-types -f $srcs \
+			>"$out/checkpatch.txt" 2>&1
+		st=$?
+		cat "$out/checkpatch.txt"
+		if [ "$st" != 0 ] || [ -s "$out/checkpatch.txt" ]; then
+			step "$name (status $st, $(grep -cE 'ERROR|WARNING|CHECK' "$out/checkpatch.txt") reports)" 1
+		else
+			step "$name" 0
+		fi
+	fi
+
+	# From a copy of the module's sources: sparse rebuilds every object,
+	# which the VM runs beside this job load from the tree.
+	say "sparse (make C=2)"
+	name="sparse: no warnings"
+	if ! command -v sparse >/dev/null; then
+		echo "sparse is not installed: run tools/deps.sh"
+		step "$name (sparse not installed: did not run)" 1
+	else
+		local b=$top/.cache/build-sparse
+		rm -rf "$b" && mkdir -p "$b"
+		git ls-files Kbuild kmod include | tar -cf - -T - | tar -C "$b" -xf -
+		make -C "$GUEST_KDIR" M="$b" C=2 modules >"$out/sparse.log" 2>&1
+		st=$?
+		grep -E 'warning|error|not found' "$out/sparse.log" | tee "$out/sparse.txt"
+		checked=$(grep -c '^  CHECK ' "$out/sparse.log")
+		if [ "$st" != 0 ] || [ -s "$out/sparse.txt" ] || [ "$checked" = 0 ]; then
+			step "$name (status $st, $checked files checked, $(wc -l <"$out/sparse.txt") reports)" 1
+		else
+			step "$name" 0
+		fi
+	fi
+}
 
 # The TAP a VM run left, for the summary (src VM:NAME, or VM:NAME/hostN
-# for each guest of a --hosts 2 run).
-vm_tap() {	# dir strict status
-	local f d tag
+# for each guest of a --hosts 2 run), and its times.
+vm_tap() {	# dir strict status [name]
+	local f d tag name=${4:-$(basename "$1")}
 	for d in "$1" "$1"/host[0-9]; do
-		tag=$(basename "$1")
+		tag=$name
 		[ "$d" = "$1" ] || tag+=/$(basename "$d")
 		for f in selftests guest vm; do
 			[ -f "$d/$f.tap" ] || continue
 			cp -f "$d/$f.tap" "$out/vm-${tag//\//-}-$f.tap"
-			sum_args+=("src=VM:$tag" "var=" "plan=0" "strict=$2" \
-				"$out/vm-${tag//\//-}-$f.tap")
+			sum "VM:$tag" "" 0 "$2" "$out/vm-${tag//\//-}-$f.tap"
 		done
 		cp -f "$d/dmesg.txt" "$out/dmesg-${tag//\//-}.txt" 2>/dev/null
 	done
 	if [ "$3" != 0 ] && ! cat "$1"/*.tap "$1"/host[0-9]/*.tap 2>/dev/null | grep -q '^not ok'; then
-		step "VM run $(basename "$1"): exited with status $3 without a failed test" 1
+		step "VM run $name: exited with status $3 without a failed test" 1
 	fi
+	timing_vm_tests "$1" "$name"
 }
 
-# VM runs: the default one, plus selftests/vm-runs (NAME|VM OPTIONS|CMD).
-runs=("selftests||selftests/run.sh")
-if [ -f selftests/vm-runs ]; then
-	while IFS= read -r l; do
-		# A run named "-NAME" is off: its binaries stay out of the
-		# default run (run.sh), and make stress runs them instead.
-		case $l in ''|'#'*|-*) continue ;; esac
-		runs+=("$l")
-	done <selftests/vm-runs
-fi
-# Each run on both guest kernels: Debian 12's 6.1 and its 6.12. A run
-# whose options name its kernels (--kernel 6.1,6.12 for two hosts) runs
-# once, on those.
-for kernel in 6.1 6.12; do
-	for r in "${runs[@]}"; do
-		IFS='|' read -r name opts cmd flags <<<"$r"
-		kopt=(--kernel "$kernel")
-		if [[ " $opts " == *" --kernel "* ]]; then
-			[ "$kernel" = 6.1 ] || continue
-			kopt=()
-		elif [ "$kernel" != 6.1 ]; then
-			name=$name-$kernel
-		fi
-		say "VM run '$name' (kernel ${kopt[1]:-as in its options}): $cmd"
-		# shellcheck disable=SC2086
-		tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd 2>&1 |
-			tee "$out/vm-$name.log"
-		st=${PIPESTATUS[0]}
-		# A guest that died before the job began (no guest.tap: TCG has
-		# crashed an untainted 6.12 kernel at boot) gets one more boot;
-		# the first run's consoles go to results/check/first-run-*. Two
-		# guests boot again when either died. Not after a boot that hung
-		# twice: the runner has booted that guest again already.
-		want=1 got=0
-		[ -d "results/$name/host1" ] && want=2
-		for g in "results/$name"/guest.tap "results/$name"/host[0-9]/guest.tap; do
-			[ ! -f "$g" ] || got=$((got + 1))
-		done
-		stalled=0
-		for g in "results/$name"/boot-stalled "results/$name"/host[0-9]/boot-stalled; do
-			[ ! -f "$g" ] || stalled=1
-		done
-		if [ "$st" != 0 ] && ((got < want)) && ((!stalled)); then
-			for c in "results/$name"/console*.log "results/$name"/host[0-9]/console.log \
-				 "results/$name"/host[0-9]-console-boot1.log; do
-				d=${c#results/}	# NAME/host1/console.log: first-run-vm-NAME-host1-console.log
-				mv "$c" "$out/first-run-vm-${d//\//-}"
-			done
-			echo "# $name: a guest died before its job; booting once more" |
-				tee -a "$out/steps.tap"
-			# shellcheck disable=SC2086
-			tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd 2>&1 |
-				tee "$out/vm-$name.log"
-			st=${PIPESTATUS[0]}
-		fi
-		strict=1
-		[ "$r" = "${runs[0]}" ] || [ "$flags" = skips ] && strict=0
-		vm_tap "results/$name" "$strict" "$st"
+# One VM run: NAME KERNEL-OPTION STRICT OPTIONS CMD (OPTIONS and CMD as
+# words in one argument each).
+job_vm() {	# name kernel strict opts cmd
+	local name=$1 kernel=$2 strict=$3 opts=$4 cmd=$5 kopt=() st want got stalled g c d t0
+	[ -z "$kernel" ] || kopt=(--kernel "$kernel")
+	say "VM run '$name' (kernel ${kernel:-as in its options}): $cmd"
+	t0=$SECONDS
+	# shellcheck disable=SC2086
+	tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd >"$out/vm-$name.log" 2>&1
+	st=$?
+	# A guest that died before the job began (no guest.tap: TCG has
+	# crashed an untainted 6.12 kernel at boot) gets one more boot; the
+	# first run's consoles go to results/check/first-run-*. Two guests
+	# boot again when either died. Not after a boot that hung twice: the
+	# runner has booted that guest again already.
+	want=1 got=0
+	[ -d "results/$name/host1" ] && want=2
+	for g in "results/$name"/guest.tap "results/$name"/host[0-9]/guest.tap; do
+		[ ! -f "$g" ] || got=$((got + 1))
 	done
-done
+	stalled=0
+	for g in "results/$name"/boot-stalled "results/$name"/host[0-9]/boot-stalled; do
+		[ ! -f "$g" ] || stalled=1
+	done
+	if [ "$st" != 0 ] && ((got < want)) && ((!stalled)); then
+		for c in "results/$name"/console*.log "results/$name"/host[0-9]/console.log \
+			 "results/$name"/host[0-9]-console-boot1.log; do
+			d=${c#results/}	# NAME/host1/console.log: first-run-vm-NAME-host1-console.log
+			mv "$c" "$out/first-run-vm-${d//\//-}"
+		done
+		echo "# $name: a guest died before its job; booting once more" |
+			tee -a "$out/steps.tap"
+		# shellcheck disable=SC2086
+		tools/vm/run --name "$name" "${kopt[@]}" $opts -- $cmd >"$out/vm-$name.log" 2>&1
+		st=$?
+	fi
+	cat "$out/vm-$name.log"
+	vm_tap "results/$name" "$strict" "$st"
+	timing_row vm "$name" $((SECONDS - t0)) - "$(timing_vm_detail "results/$name")"
+	return "$st"
+}
 
 # Issue 10: a build against MLNX_OFED/DOCA's ib_core (make OFA_DIR=...),
 # checked against a stand-in OFED tree (there is no OFED here).
-say "OFA_DIR build: OFED's headers and symbol versions (stand-in tree)"
-tools/ofa/test.sh 2>&1 | tee "$out/ofa.tap"
-st=${PIPESTATUS[0]}
-sum_args+=("src=ofa" "var=" "plan=1" "strict=0" "$out/ofa.tap")
-if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/ofa.tap"; then
-	step "tools/ofa/test.sh: exited with status $st without a failed test" 1
-fi
+job_ofa() {
+	local st
+	say "OFA_DIR build: OFED's headers and symbol versions (stand-in tree)"
+	tools/ofa/test.sh >"$out/ofa.tap" 2>&1
+	st=$?
+	cat "$out/ofa.tap"
+	sum ofa "" 1 0 "$out/ofa.tap"
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/ofa.tap"; then
+		step "tools/ofa/test.sh: exited with status $st without a failed test" 1
+	fi
+}
 
 # Issue 10: the Debian packages, built and checked by lintian, installed on
 # this machine, used in both guests (modprobe, udev rule, a pkg-config
-# build moving data), purged (tools/deb/test.sh).
-say "Debian packages: make deb, then installed, used in both guests, purged"
-make -s deb >"$out/deb-build.log" 2>&1
-step "make deb: the packages build and lintian reports nothing (deb-build.log)" $?
-tools/deb/test.sh 2>&1 | tee "$out/deb-test.log"
-st=${PIPESTATUS[0]}
-cp -f results/deb/deb.tap "$out/deb.tap" 2>/dev/null
-sum_args+=("src=deb" "var=" "plan=1" "strict=0" "$out/deb.tap")
-if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/deb.tap" 2>/dev/null; then
-	step "tools/deb/test.sh: exited with status $st without a failed test" 1
-fi
+# build moving data), purged (tools/deb/test.sh). Class hostroot: no
+# other guest runs meanwhile (they mount this root).
+job_deb() {
+	local st
+	say "Debian packages: make deb, then installed, used in both guests, purged"
+	make -s deb >"$out/deb-build.log" 2>&1
+	step "make deb: the packages build and lintian reports nothing (deb-build.log)" $?
+	tools/deb/test.sh 2>&1 | tee "$out/deb-test.log"
+	st=${PIPESTATUS[0]}
+	cp -f results/deb/deb.tap "$out/deb.tap" 2>/dev/null
+	sum deb "" 1 0 "$out/deb.tap"
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/deb.tap" 2>/dev/null; then
+		step "tools/deb/test.sh: exited with status $st without a failed test" 1
+	fi
+}
 
 # Issue 10: the guest hides /tmp under a tmpfs; a checkout there must work
 # too. A copy of the built tree (its .cache a link to this one's: nothing
 # is downloaded or rebuilt) runs the demo in the VM.
-say "a checkout under /tmp: the demo in the VM from a copy of the tree there"
-any=$(mktemp -d /tmp/mrpool-anywhere.XXXXXX)
-tar -C "$top" --exclude=./.git --exclude=./results --exclude=./.cache --exclude=./build -cf - . |
-	tar -C "$any" -xf -
-ln -s "$top/.cache" "$any/.cache"
-"$any/tools/vm/run" --name anywhere -- tools/demo/demo.sh 2>&1 | tee "$out/vm-anywhere.log"
-st=${PIPESTATUS[0]}
-echo "# the copy was $any" >>"$out/steps.tap"
-step "checkout under /tmp: the demo runs in the VM from there" "$st"
-vm_tap "$any/results/anywhere" 0 "$st"
-rm -rf "$any"
+job_anywhere() {
+	local any st
+	say "a checkout under /tmp: the demo in the VM from a copy of the tree there"
+	any=$(mktemp -d /tmp/mrpool-anywhere.XXXXXX)
+	tar -C "$top" --exclude=./.git --exclude=./results --exclude=./.cache --exclude=./build -cf - . |
+		tar -C "$any" -xf -
+	ln -s "$top/.cache" "$any/.cache"
+	"$any/tools/vm/run" --name anywhere -- tools/demo/demo.sh 2>&1
+	st=$?
+	echo "# the copy was $any" >>"$out/steps.tap"
+	step "checkout under /tmp: the demo runs in the VM from there" "$st"
+	vm_tap "$any/results/anywhere" 0 "$st"
+	rm -rf "$any"
+}
 
+# --- the job list -------------------------------------------------------------
+
+# Which jobs run: all, or those MRPOOL_CHECK_ONLY names (shell patterns).
+wanted() {	# name
+	local p
+	[ -n "${MRPOOL_CHECK_ONLY:-}" ] || return 0
+	for p in $MRPOOL_CHECK_ONLY; do
+		# shellcheck disable=SC2053
+		[[ $1 == $p ]] && return 0
+	done
+	return 1
+}
+add() {	# name class function [args...]
+	wanted "$1" || return 0
+	job_add "$@"
+}
+
+# The packages first (they change the root every guest mounts, so no guest
+# runs beside them) while host jobs take the other cores; then the VM runs,
+# the longest first.
+add deb hostroot job_deb
+add host host job_host
+add arm64 host job_arm64
+add static host job_static
+add ofa host job_ofa
+
+# VM runs: the default one, plus selftests/vm-runs (NAME|VM OPTIONS|CMD
+# [|skips]), each on both guest kernels: Debian 12's 6.1 and its 6.12. A
+# run whose options name its kernels (--kernel 6.1,6.12 for two hosts, or
+# --kernel 6.12 for one) runs once, on those. MRPOOL_CHECK_TESTS narrows
+# the default run to those binaries.
+runs=("selftests||selftests/run.sh ${MRPOOL_CHECK_TESTS:-}")
+while IFS= read -r l; do
+	# A run named "-NAME" is off: its binaries stay out of the default
+	# run (run.sh), and make stress or check-debug runs them instead.
+	case $l in ''|'#'*|-*) continue ;; esac
+	runs+=("$l")
+done <selftests/vm-runs
+for r in "${runs[@]}"; do
+	IFS='|' read -r name opts cmd flags <<<"$r"
+	strict=1
+	[ "$r" = "${runs[0]}" ] || [ "$flags" = skips ] && strict=0
+	if [[ " $opts " == *" --kernel "* ]]; then
+		add "vm:$name" vm job_vm "$name" "" "$strict" "$opts" "$cmd"
+		continue
+	fi
+	for kernel in 6.1 6.12; do
+		n=$name
+		[ "$kernel" = 6.1 ] || n+=-$kernel
+		add "vm:$n" vm job_vm "$n" "$kernel" "$strict" "$opts" "$cmd"
+	done
+done
+add vm:anywhere vm job_anywhere
+
+# Longest first (the last run's times.tsv, if any; else the order above).
+if [ -f "$top/.cache/check-times.tsv" ]; then
+	mapfile -t order < <(for i in "${!JOBS_NAMES[@]}"; do
+		w=$(awk -F'\t' -v n="${JOBS_NAMES[$i]}" '$1 == "step" && $2 == n {print $3}' \
+			"$top/.cache/check-times.tsv")
+		# the packages stay first: see above
+		[ "${JOBS_NAMES[$i]}" = deb ] && w=999999
+		printf '%s\t%s\n' "${w:-0}" "$i"
+	done | sort -t$'\t' -k1,1nr -s | cut -f2)
+	n=() c=() m=()
+	for i in "${order[@]}"; do
+		n+=("${JOBS_NAMES[$i]}") c+=("${JOBS_CLASS[$i]}") m+=("${JOBS_CMD[$i]}")
+	done
+	JOBS_NAMES=("${n[@]}") JOBS_CLASS=("${c[@]}") JOBS_CMD=("${m[@]}")
+fi
+
+jobs_run
+jobs_st=$?
+if ((jobs_st)) && ! grep -qs '^not ok' "$out"/*.tap; then
+	step "every job ended with status 0 or a failed test (see results/check/jobs/)" 1
+fi
+
+# --- the summary ------------------------------------------------------------
+
+sum_args=()
+for j in "${JOBS_NAMES[@]}"; do
+	[ ! -f "$out/args/$j" ] || mapfile -t -O "${#sum_args[@]}" sum_args <"$out/args/$j"
+done
+[ -f "$out/steps.tap" ] || : >"$out/steps.tap"
 sum_args+=("src=check" "var=" "plan=0" "strict=0" "$out/steps.tap")
 
 # One line per distinct test in summary.tap, then the counts.
 awk -f "$top/tools/tap-summary.awk" "${sum_args[@]}" >"$out/summary.tap" 2>"$out/counts"
 
+timing_row total "make check (tools/check.sh)" $((SECONDS - start)) "$(timing_cpu)" \
+	"$(jobs_slots) jobs at a time"
+cp -f "$out/times.tsv" "$top/.cache/check-times.tsv"
 say "failures:"
 grep '^not ok' "$out/summary.tap" || echo "(none)"
 say "skipped:"
 grep '# SKIP' "$out/summary.tap" || echo "(none)"
 say "took $((SECONDS - start)) s; TAP and logs in results/check/ (summary.tap: one line per test)"
+timing_report
 cat "$out/counts"
 grep -q ' 0 failed,' "$out/counts"
