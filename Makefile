@@ -6,17 +6,25 @@
 #   make demo         deps + build + boot the VM + RDMA transfer through the pool
 #   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
 #                     last line "N passed, N failed, N skipped"
+#   make check-quick  build + host tests (plain, ASan) + static checks + the VM
+#                     tests a change touches (TESTS="a_test b_test" names them;
+#                     tools/check-quick.sh): minutes, for the inner loop
 #   make check-busy   make check while a kernel build loop keeps every CPU busy
 #   make check-debug  deps + the debug guest kernel (KASAN, lockdep, kmemleak,
 #                     fault injection; built once into /var/cache/mrpool) + the
-#                     module for it + the selftests, the short reliability
-#                     suite and the fault-injection run on it; last line
-#                     "N passed, N failed, N skipped"
+#                     module for it + the selftests (PART=1), the short
+#                     reliability suite and the fault-injection run (PART=2)
+#                     on it; last line "N passed, N failed, N skipped"
 #   make check-arm64-system  deps + the library's host tests on Debian's arm64
 #                     kernels (6.1; 6.12 with 16 KiB pages) in qemu-system-aarch64
 #                     (tools/arm64/run; root and kernels cached in
 #                     /var/cache/mrpool); part of make check
-#   make stress       the reliability suite's long form on both guests (hours)
+#   make stress       the reliability suite's long form on both guests (hours),
+#                     in parts of at most 40 minutes (PART=N runs one;
+#                     tools/stress.sh --list)
+#   make slice SLICE=N  one slice of the long proofs (stress and check-debug
+#                     parts; tools/slices.sh list); SLICE=ci: this commit's,
+#                     as CI runs it after make check
 #   make bench        deps + build + the benchmark scenarios (VM and host);
 #                     report in results/bench/report.md (not part of check)
 #   make modules-6.12 the module and test modules for the 6.12 guest
@@ -45,7 +53,8 @@ PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
 .PHONY: all module modules-6.12 modules-debug lib tools selftests deps demo check check-busy \
-	check-debug check-arm64-system stress bench deb check-deb install modules_install clean
+	check-quick check-debug check-arm64-system stress slice bench deb check-deb install \
+	modules_install clean
 
 all: module lib tools selftests
 
@@ -100,17 +109,24 @@ check: deps
 	$(MAKE) -f $(TOP)/Makefile modules-6.12
 	tools/check.sh
 
+# The inner loop: what a change touches, in minutes (tools/check-quick.sh).
+check-quick: deps
+	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	tools/check-quick.sh $(TESTS)
+
 # No test may depend on timing: the whole check again on a loaded host.
 check-busy: deps
 	tools/busy.sh $(MAKE) -f $(TOP)/Makefile check
 
 # The selftests, the short reliability suite and the fault-injection run
-# on the debug guest kernel (tools/check-debug.sh). Not in make check: the
-# kernel takes ~13 min to build once, and its guests run ~5x slower.
+# on the debug guest kernel (tools/check-debug.sh), PART=1 or 2 for one
+# half. Not in make check (CI runs one part of it, or of make stress, per
+# landing: make slice): the kernel takes ~13 min to build once, and its
+# guests run ~5x slower.
 check-debug: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	$(MAKE) -f $(TOP)/Makefile modules-debug
-	tools/check-debug.sh
+	tools/check-debug.sh $(if $(PART),--part $(PART))
 
 # The library's host tests on arm64 kernels: 48-bit VA, 16 KiB pages (make
 # check runs it too).
@@ -121,7 +137,11 @@ check-arm64-system: deps
 stress: deps
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	$(MAKE) -f $(TOP)/Makefile modules-6.12
-	tools/stress.sh
+	tools/stress.sh $(if $(PART),--part $(PART))
+
+# One slice of the long proofs (tools/slices.sh): SLICE=N, or SLICE=ci.
+slice: deps
+	tools/slices.sh $(if $(filter ci,$(SLICE)),ci,run $(SLICE))
 
 # alloc, reg and rdma in one VM run, fastpath on the host, then the report
 # (tools/bench/bench.sh). Figures only: nothing asserted, not in check.
