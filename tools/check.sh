@@ -124,9 +124,19 @@ job_arm64() {
 	done
 }
 
-# Man pages, checkpatch --strict and sparse.
+# The scheduler itself (tools/jobs-test.sh), man pages, checkpatch
+# --strict and sparse.
 job_static() {
 	local pages p warn lines srcs name st checked
+	say "the job scheduler on fake jobs (tools/jobs-test.sh)"
+	tools/jobs-test.sh >"$out/jobs-test.tap" 2>&1
+	st=$?
+	cat "$out/jobs-test.tap"
+	sum jobs "" 1 0 "$out/jobs-test.tap"
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/jobs-test.tap"; then
+		step "tools/jobs-test.sh: exited with status $st without a failed test" 1
+	fi
+
 	say "man pages: each renders with man -l, and groff warns of nothing"
 	pages=$(git ls-files '*.[1-8]')
 	[ -n "$pages" ] || step "man pages (none found: git ls-files failed?)" 1
@@ -241,6 +251,7 @@ job_vm() {	# name kernel strict opts cmd
 	cat "$out/vm-$name.log"
 	vm_tap "results/$name" "$strict" "$st"
 	timing_row vm "$name" $((SECONDS - t0)) - "$(timing_vm_detail "results/$name")"
+	echo "[time] VM run $name: $((SECONDS - t0)) s ($(timing_vm_detail "results/$name"))"
 	return "$st"
 }
 
@@ -274,6 +285,8 @@ job_deb() {
 	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/deb.tap" 2>/dev/null; then
 		step "tools/deb/test.sh: exited with status $st without a failed test" 1
 	fi
+	timing_vm_row results/deb-6.1 deb-6.1
+	timing_vm_row results/deb-6.12 deb-6.12
 }
 
 # Issue 10: the guest hides /tmp under a tmpfs; a checkout there must work
@@ -290,7 +303,8 @@ job_anywhere() {
 	st=$?
 	echo "# the copy was $any" >>"$out/steps.tap"
 	step "checkout under /tmp: the demo runs in the VM from there" "$st"
-	vm_tap "$any/results/anywhere" 0 "$st"
+	vm_tap "$any/results/anywhere" 0 "$st" anywhere
+	timing_vm_row "$any/results/anywhere" anywhere
 	rm -rf "$any"
 }
 
@@ -312,13 +326,10 @@ add() {	# name class function [args...]
 }
 
 # The packages first (they change the root every guest mounts, so no guest
-# runs beside them) while host jobs take the other cores; then the VM runs,
-# the longest first.
+# runs beside them) while host jobs take the other cores (the first job
+# that fits starts); then the VM runs, the longest first, and the host
+# jobs left.
 add deb hostroot job_deb
-add host host job_host
-add arm64 host job_arm64
-add static host job_static
-add ofa host job_ofa
 
 # VM runs: the default one, plus selftests/vm-runs (NAME|VM OPTIONS|CMD
 # [|skips]), each on both guest kernels: Debian 12's 6.1 and its 6.12. A
@@ -347,12 +358,19 @@ for r in "${runs[@]}"; do
 	done
 done
 add vm:anywhere vm job_anywhere
+add host host job_host
+add arm64 host job_arm64
+add static host job_static
+add ofa host job_ofa
 
-# Longest first (the last run's times.tsv, if any; else the order above).
-if [ -f "$top/.cache/check-times.tsv" ]; then
+# Longest first, by the last run's times on this machine (kept beside the
+# guest kernels' caches, for every clone) if there are any; else the order
+# above (selftests/vm-runs lists the long runs first).
+last=${MRPOOL_CACHE:-/var/cache/mrpool}/check-times.tsv
+if [ -f "$last" ]; then
 	mapfile -t order < <(for i in "${!JOBS_NAMES[@]}"; do
 		w=$(awk -F'\t' -v n="${JOBS_NAMES[$i]}" '$1 == "step" && $2 == n {print $3}' \
-			"$top/.cache/check-times.tsv")
+			"$last")
 		# the packages stay first: see above
 		[ "${JOBS_NAMES[$i]}" = deb ] && w=999999
 		printf '%s\t%s\n' "${w:-0}" "$i"
@@ -384,7 +402,10 @@ awk -f "$top/tools/tap-summary.awk" "${sum_args[@]}" >"$out/summary.tap" 2>"$out
 
 timing_row total "make check (tools/check.sh)" $((SECONDS - start)) "$(timing_cpu)" \
 	"$(jobs_slots) jobs at a time"
-cp -f "$out/times.tsv" "$top/.cache/check-times.tsv"
+# A run of some jobs only (make check-quick) would misorder the next.
+if [ -z "${MRPOOL_CHECK_ONLY:-}" ]; then
+	mkdir -p "$(dirname "$last")" && cp -f "$out/times.tsv" "$last"
+fi
 say "failures:"
 grep '^not ok' "$out/summary.tap" || echo "(none)"
 say "skipped:"

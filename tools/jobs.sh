@@ -16,7 +16,8 @@
 # A job runs FUNCTION ARGS in a subshell (with JOB set to its name), its output in $JOBS_DIR/NAME.log,
 # its wall and CPU time a row of times.tsv (tools/timing.sh; a VM job adds
 # its guests' figures itself). The console gets a line when a job starts
-# and when it ends, with its failures ("not ok" lines of its log).
+# and when it ends, with its VM runs' times ("[time]" lines of its log)
+# and its failures ("not ok" lines).
 #
 # CLASS keeps apart what must not overlap:
 #   host      host-side work: beside anything
@@ -101,6 +102,7 @@ jobs_run() {	# -> 0 if every job returned 0
 		fi
 		i=${pid_job[$done_pid]}
 		echo "[jobs] done  ${JOBS_NAMES[$i]}: status $st, $((SECONDS - pid_t0[$done_pid])) s"
+		grep -a '^\[time\] ' "$JOBS_DIR/${JOBS_NAMES[$i]}.log" | sed 's/^\[time\]/[jobs]  /'
 		grep -a '^not ok' "$JOBS_DIR/${JOBS_NAMES[$i]}.log" | tr -d '\r' | awk '!seen[$0]++' |
 			head -n 20 | sed 's/^/[jobs]   /'
 		((st == 0)) || rc=1

@@ -67,6 +67,17 @@ timing_vm_detail() {	# dir
 	echo "$out"
 }
 
+# A VM run some other script started (DIR/times has the runner's
+# wall_s): its row, and a line for the log ("[time] ..."; tools/jobs.sh
+# repeats such lines when the job ends).
+timing_vm_row() {	# dir name
+	local wall detail
+	wall=$(sed -n 's/^wall_s=//p' "$1/times" 2>/dev/null | head -n1)
+	detail=$(timing_vm_detail "$1")
+	timing_row vm "$2" "${wall:--}" - "$detail"
+	echo "[time] VM run $2: ${wall:-?} s${detail:+ ($detail)}"
+}
+
 # The selftest binaries a VM run timed (DIR/selftests-times.tsv, from
 # selftests/run.sh), as test rows named VM:RUN/BINARY.
 timing_vm_tests() {	# dir run-name
