@@ -60,9 +60,12 @@ timing_vm_detail() {	# dir
 		f=$d/times
 		[ -f "$f" ] || continue
 		[ "$d" = "$1" ] || out+="${out:+; }$(basename "$d") "
-		out+=$(sed -n 's/^init_s=\(.*\)/init \1 s/p; s/^ready_s=\(.*\)/ready \1 s/p
-			s/^job_s=\(.*\)/job \1 s/p; s/^wall_s=\(.*\)/guest \1 s/p' "$f" |
-			paste -sd, - | sed 's/,/, /g')
+		out+=$(awk -F= '{ v[$1] = $2 } END {
+			n = split("init_s ready_s job_s wall_s", k, " ")
+			split("init ready job guest", w, " ")
+			for (i = 1; i <= n; i++)
+				if (k[i] in v) s = s (s == "" ? "" : ", ") w[i] " " v[k[i]] " s"
+			print s }' "$f")
 	done
 	echo "$out"
 }
@@ -98,10 +101,18 @@ timing_vm_tests() {	# dir run-name
 timing_report() {
 	[ -f "${TIMES:-}" ] || return 0
 	echo "slowest steps and VM runs (wall s, CPU s, cores busy; all in ${TIMES#"$PWD"/}):"
-	awk -F'\t' 'NR > 1 && ($1 == "step" || $1 == "vm")' "$TIMES" | sort -t$'\t' -k3,3nr |
+	# A job "vm:NAME" (tools/jobs.sh) and its VM run NAME are one line:
+	# the job's times with the run's details.
+	awk -F'\t' -v OFS='\t' '
+		NR == FNR { if ($1 == "step") step["vm:" substr($2, 4)] = 1
+			    if ($1 == "vm") det[$2] = $5; next }
+		FNR == 1 { next }
+		$1 == "step" && $2 ~ /^vm:/ && (substr($2, 4) in det) { $5 = det[substr($2, 4)] }
+		$1 == "vm" && (("vm:" $2) in step) { next }
+		$1 == "step" || $1 == "vm"' "$TIMES" "$TIMES" | sort -t$'\t' -k3,3nr |
 		head -n 10 | awk -F'\t' '{
 			c = ($4 != "-" && $3 > 0) ? sprintf("%.2f", $4 / $3) : "-"
-			printf "  %6d %7s %5s  %-4s %s%s\n", $3, $4, c, $1, $2, ($5 != "" ? "  (" $5 ")" : "")
+			printf "  %6d %7s %5s  %s%s\n", $3, $4, c, $2, ($5 != "" ? "  (" $5 ")" : "")
 		}'
 	if awk -F'\t' '$1 == "test" { f = 1 } END { exit !f }' "$TIMES"; then
 		echo "slowest selftest binaries (wall s inside the guest):"
