@@ -8,6 +8,10 @@
  * for remote access without MRPOOL_PRELOAD_REMOTE=arena, passed on. While
  * a shimmed server waits, debugfs clients shows its counters. perftest runs
  * without the shim too, and both figures are printed (ratios only: TCG).
+ *
+ * VM kernels: one (selftests/run.sh: the shim and outside programs; the
+ * kernel paths under them, ALLOC, mmap, FREE and registering slices, are
+ * lib_rdma_test's and pool_rdma_test's on every kernel)
  */
 #include <fcntl.h>
 #include <signal.h>

@@ -4,6 +4,9 @@
  * an RC QP loopback with WRITE, READ and SEND, and a bad rkey or an access
  * past an MR fails with a remote access error and changes nothing. Every
  * other RDMA test trusts this helper, so it gets its own test.
+ *
+ * VM kernels: one (selftests/run.sh: no mrpool here; the helper's verbs
+ * calls are those every RDMA test makes on every kernel)
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
 #
 # The long proofs, one slice at a time (issue 31): each part of make
 # stress (tools/stress.sh --list) and of make check-debug (two parts) is
-# a slice that ends within 40 minutes on this 2-core machine. CI runs
+# a slice that ends within 40 minutes on this 2-core machine, and so are
+# the host test variants make check leaves out (the library's tests under
+# valgrind and under qemu-aarch64 user mode: see tools/check.sh). CI runs
 # make check and then one slice, chosen from the commit (the number of
 # commits in HEAD's history, modulo the number of slices), so that
 # consecutive landings rotate through all of them and a regression in any
@@ -25,6 +27,7 @@ while IFS=$'\t' read -r n kernel name _; do
 done < <(tools/stress.sh --list)
 slices+=("check-debug|1|check-debug part 1: the default selftests on the debug kernel")
 slices+=("check-debug|2|check-debug part 2: reliability, pressure and faults on the debug kernel")
+slices+=("host|valgrind arm64|the library's host tests under valgrind and under qemu-aarch64 user mode")
 
 run() {	# index (1-based)
 	local kind part what kdir
@@ -40,7 +43,26 @@ run() {	# index (1-based)
 	check-debug)
 		make -s -f "$top/Makefile" modules-debug || return 2
 		tools/check-debug.sh --part "$part" ;;
+	# shellcheck disable=SC2086  # the variants are words
+	host) host_variants $part ;;
 	esac
+}
+
+# The library's tests in variants (make -C lib test-VARIANT), their TAP
+# and "N passed, N failed".
+host_variants() {	# variant...
+	local v st=0 log
+	mkdir -p results/slices
+	for v; do
+		log=results/slices/host-test-$v.tap
+		echo "[slices] make -C lib test-$v"
+		make -s -C lib "test-$v" 2>&1 | tee "$log"
+		# shellcheck disable=SC2181  # the pipeline's first command
+		[ "${PIPESTATUS[0]}" = 0 ] || st=1
+	done
+	echo "$(cat results/slices/host-test-*.tap | grep -c '^ok ') passed," \
+		"$(cat results/slices/host-test-*.tap | grep -c '^not ok ') failed"
+	return "$st"
 }
 
 case ${1:-} in

@@ -103,7 +103,7 @@ fi
 up=$(cut -d' ' -f1 /proc/uptime)
 say "ready after ${up%.*} s of uptime: $(rdma link show | tr '\n' ' ')"
 
-export MRPOOL_VM=1 MRPOOL_RESULTS=$res
+export MRPOOL_VM=1 MRPOOL_RESULTS=$res MRPOOL_KERNEL
 t0=$SECONDS
 bash "$res/job.sh"
 st=$?
