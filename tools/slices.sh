@@ -43,8 +43,9 @@ run() {	# index (1-based)
 	check-debug)
 		make -s -f "$top/Makefile" modules-debug || return 2
 		tools/check-debug.sh --part "$part" ;;
-	# shellcheck disable=SC2086  # the variants are words
-	host) host_variants $part ;;
+	host)
+		# shellcheck disable=SC2086  # the variants are words
+		host_variants $part ;;
 	esac
 }
 
