@@ -28,6 +28,10 @@
 #   make bench        deps + build + the benchmark scenarios (VM and host);
 #                     report in results/bench/report.md (not part of check)
 #   make modules-6.12 the module and test modules for the 6.12 guest
+#   make modules-new  the module and test modules against trixie-backports'
+#                     newest kernel (7.3 today), and sid's if newer, built
+#                     with no warning in a chroot of that suite
+#                     (tools/newkernel/build.sh): .cache/build-new, build-new-sid
 #   make modules-debug  the debug guest kernel (tools/vm/debug-kernel.sh) and
 #                     the module and test modules for it
 #   make deps         Debian packages, guest kernel, kselftest headers (tools/deps.sh)
@@ -52,9 +56,9 @@ endif
 PREFIX ?= /usr/local
 export PREFIX DESTDIR KSFT_DIR
 
-.PHONY: all module modules-6.12 modules-debug lib tools selftests deps demo check check-busy \
-	check-quick check-debug check-arm64-system stress slice bench deb check-deb install \
-	modules_install clean
+.PHONY: all module modules-6.12 modules-new modules-debug lib tools selftests deps demo check \
+	check-busy check-quick check-debug check-arm64-system stress slice bench deb check-deb \
+	install modules_install clean
 
 all: module lib tools selftests
 
@@ -79,6 +83,12 @@ B612 := $(TOP)/.cache/build-6.12
 modules-6.12:
 	@test -n "$(GUEST_KDIR_612)" || { echo "no 6.12 headers: run 'make deps'"; exit 1; }
 	$(call modules_for,$(B612),$(GUEST_KDIR_612))
+
+# Kernels newer than Debian 12's need their suite's linux-kbuild (glibc
+# 2.38+): the script builds in a cached chroot of that suite and prints TAP.
+BNEW := $(TOP)/.cache
+modules-new:
+	$(TOP)/tools/newkernel/build.sh --out $(BNEW)
 
 # The debug kernel is built (or found in its cache) first.
 BDEBUG := $(TOP)/.cache/build-debug

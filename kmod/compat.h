@@ -3,7 +3,7 @@
  * Kernel API differences, in one place so the rest of the module reads as
  * plain code. Kbuild detects each feature in the target kernel's headers
  * (MRPOOL_HAVE_*): distribution kernels backport, so version numbers lie.
- * Tested on 6.1.
+ * Tested on 6.1 and 6.12; built for trixie-backports' 7.3.
  */
 #ifndef _MRPOOL_COMPAT_H
 #define _MRPOOL_COMPAT_H
@@ -25,13 +25,19 @@ static inline void mrpool_vm_flags_set(struct vm_area_struct *vma,
 #endif
 }
 
-/* 6.10 replaced mm->get_unmapped_area with mm_get_unmapped_area(). */
+/*
+ * 6.10 replaced mm->get_unmapped_area with mm_get_unmapped_area(mm, ...);
+ * 6.19 dropped its mm ("mm: consistently use current->mm in
+ * mm_get_unmapped_area()").
+ */
 static inline unsigned long
 mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 			    unsigned long len, unsigned long pgoff,
 			    unsigned long flags)
 {
-#ifdef MRPOOL_HAVE_MM_GET_UNMAPPED_AREA
+#if defined(MRPOOL_HAVE_MM_GET_UNMAPPED_AREA_NO_MM)
+	return mm_get_unmapped_area(file, addr, len, pgoff, flags);
+#elif defined(MRPOOL_HAVE_MM_GET_UNMAPPED_AREA)
 	return mm_get_unmapped_area(current->mm, file, addr, len, pgoff, flags);
 #else
 	return current->mm->get_unmapped_area(file, addr, len, pgoff, flags);
@@ -44,6 +50,16 @@ mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 				pgoff_t *ilx
 #else
 #define MRPOOL_GET_POLICY_ARGS	struct vm_area_struct *vma, unsigned long addr
+#endif
+
+/*
+ * 7.1 passes VMA flags to shmem's file setup as a vma_flags_t bitmap ("mm:
+ * update shmem_[kernel]_file_*() functions to use vma_flags_t").
+ */
+#ifdef MRPOOL_HAVE_SHMEM_VMA_FLAGS
+#define MRPOOL_SHMEM_NORESERVE	mk_vma_flags(VMA_NORESERVE_BIT)
+#else
+#define MRPOOL_SHMEM_NORESERVE	VM_NORESERVE
 #endif
 
 /* 6.13 takes a symbol namespace as a string literal. */

@@ -206,10 +206,13 @@ static struct mrpool_chunk *mrpool_chunk_alloc(int nid, bool thisnode,
 		/*
 		 * The fault path compares a folio's index with the file's
 		 * size (6.12, and 6.1 stable): never leave the allocator's.
+		 * Each block set here is a folio (the compound head, or a
+		 * page of a split block); struct page has no index since
+		 * 6.16 ("mm: rename page->index to page->__folio_index").
 		 */
 		for (i = 0; i < (1U << order); i++) {
 			if (!i || !pmd)
-				page[i].index = 0;
+				page_folio(page + i)->index = 0;
 			c->pages[filled++] = page + i;
 		}
 		c->blocks[order]++;

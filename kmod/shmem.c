@@ -144,7 +144,8 @@ static void mrpool_shmem_alloc_fn(struct work_struct *work)
 	struct page *page;
 
 	file = shmem_file_setup_with_mnt(a->mnt, "mrpool-chunk",
-					 mrpool_pool.chunk_size, VM_NORESERVE);
+					 mrpool_pool.chunk_size,
+					 MRPOOL_SHMEM_NORESERVE);
 	if (IS_ERR(file))
 		return;
 	mapping = file->f_mapping;

@@ -22,8 +22,9 @@
 #include <linux/highmem.h>
 #include <linux/mutex.h>
 #include <linux/uaccess.h>
+#include "compat.h"
 
-MODULE_IMPORT_NS(DMA_BUF);
+MRPOOL_IMPORT_NS_DMA_BUF;
 
 static struct platform_device *itest_pdev;
 static struct device_dma_parameters itest_dma_parms;
