@@ -185,8 +185,12 @@ install: lib tools
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(TOP) modules_install
 
+# Kbuild's clean deletes every *.ko and *.o below M=: with M=$(TOP) that
+# was the guest kernels' modules cached in .cache/ too (the next guest
+# could not boot). Only kmod/ is cleaned by Kbuild.
 clean:
-	-$(if $(KDIR),$(MAKE) -C $(KDIR) M=$(TOP) clean)
+	-$(if $(KDIR),$(MAKE) -C $(KDIR) M=$(TOP)/kmod clean)
+	rm -f Module.symvers modules.order .Module.symvers.cmd .modules.order.cmd
 	$(MAKE) -C lib clean
 	$(MAKE) -C tools clean
 	$(MAKE) -C selftests clean
