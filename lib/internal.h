@@ -164,12 +164,14 @@ struct mrp_arena {
  * Where a class buffer is. The depot knows FREE from the rest; only debug
  * mode, which marks every allocation, tells LIVE (the application's) from
  * OUT (in a thread cache). A free of a FREE buffer, or in debug mode of
- * anything not LIVE, is a double free or a stale pointer.
+ * anything not LIVE, is a double free or a stale pointer. The preload
+ * shim keeps LIVE and OUT itself outside debug mode (preload/malloc.c):
+ * it sees every allocation and free of its pool's buffers.
  */
 enum {
 	MRP_BUF_FREE = 0,		/* in the depot (calloc'd arenas start so) */
 	MRP_BUF_OUT = 1,		/* handed out of the depot */
-	MRP_BUF_LIVE = 2,		/* debug mode: held by the application */
+	MRP_BUF_LIVE = 2,		/* debug mode, or the shim: held by the application */
 };
 
 /* floor(off / bsize) for an arena's shift and magic (classes.c) */
@@ -681,6 +683,11 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 {
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
+/*
+ * True on a pool's background thread only: the preload shim tells the
+ * library's own allocations there from the program's with one TLS load.
+ */
+extern __thread bool mrp_bg_self __attribute__((tls_model("initial-exec")));
 void mrp_bg_kick(struct mrp_pool *pool);
 void mrp_pools_fork_prepare(void);
 void mrp_pools_fork_parent(void);

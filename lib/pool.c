@@ -15,6 +15,7 @@
 #include "internal.h"
 
 static struct mrp_pool *mrp_pools[MRP_MAX_POOLS];	/* mrp_global_lock */
+__thread bool mrp_bg_self __attribute__((tls_model("initial-exec")));
 
 uint64_t mrp_now_ns(void)
 {
@@ -132,6 +133,7 @@ static void *mrp_bg_main(void *arg)
 		period = 1000000000ull;
 	if (period < 5000000ull)
 		period = 5000000ull;
+	mrp_bg_self = true;
 	pthread_mutex_lock(&pool->bg_lock);
 	while (!pool->bg_stop) {
 		if (!pool->bg_kick) {

@@ -42,6 +42,29 @@ static size_t mrp_pl_page(void)
 }
 
 /*
+ * Double frees of size-class buffers. The library's fast free pushes onto
+ * the thread's cache without looking at the buffer (its own callers keep
+ * that lean path), so two frees of one buffer would put it in a cache
+ * twice and hand it to two owners. The shim sees every allocation and
+ * free of its pool's buffers, so it keeps each one's state byte itself:
+ * LIVE while the program holds it, OUT once freed (what the depot left
+ * there otherwise); a free of a buffer not LIVE is a double free, in this
+ * thread's cache or another's. Plain loads and stores to the byte the
+ * buffer's index gives, no atomic read-modify-write: two threads freeing
+ * one buffer at the same instant may both pass. Large blocks are checked
+ * exactly by the library, under the pool's lock; in debug mode the
+ * library marks class buffers itself (with compare-and-swap).
+ */
+static inline void mrp_pl_mark_live(struct mrp_pool *pool, void *p)
+{
+	struct mrp_arena *a = mrp_pl_arena(p);
+
+	if (a->cls != MRP_LARGE && !pool->debug)
+		atomic_store_explicit(mrp_buf_state(a, (uintptr_t)p), MRP_BUF_LIVE,
+				      memory_order_relaxed);
+}
+
+/*
  * A pool buffer of at least size bytes aligned to align (0: malloc's), or
  * NULL: below the threshold, the pool refused or is not to be used here.
  */
@@ -71,24 +94,20 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
 		return NULL;
 	}
-	mrp_add(&mrp_pl_count.allocs, 1);
+	mrp_pl_mark_live(pool, b.addr);
 	return b.addr;
 }
 
 /*
- * free() of a pool pointer the pool refuses: a double free, or a pointer
- * inside a buffer rather than at its start. Like glibc ("free(): double
- * free detected"), say so and abort: going on would hand one buffer to two
- * owners. Large blocks are always caught; size-class buffers when the
- * first free reached the shared depot, every time with MRPOOL_DEBUG=1
- * (the library then tracks each buffer), never when it is still in this
- * thread's cache otherwise.
+ * free() or realloc() of a pool pointer that is not a live block: a double
+ * free, or a pointer inside a block rather than at its start. Like glibc
+ * ("free(): double free detected"), say so and abort: going on would hand
+ * one buffer to two owners.
  */
-static MRP_NOINLINE void mrp_pl_bad_free(void *p)
+static MRP_NOINLINE void mrp_pl_bad_free(const char *call, const char *what, void *p)
 {
-	char line[128];
-	int n = snprintf(line, sizeof(line),
-			 "mrpool-preload: free(): double free or invalid pointer %p\n", p);
+	char line[160];
+	int n = snprintf(line, sizeof(line), "mrpool-preload: %s(): %s %p\n", call, what, p);
 
 	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* aborting anyway */
@@ -96,21 +115,50 @@ static MRP_NOINLINE void mrp_pl_bad_free(void *p)
 	abort();
 }
 
-/* A pool buffer goes back; in a forked child it is not there: nothing to do. */
-static void mrp_pl_pool_free(void *p)
+/*
+ * The shim's check of a pool pointer the program gives back (free, or
+ * realloc before it moves or keeps the block): the size-class buffer
+ * holding p must be LIVE (see mrp_pl_mark_live()); with mark, it becomes
+ * OUT. That p is the buffer's start the library checks (mrp_free() fails
+ * with -EINVAL otherwise, and the shim aborts); large blocks are left to
+ * the library altogether.
+ */
+static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a, void *p,
+				     const char *call, bool mark)
+{
+	_Atomic uint8_t *st;
+	uint64_t i;
+
+	if (a->cls == MRP_LARGE || pool->debug)
+		return;
+	i = mrp_buf_index(a, (uintptr_t)p);
+	if (unlikely(i >= a->nblocks))	/* a fine class's tail: no buffer */
+		mrp_pl_bad_free(call, "invalid pointer", p);
+	st = &a->state[i];
+	if (unlikely(atomic_load_explicit(st, memory_order_relaxed) != MRP_BUF_LIVE))
+		mrp_pl_bad_free(call, "double free detected", p);
+	if (mark)
+		atomic_store_explicit(st, MRP_BUF_OUT, memory_order_relaxed);
+}
+
+/*
+ * A pool buffer of arena a goes back; in a forked child it is not there:
+ * nothing to do.
+ */
+static void mrp_pl_pool_free(struct mrp_arena *a, void *p)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 	int ret;
 
 	if (!pool)
 		return;
+	mrp_pl_check_live(pool, a, p, "free", true);
 	mrp_pl_enter();
 	ret = mrp_free(pool, p);
 	mrp_pl_leave();
+	/* a large block freed twice, or not at its start */
 	if (unlikely(ret == -EINVAL))
-		mrp_pl_bad_free(p);
-	if (!ret)
-		mrp_add(&mrp_pl_count.frees, 1);
+		mrp_pl_bad_free("free", "double free or invalid pointer", p);
 }
 
 /* Usable bytes at p, whoever allocated it. */
@@ -142,10 +190,13 @@ MRP_PL_EXPORT void *malloc(size_t size)
 
 MRP_PL_EXPORT void free(void *p)
 {
+	struct mrp_arena *a;
+
 	if (!p)
 		return;
-	if (unlikely(mrp_pl_arena(p) != NULL)) {
-		mrp_pl_pool_free(p);
+	a = mrp_pl_arena(p);
+	if (unlikely(a != NULL)) {
+		mrp_pl_pool_free(a, p);
 		return;
 	}
 	if (unlikely(mrp_pl_boot_owns(p)))
@@ -194,6 +245,7 @@ static void *mrp_pl_move(void *p, size_t size)
 
 MRP_PL_EXPORT void *realloc(void *p, size_t size)
 {
+	struct mrp_pool *pool;
 	struct mrp_arena *a;
 
 	mrp_pl_ready();
@@ -221,9 +273,15 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		free(p);
 		return NULL;
 	}
-	/* a pool buffer keeps serving while the size fits and stays large */
-	if (a && size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
-		return p;
+	if (a) {
+		/* in a forked child the block is the parent's: no pool here */
+		pool = mrp_pl_pool();
+		if (pool)
+			mrp_pl_check_live(pool, a, p, "realloc", false);
+		/* a pool buffer keeps serving while the size fits and stays large */
+		if (size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
+			return p;
+	}
 	return mrp_pl_move(p, size);
 }
 

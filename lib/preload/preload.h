@@ -85,11 +85,14 @@ struct mrp_pl_cfg {
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
 extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
 
-/* Counters for the report and the stats page (struct mrp_pool). */
+/*
+ * Counters for the report and the stats page (struct mrp_pool), of the
+ * slow paths only: what malloc and free serve from the pool is the pool's
+ * own count (mrp_stats(): allocs, frees), per thread, where a shared
+ * counter here would cost every pair two locked adds on one cache line.
+ */
 struct mrp_pl_counters {
-	_Atomic uint64_t allocs;	/* allocations served from the pool */
 	_Atomic uint64_t alloc_fails;	/* large ones the pool refused (real then) */
-	_Atomic uint64_t frees;		/* pool blocks freed (allocs - frees: live) */
 	_Atomic uint64_t forks;		/* forks with pool blocks live */
 	_Atomic uint64_t served;	/* registrations served from the pool */
 	_Atomic uint64_t passed;	/* registrations passed to libibverbs */

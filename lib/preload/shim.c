@@ -89,7 +89,8 @@ void mrp_pl_load_cfg(void)
 	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
 }
 
-static void mrp_pl_open(void)
+/* Off the path of every later call: mrp_pl_pool() keeps no stack frame. */
+static MRP_NOINLINE void mrp_pl_open(void)
 {
 	struct mrp_pool_attr attr = {
 		.comp_mask = MRP_POOL_ATTR_FALLBACK,
@@ -111,14 +112,7 @@ static void mrp_pl_open(void)
  */
 bool mrp_pl_internal(void)
 {
-	struct mrp_pool *pool;
-
-	if (mrp_pl_depth)
-		return true;
-	if (atomic_load_explicit(&mrp_pl_state, memory_order_acquire) != MRP_PL_OPEN)
-		return false;
-	pool = mrp_pl_the_pool;
-	return pool->bg_running && pthread_equal(pthread_self(), pool->bg);
+	return mrp_pl_depth || mrp_bg_self;
 }
 
 /*
@@ -142,8 +136,7 @@ struct mrp_pool *mrp_pl_pool(void)
 	if (st != MRP_PL_OPEN)
 		return NULL;
 	pool = mrp_pl_the_pool;
-	if (mrp_forked(pool) ||
-	    (pool->bg_running && pthread_equal(pthread_self(), pool->bg)))
+	if (mrp_forked(pool) || mrp_bg_self)
 		return NULL;
 	return pool;
 }
@@ -172,6 +165,23 @@ static void mrp_pl_fork_prepare(void)
 	mrp_pl_verbs_fork_prepare();
 }
 
+/* The pool's allocations and frees so far (0, 0 without a pool of ours). */
+static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees)
+{
+	struct mrp_stats st;
+
+	*allocs = 0;
+	*frees = 0;
+	if (!pool)
+		return;
+	mrp_pl_enter();
+	if (!mrp_stats(pool, &st, sizeof(st))) {
+		*allocs = st.allocs;
+		*frees = st.frees;
+	}
+	mrp_pl_leave();
+}
+
 /*
  * A fork with pool blocks live: the child has none of them (see the top of
  * the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
@@ -180,12 +190,15 @@ static void mrp_pl_fork_prepare(void)
 static void mrp_pl_fork_parent(void)
 {
 	static atomic_bool warned;
-	uint64_t live = atomic_load(&mrp_pl_count.allocs) - atomic_load(&mrp_pl_count.frees);
+	uint64_t allocs, frees, live;
 	char line[256];
 	int n;
 
 	mrp_pl_verbs_fork_parent();
-	if (!live || !mrp_pl_pool_peek())
+	/* the library's parent handler ran first: its locks are free again */
+	mrp_pl_pool_counts(mrp_pl_pool_peek(), &allocs, &frees);
+	live = allocs > frees ? allocs - frees : 0;
+	if (!live)
 		return;
 	mrp_add(&mrp_pl_count.forks, 1);
 	if (!mrp_pl_cfg.debug || atomic_exchange(&warned, true))
@@ -229,9 +242,11 @@ static void mrp_pl_fork_child(void)
 __attribute__((destructor)) static void mrp_pl_fini(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
-	char line[320];
+	uint64_t allocs, frees;
+	char line[512];
 	int fd, n;
 
+	mrp_pl_pool_counts(pool, &allocs, &frees);
 	if (pool) {
 		mrp_pl_enter();
 		mrp_publish(pool, true);
@@ -246,7 +261,7 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)atomic_load(&mrp_pl_count.served),
 		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
-		     (unsigned long long)atomic_load(&mrp_pl_count.allocs),
+		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks));
 	if (n <= 0)

@@ -64,19 +64,28 @@ static int fake(const char *name)
 
 /*
  * Run this binary in mode (see main) with extra environment "K=V" pairs;
- * its report line (MRPOOL_PRELOAD_REPORT) into line. Returns its status.
+ * its report line (MRPOOL_PRELOAD_REPORT) into line and, with err, what it
+ * wrote on stderr into err (errlen bytes at most, NUL-terminated). Returns
+ * its status.
  */
-static int run_mode(const char *mode, const char *env1, const char *env2,
-		    char *line, size_t len)
+static int run_mode_err(const char *mode, const char *env1, const char *env2,
+			char *line, size_t len, char *err, size_t errlen)
 {
 	char report[] = "/tmp/mrp_preload_report.XXXXXX";
-	int fd = mkstemp(report), st;
+	char errpath[] = "/tmp/mrp_preload_err.XXXXXX";
+	int fd = mkstemp(report), efd = -1, st;
+	ssize_t n;
 	pid_t pid;
 	FILE *f;
 
 	if (fd < 0)
 		return -1;
 	close(fd);
+	if (err) {
+		efd = mkstemp(errpath);
+		if (efd < 0)
+			return -1;
+	}
 	pid = fork();
 	if (pid == 0) {
 		setenv(ENV_MODE, mode, 1);
@@ -85,6 +94,8 @@ static int run_mode(const char *mode, const char *env1, const char *env2,
 			putenv((char *)env1);
 		if (env2)
 			putenv((char *)env2);
+		if (efd >= 0)
+			dup2(efd, STDERR_FILENO);
 		execl("/proc/self/exe", "preload_test", (char *)NULL);
 		_exit(127);
 	}
@@ -97,7 +108,19 @@ static int run_mode(const char *mode, const char *env1, const char *env2,
 		fclose(f);
 	}
 	unlink(report);
+	if (err) {
+		n = pread(efd, err, errlen - 1, 0);
+		err[n > 0 ? n : 0] = 0;
+		close(efd);
+		unlink(errpath);
+	}
 	return st;
+}
+
+static int run_mode(const char *mode, const char *env1, const char *env2,
+		    char *line, size_t len)
+{
+	return run_mode_err(mode, env1, env2, line, len, NULL, 0);
 }
 
 static unsigned long long field(const char *line, const char *name)
@@ -702,19 +725,61 @@ TEST(failed_attach_remembered)
 }
 
 /*
- * A pool block freed twice aborts, as glibc does: a large one always, a
- * size-class one with MRPOOL_DEBUG=1 (or once in the depot); the message
- * names the pointer.
+ * A pool block freed twice aborts, as glibc does: a large one (the
+ * library checks it), a size-class one with MRPOOL_DEBUG=1 (the library
+ * tracks it) and without (the shim does); the message names the pointer.
  */
 TEST(double_free_aborts)
 {
-	char line[512];
+	char line[512], err[1024];
 	int st;
 
-	st = run_mode("dfree", "MRP_DFREE_SIZE=3145728", NULL, line, sizeof(line));
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=3145728", NULL, line, sizeof(line),
+			  err, sizeof(err));
 	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
-	st = run_mode("dfree", "MRP_DFREE_SIZE=100000", "MRPOOL_DEBUG=1", line, sizeof(line));
+	EXPECT_NE(NULL, strstr(err, "free(): double free")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRPOOL_DEBUG=1", line,
+			  sizeof(line), err, sizeof(err));
 	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	/* 64 KiB..2 MiB: the second copy would sit in the thread's cache */
+	for (size_t n = 65536; n <= (2u << 20); n *= 2) {
+		size_t size = n > 65536 ? n - n / 4 : n;
+		char env[64];
+
+		snprintf(env, sizeof(env), "MRP_DFREE_SIZE=%zu", size);
+		st = run_mode_err("dfree", env, NULL, line, sizeof(line), err, sizeof(err));
+		EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) {
+			TH_LOG("%zu bytes: status %#x", size, st);
+		}
+		EXPECT_NE(NULL, strstr(err, "free(): double free detected")) TH_LOG("%s", err);
+	}
+	/* and with the fine classes (an 80 KiB buffer's start is found by division) */
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=81920", "MRPOOL_CLASSES=fine", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+}
+
+/*
+ * A size-class block freed by two threads in turn, each free landing in
+ * its own thread's cache: the second aborts too. A free of a pointer
+ * inside a block, and a realloc of a freed block, abort as well.
+ */
+TEST(double_free_threads_aborts)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("dfree_threads", NULL, NULL, line, sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "free(): double free detected")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRP_DFREE_OFF=4096", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "invalid pointer")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRP_DFREE_REALLOC=1", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "realloc(): double free detected")) TH_LOG("%s", err);
 }
 
 /* MRPOOL_PRELOAD_MAX: larger requests go to glibc; 0 lifts the cap. */
@@ -743,6 +808,12 @@ TEST(no_inherit)
 	ASSERT_EQ(0, run_mode("inherit", NULL, NULL, line, sizeof(line)));
 }
 
+static void *free_it(void *p)
+{
+	free(p);
+	return NULL;
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
@@ -760,14 +831,35 @@ static int mode_main(const char *mode)
 	}
 	if (!strcmp(mode, "dfree")) {
 		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
+		size_t off = getenv("MRP_DFREE_OFF") ? strtoull(getenv("MRP_DFREE_OFF"), NULL, 0) : 0;
 		char *volatile p = malloc(n);
-		int err = open("/dev/null", O_WRONLY);
+
+		/* a pool block: a size-class buffer is aligned to 16 KiB at least */
+		if ((uintptr_t)p % 16384)
+			return 1;
+		if (off) {
+			free(p + off);
+			return 0;
+		}
+		free(p);
+		if (getenv("MRP_DFREE_REALLOC"))
+			p = realloc(p, n + 1);
+		else
+			free(p);
+		return 0;
+	}
+	if (!strcmp(mode, "dfree_threads")) {
+		char *volatile p = malloc(100000);
+		pthread_t t;
 
 		if (!in_pool(p))
 			return 1;
-		dup2(err, STDERR_FILENO);	/* the message is expected */
-		free(p);
-		free(p);
+		for (int i = 0; i < 2; i++) {
+			if (pthread_create(&t, NULL, free_it, p))
+				return 1;
+			pthread_join(t, NULL);
+		}
+		/* the same buffer from two caches: handed out twice */
 		return 0;
 	}
 	if (!strcmp(mode, "max")) {
