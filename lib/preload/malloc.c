@@ -228,17 +228,62 @@ MRP_PL_EXPORT void *calloc(size_t n, size_t size)
 	return mrp_pl_real.calloc(n, size);
 }
 
-/* p is non-NULL, size non-zero: move to a new block, pool or real. */
-static void *mrp_pl_move(void *p, size_t size)
+/* Would the pool take a request of size bytes (malloc's alignment)? */
+static inline bool mrp_pl_fits(size_t size)
 {
-	size_t old = mrp_pl_usable(p);
-	void *q = mrp_pl_pool_alloc(size, 0);
+	return mrp_pl_cfg.min && size >= mrp_pl_cfg.min &&
+	       (!mrp_pl_cfg.max || size <= mrp_pl_cfg.max);
+}
 
-	if (!q)
+/*
+ * The size to ask the pool for when a pool block of old usable bytes must
+ * grow to size: half as much again as it had, at least size, at most
+ * MRPOOL_PRELOAD_MAX unless size itself is larger. A pool block cannot
+ * grow where it lies (an arena is mapped and registered whole), so a block
+ * grown step by step (a buffer filled as input arrives, a string builder,
+ * a growing array) would otherwise be copied at every step: n steps, n^2
+ * bytes. With the headroom it moves O(log n) times and the bytes copied in
+ * all stay below three times its final size; the price is memory held
+ * ahead of need, at most half the block, as glibc's own growth policies
+ * and every vector type pay.
+ */
+static size_t mrp_pl_grow_size(size_t old, size_t size)
+{
+	size_t want = old <= SIZE_MAX / 3 ? old + old / 2 : size;
+
+	if (want < size)
+		want = size;
+	if (mrp_pl_cfg.max && want > mrp_pl_cfg.max)
+		want = size > mrp_pl_cfg.max ? size : mrp_pl_cfg.max;
+	return want;
+}
+
+/*
+ * p (non-NULL, in arena a of the pool, or a == NULL: the bootstrap
+ * buffer's or, with real, the real allocator's) is to hold size bytes
+ * (non-zero) elsewhere: a new block, the pool's when it takes size, else
+ * the real allocator's. A real block the pool does not take is the real
+ * realloc's to resize, which grows in place or by mremap(2) without a
+ * copy; a pool block moving there is copied once, and is real from then on.
+ */
+static void *mrp_pl_move(void *p, struct mrp_arena *a, size_t size, bool real)
+{
+	size_t old = mrp_pl_usable(p), n;
+	void *q = NULL;
+
+	if (mrp_pl_fits(size))
+		q = mrp_pl_pool_alloc(a && size > old ? mrp_pl_grow_size(old, size) : size, 0);
+	if (!q) {
+		if (real)
+			return mrp_pl_real.realloc(p, size);
 		q = mrp_pl_real.malloc(size);
-	if (!q)
-		return NULL;	/* p untouched, errno ENOMEM */
-	memcpy(q, p, old < size ? old : size);
+		if (!q)
+			return NULL;	/* p untouched, errno ENOMEM */
+	}
+	n = old < size ? old : size;
+	memcpy(q, p, n);
+	mrp_add(&mrp_pl_count.copies, 1);
+	mrp_add(&mrp_pl_count.copied, n);
 	free(p);
 	return q;
 }
@@ -265,8 +310,8 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 	a = mrp_pl_arena(p);
 	if (!a && !mrp_pl_boot_owns(p)) {
 		/* the real allocator's block: into the pool once it is large */
-		if (mrp_pl_cfg.min && size >= mrp_pl_cfg.min && mrp_pl_pool())
-			return mrp_pl_move(p, size);
+		if (mrp_pl_fits(size) && mrp_pl_pool())
+			return mrp_pl_move(p, NULL, size, true);
 		return mrp_pl_real.realloc(p, size);
 	}
 	if (!size) {		/* glibc's realloc(p, 0): free, NULL */
@@ -282,7 +327,7 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		if (size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
 			return p;
 	}
-	return mrp_pl_move(p, size);
+	return mrp_pl_move(p, a, size, false);
 }
 
 MRP_PL_EXPORT void *reallocarray(void *p, size_t n, size_t size)

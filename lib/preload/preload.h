@@ -96,6 +96,8 @@ struct mrp_pl_counters {
 	_Atomic uint64_t forks;		/* forks with pool blocks live */
 	_Atomic uint64_t served;	/* registrations served from the pool */
 	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
+	_Atomic uint64_t copies;	/* realloc() moves that copied a block */
+	_Atomic uint64_t copied;	/* bytes they copied */
 };
 extern struct mrp_pl_counters mrp_pl_count;
 

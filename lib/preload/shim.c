@@ -256,14 +256,17 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		return;
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
-		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu\n",
+		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu, "
+		     "realloc copies %llu, bytes copied %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)atomic_load(&mrp_pl_count.served),
 		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
 		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
-		     (unsigned long long)atomic_load(&mrp_pl_count.forks));
+		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
+		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
+		     (unsigned long long)atomic_load(&mrp_pl_count.copied));
 	if (n <= 0)
 		return;
 	if (!strcmp(mrp_pl_cfg.report, "stderr")) {

@@ -782,6 +782,39 @@ TEST(double_free_threads_aborts)
 	EXPECT_NE(NULL, strstr(err, "realloc(): double free detected")) TH_LOG("%s", err);
 }
 
+/*
+ * realloc() growing a block step by step copies it O(log n) times, not at
+ * every step: a pool block moves with headroom; above MRPOOL_PRELOAD_MAX
+ * the real realloc resizes it (mremap) instead of a copy by the shim.
+ * Bytes written at every step survive.
+ */
+TEST(realloc_growth_copies)
+{
+	char line[512];
+	int st;
+
+	/* 2 MiB steps to 32 MiB: every step outgrew its arena (15 moves) */
+	st = run_mode("rgrow", "MRP_RGROW=2097152,16", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	/* a pool block moves only by a copy: each move is one */
+	EXPECT_GE(7, WEXITSTATUS(st));
+	EXPECT_EQ(WEXITSTATUS(st), field(line, "realloc copies ")) TH_LOG("%s", line);
+	/* all the bytes copied stay under 3x the final size */
+	EXPECT_GT(96ull << 20, field(line, "bytes copied ")) TH_LOG("%s", line);
+	st = run_mode("rgrow", "MRP_RGROW=262144,64", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_GE(8, WEXITSTATUS(st));
+	/* glibc's block may move too (mremap), without a copy */
+	st = run_mode("rgrow", "MRP_RGROW=262144,64", "MRPOOL_PRELOAD_MAX=4M", line,
+		      sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_GE(6, field(line, "realloc copies ")) TH_LOG("%s", line);
+	/* below the threshold the real realloc is left alone */
+	st = run_mode("rgrow", "MRP_RGROW=1024,60", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_EQ(0, field(line, "realloc copies ")) TH_LOG("%s", line);
+}
+
 /* MRPOOL_PRELOAD_MAX: larger requests go to glibc; 0 lifts the cap. */
 TEST(max)
 {
@@ -861,6 +894,28 @@ static int mode_main(const char *mode)
 		}
 		/* the same buffer from two caches: handed out twice */
 		return 0;
+	}
+	if (!strcmp(mode, "rgrow")) {
+		size_t step = strtoull(getenv("MRP_RGROW"), NULL, 10), n;
+		unsigned char *p = NULL;
+
+		int moves = 0;
+
+		n = strtoull(strchr(getenv("MRP_RGROW"), ',') + 1, NULL, 10);
+		for (size_t i = 1; i <= n; i++) {
+			unsigned char *q = realloc(p, i * step);
+
+			if (!q)
+				return 201;
+			moves += p && q != p;
+			p = q;
+			p[i * step - 1] = (unsigned char)i;
+		}
+		for (size_t i = 1; i <= n; i++)
+			if (p[i * step - 1] != (unsigned char)i)
+				return 202;
+		free(p);
+		return moves < 200 ? moves : 200;	/* how often the block moved */
 	}
 	if (!strcmp(mode, "max")) {
 		char *volatile a = malloc(3 << 20), *volatile b = malloc(8 << 20);
