@@ -122,6 +122,14 @@ struct mrp_arena {
 	 */
 	uint32_t nblocks;
 	uint32_t nfree;			/* of which in the depot */
+	/*
+	 * Buffers [fresh, nblocks) have never left the depot: their bytes are
+	 * still the backend's zeros. Refills pop from the top of free_idx,
+	 * where frees push; the indexes never popped stay below them in
+	 * ascending order from the top, so this is one past the highest
+	 * index ever popped.
+	 */
+	uint32_t fresh;
 	uint32_t *free_idx;		/* stack of free buffer indexes */
 	/*
 	 * Per buffer, MRP_BUF_*: changed under class->lock between FREE and
@@ -138,6 +146,12 @@ struct mrp_arena {
 	uint64_t handle;		/* backend's id (kernel slice id) */
 	bool locked;			/* memory is pinned (mlock or module) */
 	bool large_free;		/* large arena parked or being parked */
+	/*
+	 * Large: its buffer was handed out and given back before, so its
+	 * bytes are no longer the backend's zeros. Set by mrp_large_free(),
+	 * read by the arena's next owner (after mrp_large_alloc()).
+	 */
+	bool large_used;
 	/*
 	 * A deregistration failed: the device may still reach the memory
 	 * through that MR, so no buffer of it is handed out again (off the
@@ -166,12 +180,16 @@ struct mrp_arena {
  * OUT (in a thread cache). A free of a FREE buffer, or in debug mode of
  * anything not LIVE, is a double free or a stale pointer. The preload
  * shim keeps LIVE and OUT itself outside debug mode (preload/malloc.c):
- * it sees every allocation and free of its pool's buffers.
+ * it sees every allocation and free of its pool's buffers. Outside debug
+ * mode a refill marks a buffer FRESH rather than OUT the first time it
+ * leaves the depot (its bytes are still zero: the shim's calloc skips the
+ * memset); the library takes FRESH for OUT.
  */
 enum {
 	MRP_BUF_FREE = 0,		/* in the depot (calloc'd arenas start so) */
 	MRP_BUF_OUT = 1,		/* handed out of the depot */
 	MRP_BUF_LIVE = 2,		/* debug mode, or the shim: held by the application */
+	MRP_BUF_FRESH = 3,		/* OUT for the first time since its arena was made */
 };
 
 /* floor(off / bsize) for an arena's shift and magic (classes.c) */

@@ -55,20 +55,39 @@ static size_t mrp_pl_page(void)
  * exactly by the library, under the pool's lock; in debug mode the
  * library marks class buffers itself (with compare-and-swap).
  */
-static inline void mrp_pl_mark_live(struct mrp_pool *pool, void *p)
+static inline __attribute__((always_inline))
+void mrp_pl_mark_live(struct mrp_pool *pool, void *p, bool *zero)
 {
 	struct mrp_arena *a = mrp_pl_arena(p);
+	_Atomic uint8_t *st;
 
-	if (a->cls != MRP_LARGE && !pool->debug)
-		atomic_store_explicit(mrp_buf_state(a, (uintptr_t)p), MRP_BUF_LIVE,
-				      memory_order_relaxed);
+	if (a->cls == MRP_LARGE) {
+		if (zero)
+			*zero = !a->large_used;
+		return;
+	}
+	st = mrp_buf_state(a, (uintptr_t)p);
+	/*
+	 * Zero while it never left the depot before. With
+	 * MRPOOL_PRELOAD_REMOTE=arena a peer holding the arena's rkey may
+	 * have written it anyway.
+	 */
+	if (zero)
+		*zero = atomic_load_explicit(st, memory_order_relaxed) == MRP_BUF_FRESH &&
+			mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA;
+	if (!pool->debug)
+		atomic_store_explicit(st, MRP_BUF_LIVE, memory_order_relaxed);
 }
 
 /*
  * A pool buffer of at least size bytes aligned to align (0: malloc's), or
  * NULL: below the threshold, the pool refused or is not to be used here.
+ * With zero, *zero says whether its bytes are known to be zero: a new
+ * large arena, or a class buffer out of the depot for the first time (the
+ * backend's memory is zeroed).
  */
-static void *mrp_pl_pool_alloc(size_t size, size_t align)
+static inline __attribute__((always_inline))
+void *mrp_pl_pool_get(size_t size, size_t align, bool *zero)
 {
 	size_t min = align >= MRP_PL_PAGE ? mrp_pl_cfg.aligned_min : mrp_pl_cfg.min;
 	struct mrp_pool *pool;
@@ -94,8 +113,13 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
 		return NULL;
 	}
-	mrp_pl_mark_live(pool, b.addr);
+	mrp_pl_mark_live(pool, b.addr, zero);
 	return b.addr;
+}
+
+static void *mrp_pl_pool_alloc(size_t size, size_t align)
+{
+	return mrp_pl_pool_get(size, align, NULL);
 }
 
 /*
@@ -216,12 +240,23 @@ MRP_PL_EXPORT void *calloc(size_t n, size_t size)
 			return NULL;
 		return mrp_pl_boot_alloc(bytes, 16);	/* static: zero */
 	}
+	/*
+	 * Above MRPOOL_PRELOAD_CALLOC_MAX the real calloc: its fresh
+	 * mappings are zero pages until touched, where the pool would pin
+	 * (and, reused, clear) every byte of a table that may stay sparse.
+	 */
 	if (!__builtin_mul_overflow(n, size, &bytes) && mrp_pl_cfg.min &&
-	    bytes >= mrp_pl_cfg.min) {
-		p = mrp_pl_pool_alloc(bytes, 0);
+	    bytes >= mrp_pl_cfg.min &&
+	    (!mrp_pl_cfg.calloc_max || bytes <= mrp_pl_cfg.calloc_max)) {
+		bool zero;
+
+		p = mrp_pl_pool_get(bytes, 0, &zero);
 		if (p) {
-			/* reused buffers keep their old bytes */
-			memset(p, 0, bytes);
+			/* reused buffers keep their old bytes; fresh ones are zero */
+			if (!zero) {
+				memset(p, 0, bytes);
+				mrp_add(&mrp_pl_count.zeroed, bytes);
+			}
 			return p;
 		}
 	}
@@ -292,6 +327,7 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 {
 	struct mrp_pool *pool;
 	struct mrp_arena *a;
+	size_t left;
 
 	mrp_pl_ready();
 	if (!p)
@@ -323,8 +359,14 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		pool = mrp_pl_pool();
 		if (pool)
 			mrp_pl_check_live(pool, a, p, "realloc", false);
-		/* a pool buffer keeps serving while the size fits and stays large */
-		if (size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
+		/*
+		 * A pool buffer keeps serving while the size fits, stays large
+		 * and uses more than half of it; one shrunk to half or less
+		 * moves to a block its size, which gives the rest back to the
+		 * pool (to its depot, or a large arena to the trim).
+		 */
+		left = mrp_pl_buf_left(a, p);
+		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
 			return p;
 	}
 	return mrp_pl_move(p, a, size, false);

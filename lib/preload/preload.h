@@ -77,6 +77,8 @@ struct mrp_pl_cfg {
 					 * default 1 GiB, 0: no limit */
 	size_t aligned_min;		/* MRPOOL_PRELOAD_ALIGNED_MIN: the same for
 					 * page-aligned requests, default min */
+	size_t calloc_max;		/* MRPOOL_PRELOAD_CALLOC_MAX: largest calloc
+					 * from the pool, default 16 MiB, 0: max */
 	enum mrp_pl_remote remote;
 	const char *report;		/* MRPOOL_PRELOAD_REPORT: where, or NULL */
 	bool debug;			/* MRPOOL_PRELOAD_DEBUG: warnings on stderr */
@@ -98,6 +100,7 @@ struct mrp_pl_counters {
 	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
 	_Atomic uint64_t copies;	/* realloc() moves that copied a block */
 	_Atomic uint64_t copied;	/* bytes they copied */
+	_Atomic uint64_t zeroed;	/* bytes calloc() cleared in pool blocks */
 };
 extern struct mrp_pl_counters mrp_pl_count;
 

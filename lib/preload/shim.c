@@ -80,6 +80,15 @@ void mrp_pl_load_cfg(void)
 	s = getenv("MRPOOL_PRELOAD_MAX");
 	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.max))
 		mrp_pl_cfg.max = 1ull << 30;
+	/*
+	 * A large calloc is often a table that stays sparse (numpy.zeros,
+	 * hash tables): glibc maps it and the untouched pages cost nothing,
+	 * where the pool would pin all of it.
+	 */
+	mrp_pl_cfg.calloc_max = 16 << 20;
+	s = getenv("MRPOOL_PRELOAD_CALLOC_MAX");
+	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.calloc_max))
+		mrp_pl_cfg.calloc_max = 16 << 20;
 	s = getenv("MRPOOL_PRELOAD_REMOTE");
 	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
 			    MRP_PL_REMOTE_REAL;
@@ -257,7 +266,7 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
 		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu, "
-		     "realloc copies %llu, bytes copied %llu\n",
+		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)atomic_load(&mrp_pl_count.served),
@@ -266,7 +275,8 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
-		     (unsigned long long)atomic_load(&mrp_pl_count.copied));
+		     (unsigned long long)atomic_load(&mrp_pl_count.copied),
+		     (unsigned long long)atomic_load(&mrp_pl_count.zeroed));
 	if (n <= 0)
 		return;
 	if (!strcmp(mrp_pl_cfg.report, "stderr")) {

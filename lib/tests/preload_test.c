@@ -208,6 +208,78 @@ TEST(calloc_zeroes)
 	EXPECT_EQ(NULL, calloc(huge, 4));	/* overflow */
 }
 
+static bool all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * calloc clears only what may not be zero: a pool block out of the pool
+ * for the first time (a new large arena, a class buffer never handed out)
+ * is the backend's zeroed memory, a reused one is cleared; above
+ * MRPOOL_PRELOAD_CALLOC_MAX (16 MiB) the real calloc serves, which neither
+ * pins nor clears a table that stays sparse. Counted: bytes zeroed.
+ */
+TEST(calloc_fresh_and_sparse)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("calloc", NULL, NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	/* the reused 3 MiB arena and the reused 128 KiB buffer, nothing else */
+	EXPECT_EQ((3u << 20) + 100000, field(line, "calloc bytes zeroed ")) TH_LOG("%s", line);
+	/* the 512 MiB one is glibc's: 4 pool allocations */
+	EXPECT_EQ(4, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	/* 0: up to MRPOOL_PRELOAD_MAX, so the 512 MiB one too */
+	st = run_mode("calloc", "MRPOOL_PRELOAD_CALLOC_MAX=0", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(5, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ((3u << 20) + 100000, field(line, "calloc bytes zeroed ")) TH_LOG("%s", line);
+}
+
+/*
+ * A realloc that shrinks a pool block to half its size or less moves it
+ * to a block its size (the rest goes back to the pool); one that keeps
+ * more than half stays. Bytes are kept.
+ */
+TEST(realloc_shrink_moves)
+{
+	char *p = malloc(64u << 20), *q;
+	uintptr_t was;
+
+	ASSERT_TRUE(in_pool(p));
+	fill(p, 200000, 9);
+	was = (uintptr_t)p;
+	q = realloc(p, 100000);
+	ASSERT_NE(NULL, q);
+	EXPECT_NE(was, (uintptr_t)q);
+	EXPECT_TRUE(in_pool(q));
+	EXPECT_EQ(128 * 1024, malloc_usable_size(q));
+	EXPECT_TRUE(check(q, 100000, 9));
+	was = (uintptr_t)q;
+	p = realloc(q, 70000);			/* more than half of 128 KiB: stays */
+	EXPECT_EQ(was, (uintptr_t)p);
+	q = realloc(p, 65536);			/* exactly half: a 64 KiB buffer */
+	ASSERT_NE(NULL, q);
+	EXPECT_NE(was, (uintptr_t)q);
+	EXPECT_EQ(65536, malloc_usable_size(q));
+	EXPECT_TRUE(check(q, 65536, 9));
+	free(q);
+	p = malloc(8u << 20);
+	ASSERT_TRUE(in_pool(p));
+	was = (uintptr_t)p;
+	q = realloc(p, (4u << 20) + 4096);	/* more than half of 8 MiB: stays */
+	EXPECT_EQ(was, (uintptr_t)q);
+	p = realloc(q, 4u << 20);		/* half: a 4 MiB arena */
+	EXPECT_NE(was, (uintptr_t)p);
+	EXPECT_EQ(4u << 20, malloc_usable_size(p));
+	free(p);
+}
+
 /* Every alignment entry point, alignments 16 B to 4 MiB. */
 TEST(alignments)
 {
@@ -893,6 +965,36 @@ static int mode_main(const char *mode)
 			pthread_join(t, NULL);
 		}
 		/* the same buffer from two caches: handed out twice */
+		return 0;
+	}
+	if (!strcmp(mode, "calloc")) {
+		unsigned char *big = calloc(1, 512u << 20), *p, *q;
+		bool sparse = !getenv("MRPOOL_PRELOAD_CALLOC_MAX");
+
+		if (!big || in_pool(big) == sparse || big[12345] || big[(512u << 20) - 1])
+			return 1;
+		big[12345] = 1;
+		free(big);
+		/* a new arena: zero; its reuse: cleared */
+		p = calloc(3, 1u << 20);
+		if (!in_pool(p) || !all_zero(p, 3u << 20))
+			return 2;
+		memset(p, 0xa5, 3u << 20);
+		free(p);
+		q = calloc(1, 3u << 20);
+		if (q != p || !all_zero(q, 3u << 20))
+			return 3;
+		free(q);
+		/* a class buffer never handed out: zero; handed out again: cleared */
+		p = calloc(1, 100000);
+		if (!in_pool(p) || !all_zero(p, 100000))
+			return 4;
+		memset(p, 0x5a, 100000);
+		free(p);
+		q = calloc(100, 1000);
+		if (q != p || !all_zero(q, 100000))
+			return 5;
+		free(q);
 		return 0;
 	}
 	if (!strcmp(mode, "rgrow")) {
