@@ -112,6 +112,13 @@ struct mrp_arena {
 	 * both under pool->lock.
 	 */
 	_Atomic uint32_t reg_mask;
+	/*
+	 * The preload shim saw the program mprotect() part of the arena to
+	 * something other than read-write: frees in it restore read-write
+	 * over the buffer before it is handed on (preload/malloc.c). Never
+	 * cleared; fills the hole before keys.
+	 */
+	_Atomic bool user_prot;
 	/* per pool->pds slot; 8-byte aligned: mrp_alloc_pdh() loads a pair at once */
 	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -166,6 +168,49 @@ static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a,
 }
 
 /*
+ * Protection the program changed inside a pool block (a guard page below a
+ * fiber's stack, a W^X page of a JIT): glibc unmaps a large block at free,
+ * so the next owner gets fresh read-write memory; a pool block stays
+ * mapped and would be handed on still protected (the next owner's first
+ * write faults). The shim's mprotect() marks the arenas it touches, and a
+ * free in a marked arena makes the whole buffer read-write again: one
+ * system call per free there, nothing elsewhere (one load of a flag on
+ * the arena's first cache line, which the free reads anyway).
+ * pkey_mprotect() and raw system calls are not seen.
+ */
+static MRP_NOINLINE void mrp_pl_unprotect(struct mrp_arena *a, void *p)
+{
+	uintptr_t start = a->base;
+	size_t len = a->size;
+
+	if (a->cls != MRP_LARGE) {
+		start = mrp_buf_start(a, (uintptr_t)p);
+		len = a->bsize;
+		if (!start)
+			return;		/* the tail: no buffer, free() aborts */
+	}
+	syscall(SYS_mprotect, (void *)start, len, PROT_READ | PROT_WRITE);
+}
+
+MRP_PL_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	uintptr_t g = (uintptr_t)addr & ~(MRP_MAP_GRANULE - 1), end;
+	uintptr_t limit = (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT;
+
+	if (prot != (PROT_READ | PROT_WRITE) && len &&
+	    !__builtin_add_overflow((uintptr_t)addr, len, &end)) {
+		/* arenas are 2 MiB aligned: one map entry per granule */
+		for (end = end < limit ? end : limit; g < end; g += MRP_MAP_GRANULE) {
+			struct mrp_arena *a = mrp_pl_arena((void *)g);
+
+			if (a)
+				atomic_store_explicit(&a->user_prot, true, memory_order_relaxed);
+		}
+	}
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+/*
  * A pool buffer of arena a goes back; in a forked child it is not there:
  * nothing to do.
  */
@@ -177,6 +222,8 @@ static void mrp_pl_pool_free(struct mrp_arena *a, void *p)
 	if (!pool)
 		return;
 	mrp_pl_check_live(pool, a, p, "free", true);
+	if (unlikely(atomic_load_explicit(&a->user_prot, memory_order_relaxed)))
+		mrp_pl_unprotect(a, p);
 	mrp_pl_enter();
 	ret = mrp_free(pool, p);
 	mrp_pl_leave();

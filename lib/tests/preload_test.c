@@ -280,6 +280,51 @@ TEST(realloc_shrink_moves)
 	free(p);
 }
 
+/* A write to every page (volatile: not dropped before the free). */
+static void touch_pages(char *p, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < n; i += page)
+		((volatile char *)p)[i] = 1;
+}
+
+/*
+ * A page mprotect()ed inside a pool block (a fiber stack's guard page, a
+ * JIT's W^X page) and freed with it is not handed on still protected:
+ * the next owner of the buffer (class) or arena (large) writes all of it.
+ */
+TEST(mprotect_restored)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *stk = NULL;
+	char *buf, *big;
+	uintptr_t was;
+
+	ASSERT_EQ(0, posix_memalign(&stk, page, 256 << 10));
+	ASSERT_TRUE(in_pool(stk));
+	ASSERT_EQ(0, mprotect(stk, page, PROT_NONE));
+	was = (uintptr_t)stk;
+	free(stk);
+	buf = malloc(256 << 10);
+	ASSERT_EQ(was, (uintptr_t)buf);		/* the same buffer, from the cache */
+	touch_pages(buf, 256 << 10);		/* SIGSEGV while the guard stays */
+	free(buf);
+
+	big = malloc(3u << 20);
+	ASSERT_TRUE(in_pool(big));
+	ASSERT_EQ(0, mprotect(big + (2u << 20), page, PROT_READ));
+	was = (uintptr_t)big;
+	free(big);
+	big = malloc(3u << 20);
+	ASSERT_EQ(was, (uintptr_t)big);		/* the parked arena again */
+	touch_pages(big, 3u << 20);
+	free(big);
+	/* glibc's own memory: the real mprotect, errors included */
+	EXPECT_EQ(-1, mprotect((void *)1, page, PROT_READ));
+	EXPECT_EQ(EINVAL, errno);
+}
+
 /* Every alignment entry point, alignments 16 B to 4 MiB. */
 TEST(alignments)
 {
