@@ -182,7 +182,9 @@ enum mrp_backend_kind {
 
 /*
  * Pool counters. Pass sizeof(struct mrp_stats) to mrp_stats(); the library
- * fills at most that many bytes, so the struct can grow at its end.
+ * fills that many bytes, so the struct can grow at its end: the fields it
+ * has, and 0 in those of a newer header it does not know (mrp_version()
+ * tells an unknown field from a zero count).
  */
 struct mrp_stats {
 	uint32_t backend;		/* enum mrp_backend_kind */
@@ -302,7 +304,8 @@ enum mrp_pd_state {
 
 /*
  * Counters of one attached PD, since its attach. Pass sizeof(struct
- * mrp_pd_stats); the library fills at most that many bytes. Since 1.2.
+ * mrp_pd_stats); the library fills that many bytes, 0 in fields it does
+ * not know (as mrp_stats()). Since 1.2.
  */
 struct mrp_pd_stats {
 	uint32_t state;			/* enum mrp_pd_state */
@@ -317,7 +320,7 @@ struct mrp_pd_stats {
 	uint32_t reserved;
 };
 
-/* Fill up to size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */
+/* Fill size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */
 int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 		 struct mrp_pd_stats *stats, size_t size);
 
@@ -404,7 +407,7 @@ int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
  */
 int mrp_mw_invalidate(struct mrp_pool *pool, void *addr);
 
-/* Fill up to size bytes of stats. Returns 0, -EINVAL or -ECHILD. */
+/* Fill size bytes of stats (see struct mrp_stats). Returns 0, -EINVAL or -ECHILD. */
 int mrp_stats(struct mrp_pool *pool, struct mrp_stats *stats, size_t size);
 
 /*
@@ -453,7 +456,8 @@ int mrp_lookup_keys(struct mrp_pool *pool, const void *addr,
  * Arenas are 2 MiB aligned and span every buffer carved from them.
  */
 struct mrp_arena_ops {
-	uint32_t comp_mask;	/* no bit defined: 0 */
+	uint32_t comp_mask;	/* no bit defined: 0. A field added later is
+				 * read only with its bit set here */
 	int (*add)(void *ctx, void *addr, size_t len);
 	void (*remove)(void *ctx, void *addr, size_t len);
 	void *ctx;
