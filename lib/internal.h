@@ -725,7 +725,8 @@ void mrp_publish(struct mrp_pool *pool, bool force);
 void mrp_publish_fini(struct mrp_pool *pool, bool forked);
 
 /* options.c */
-int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr);
+int mrp_parse_size(const char *s, size_t *out);
+int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr, const char **bad);
 
 /* stats.c */
 void mrp_lat_record(struct mrp_pool *pool, uint64_t ns);

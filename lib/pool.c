@@ -252,7 +252,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	}
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
-	ret = mrp_cfg_load(&pool->cfg, attr);
+	ret = mrp_cfg_load(&pool->cfg, attr, NULL);
 	if (!ret && pool->cfg.numa_node >= 0 && !mrp_numa_node_online(pool->cfg.numa_node))
 		ret = -EINVAL;
 	if (ret)

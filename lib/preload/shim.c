@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,69 +34,101 @@ enum { MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
 static _Atomic int mrp_pl_state;		/* the first user opens the pool */
 static struct mrp_pool *mrp_pl_the_pool;	/* set before state OPEN, then fixed */
 
-/* "64K", "2M", "0": K/M/G suffixes, as the library's MRPOOL_* sizes. */
-static bool mrp_pl_parse_size(const char *s, size_t *out)
+/*
+ * One line on stderr: what a person must know (the pool did not open, a
+ * setting was not understood). write(2), no allocation: this runs inside
+ * the first malloc.
+ */
+static void mrp_pl_say(const char *fmt, ...)
 {
-	char *end;
-	unsigned long long v;
+	char line[320];
+	va_list ap;
+	int n;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0 && write(STDERR_FILENO, line,
+			   (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0) {
+		/* nowhere to say it */
 	}
-	if (*end)
-		return false;
-	*out = (size_t)v;
-	return true;
+}
+
+/*
+ * A size setting of the shim's ("64K", "2M", "0": K/M/G suffixes, decimal,
+ * as the library's MRPOOL_* sizes): unset or empty keeps def; malformed
+ * keeps it too, and says so once.
+ */
+static size_t mrp_pl_env_size(const char *name, size_t def)
+{
+	const char *s = getenv(name);
+	size_t v;
+
+	if (!s || !*s)
+		return def;
+	if (!mrp_parse_size(s, &v))
+		return v;
+	mrp_pl_say("mrpool-preload: %s=%s is not a size (a decimal number, K, M or G "
+		   "after it): %zu used\n", name, s, def);
+	return def;
 }
 
 /* From mrp_pl_resolve(): getenv() allocates nothing. */
 void mrp_pl_load_cfg(void)
 {
-	const char *s = getenv("MRPOOL_PRELOAD_MIN");
+	const char *s;
 
-	mrp_pl_cfg.min = 64 * 1024;
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.min))
-		mrp_pl_cfg.min = 64 * 1024;
+	mrp_pl_cfg.min = mrp_pl_env_size("MRPOOL_PRELOAD_MIN", 64 * 1024);
 	/*
 	 * RDMA buffers are mostly asked for page-aligned (posix_memalign,
 	 * memalign, valloc), where glibc wastes up to a page anyway: a lower
 	 * threshold for those serves small ones without moving every small
 	 * malloc into 4 KiB buffers.
 	 */
-	mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
-	s = getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.aligned_min))
-		mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	mrp_pl_cfg.aligned_min = mrp_pl_env_size("MRPOOL_PRELOAD_ALIGNED_MIN", mrp_pl_cfg.min);
 	/*
 	 * Pool memory is pinned: one huge request (a file read whole, a
 	 * matrix) would pin it all and could take the pool's whole limit.
 	 */
-	mrp_pl_cfg.max = 1ull << 30;
-	s = getenv("MRPOOL_PRELOAD_MAX");
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.max))
-		mrp_pl_cfg.max = 1ull << 30;
+	mrp_pl_cfg.max = mrp_pl_env_size("MRPOOL_PRELOAD_MAX", 1ull << 30);
 	/*
 	 * A large calloc is often a table that stays sparse (numpy.zeros,
 	 * hash tables): glibc maps it and the untouched pages cost nothing,
 	 * where the pool would pin all of it.
 	 */
-	mrp_pl_cfg.calloc_max = 16 << 20;
-	s = getenv("MRPOOL_PRELOAD_CALLOC_MAX");
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.calloc_max))
-		mrp_pl_cfg.calloc_max = 16 << 20;
+	mrp_pl_cfg.calloc_max = mrp_pl_env_size("MRPOOL_PRELOAD_CALLOC_MAX", 16 << 20);
 	s = getenv("MRPOOL_PRELOAD_REMOTE");
 	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
 			    MRP_PL_REMOTE_REAL;
+	if (s && *s && mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA)
+		mrp_pl_say("mrpool-preload: MRPOOL_PRELOAD_REMOTE=%s is not \"arena\": "
+			   "registrations with remote access are passed on\n", s);
 	s = getenv("MRPOOL_PRELOAD_REPORT");
 	mrp_pl_cfg.report = s && *s ? s : NULL;
 	s = getenv("MRPOOL_PRELOAD_DEBUG");
 	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
+}
+
+/*
+ * The pool did not open: everything passes through, which a person
+ * running the program under mrpool-run must hear of, once, with the
+ * setting at fault if one is (the library fails the open on a malformed
+ * MRPOOL_* variable rather than guess).
+ */
+static void mrp_pl_say_no_pool(const struct mrp_pool_attr *attr, int err)
+{
+	const char *bad = NULL, *val;
+	struct mrp_cfg cfg;
+
+	if (err == EINVAL && mrp_cfg_load(&cfg, attr, &bad) && bad) {
+		val = getenv(bad);
+		mrp_pl_say("mrpool-preload: %s=%s is not a valid setting (see mrp_pool_open(3)): "
+			   "no pool, every allocation and registration passes through\n",
+			   bad, val ? val : "");
+		return;
+	}
+	mrp_pl_say("mrpool-preload: no pool (mrp_pool_open: %s): every allocation and "
+		   "registration passes through\n", mrp_strerror(err));
 }
 
 /* Off the path of every later call: mrp_pl_pool() keeps no stack frame. */
@@ -109,6 +142,8 @@ static MRP_NOINLINE void mrp_pl_open(void)
 
 	mrp_pl_enter();
 	pool = mrp_pool_open(&attr);
+	if (!pool)
+		mrp_pl_say_no_pool(&attr, errno);
 	mrp_pl_leave();
 	mrp_pl_the_pool = pool;
 	atomic_store_explicit(&mrp_pl_state, pool ? MRP_PL_OPEN : MRP_PL_OFF,

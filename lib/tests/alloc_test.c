@@ -314,6 +314,26 @@ TEST(environment)
 	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 
+	/* decimal, whatever the leading zeros: ten, not octal eight */
+	ASSERT_EQ(0, setenv("MRPOOL_ARENA_SIZE", "010M", 1));
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
+	st = test_stats(pool);
+	EXPECT_EQ(10 << 20, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	/* no hex, sign, blank, or a size that overflows */
+	static const char *const bad[] = { "0x10M", "-1", "+8M", " 8M", "99999999999999G", "8MB" };
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_EQ(0, setenv("MRPOOL_ARENA_SIZE", bad[i], 1));
+		errno = 0;
+		EXPECT_EQ(NULL, test_pool(NULL)) TH_LOG("%s", bad[i]);
+		EXPECT_EQ(EINVAL, errno);
+	}
+	ASSERT_EQ(0, unsetenv("MRPOOL_ARENA_SIZE"));
+
 	ASSERT_EQ(0, setenv("MRPOOL_TCACHE_BYTES", "lots", 1));
 	errno = 0;
 	EXPECT_EQ(NULL, test_pool(NULL));

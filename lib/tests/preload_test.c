@@ -584,6 +584,45 @@ TEST(min_zero_and_report)
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
 }
 
+/*
+ * A setting the shim or the library does not understand is said on
+ * stderr, naming it, once: a malformed MRPOOL_* of the library's leaves
+ * no pool (everything passes through, as the library refuses to guess),
+ * one of the shim's keeps its default. Numbers are decimal (0100001 is
+ * not octal). Good settings say nothing.
+ */
+TEST(bad_settings_said)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("alloc10", "MRPOOL_DEBUG=yes", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_NE(NULL, strstr(err, "MRPOOL_DEBUG=yes")) TH_LOG("%s", err);
+	EXPECT_NE(NULL, strstr(line, "backend none")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	st = run_mode_err("alloc10", "MRPOOL_PRELOAD_MIN=64KB", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_NE(NULL, strstr(err, "MRPOOL_PRELOAD_MIN=64KB")) TH_LOG("%s", err);
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	if (strstr(err, "64KB")) {
+		EXPECT_EQ(NULL, strstr(strstr(err, "64KB") + 1, "64KB")) TH_LOG("twice: %s", err);
+	}
+	/* 100001 decimal: the first of 100000..100009 stays below (octal: 32769) */
+	st = run_mode_err("alloc10", "MRPOOL_PRELOAD_MIN=0100001", NULL, line, sizeof(line),
+			  err, sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_EQ(9, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_STREQ("", err);
+	st = run_mode_err("alloc10", "MRPOOL_ARENA_SIZE=010M", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_STREQ("", err);
+}
+
 /* MRPOOL_PRELOAD_ALIGNED_MIN: small page-aligned requests from the pool. */
 TEST(aligned_min)
 {
