@@ -387,9 +387,16 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_pdh_free_all(pool);
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
-		if (forked)
+		if (forked) {
+			/*
+			 * The map is the child's private copy: point it at
+			 * nothing, or an address the child maps there later
+			 * would lead mrp_free()/mrp_lookup() to the freed
+			 * struct (of this pool or one opened after).
+			 */
+			mrp_map_set(&mrp_map, a->base, a->size, NULL);
 			mrp_arena_free(a);
-		else if (mrp_arena_destroy(pool, a))
+		} else if (mrp_arena_destroy(pool, a))
 			mrp_arena_forget(pool, a);	/* retired: memory left as is */
 	}
 	mrp_fallback_release_all(pool, forked);
