@@ -283,7 +283,9 @@ int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd);
 /*
  * pd's device is gone (IBV_EVENT_DEVICE_FATAL on its context, the device
  * removed or reset): for the application's async-event thread, safe
- * against concurrent calls on the pool, including ones naming pd. Once it
+ * against concurrent calls on the pool, including ones naming pd; it takes
+ * the pool's lock, so it may wait for an arena being added meanwhile
+ * (registered in every PD, pd's failing device included). Once it
  * returns, allocations and lookups naming pd fail with -ENODEV, no buffer
  * comes out with pd's keys again (cached ones included), growth and the
  * fallback skip pd, and pd NULL and the other PDs work on. An allocation
@@ -386,15 +388,18 @@ struct ibv_qp;
 
 /*
  * Narrow a peer's reach to one buffer: bind a type 2 memory window over
- * [addr, addr + len) (inside one live buffer) with access (IBV_ACCESS_REMOTE_*)
+ * [addr, addr + len) (inside one buffer the caller holds: not checked, and
+ * a window over a free buffer reaches its next owner until that owner
+ * frees it) with access (IBV_ACCESS_REMOTE_*)
  * by posting IBV_WR_BIND_MW on qp, the QP the peer's requests will arrive
  * on, with wr_id and send_flags (e.g. IBV_SEND_SIGNALED): the completion
  * comes on qp's send CQ, and *rkey is usable once it has. qp->pd must be
  * attached with IBV_ACCESS_MW_BIND in its access. The window is invalidated
  * (deallocated) when the buffer is freed or by mrp_mw_invalidate().
- * Returns 0, -EINVAL (not a pool buffer, range beyond the buffer, PD not
- * attached for binding), -ECHILD, -ENODEV (PD marked dead), or the error
- * of ibv_alloc_mw/ibv_post_send.
+ * Returns 0, -EINVAL (not in an arena of the pool, fallback buffers
+ * included; range beyond the buffer; PD not attached for binding),
+ * -ECHILD, -ENODEV (PD marked dead), -ENOMEM, or the error of
+ * ibv_alloc_mw/ibv_post_send.
  */
 int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 		size_t len, unsigned int access, uint64_t wr_id,
