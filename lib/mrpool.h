@@ -22,7 +22,10 @@
  * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
  * the same pool (or, for detach, with calls naming that PD or its handle). No call is
  * async-signal-safe: none may be made from a signal handler (they take
- * locks, allocate memory and may map it).
+ * locks, allocate memory and may map it). A thread may be cancelled
+ * (pthread_cancel) while in a call: the library reaches no cancellation
+ * point while it holds one of its locks (the callbacks of
+ * mrp_set_arena_ops() must not either).
  *
  * A pool with the background attribute runs one thread, "mrpool-bg", with
  * every signal blocked. The shared library is never unloaded (-z nodelete):

@@ -139,12 +139,20 @@ static MRP_NOINLINE void mrp_pl_open(void)
 		.fallback = 0,
 	};
 	struct mrp_pool *pool;
+	int cancel;
 
+	/*
+	 * Opening the kernel backend's device is a cancellation point: a
+	 * thread cancelled there would leave the state OPENING, and the
+	 * pool unopened, for good.
+	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	mrp_pl_enter();
 	pool = mrp_pool_open(&attr);
 	if (!pool)
 		mrp_pl_say_no_pool(&attr, errno);
 	mrp_pl_leave();
+	pthread_setcancelstate(cancel, NULL);
 	mrp_pl_the_pool = pool;
 	atomic_store_explicit(&mrp_pl_state, pool ? MRP_PL_OPEN : MRP_PL_OFF,
 			      memory_order_release);
