@@ -830,6 +830,32 @@ TEST(remote_arena_no_upgrade)
 	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
 }
 
+/*
+ * A served MR reads, past rdma-core's verbs_mr (the ibv_mr, the MR type and
+ * the access), as a provider MR with nothing set: zero bytes where a
+ * provider keeps its own fields (mlx5's alloc_flags, EFA's interconnect
+ * ids), which direct-verbs calls read from any ibv_mr they are given.
+ */
+TEST(served_mr_provider_tail_zero)
+{
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *mr;
+	const unsigned char *tail;
+
+	ASSERT_TRUE(in_pool(p));
+	mr = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(mr));
+	tail = (const unsigned char *)mr + sizeof(struct ibv_mr) + 2 * sizeof(int);
+	for (int i = 0; i < 64; i++) {
+		EXPECT_EQ(0, tail[i]) TH_LOG("byte %d past verbs_mr", i);
+	}
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
 /* A served MR deregistered twice: EINVAL, and the slot is reused once. */
 TEST(double_dereg)
 {
