@@ -214,7 +214,7 @@ MRP_PL_EXPORT int mprotect(void *addr, size_t len, int prot)
  * A pool buffer of arena a goes back; in a forked child it is not there:
  * nothing to do.
  */
-static void mrp_pl_pool_free(struct mrp_arena *a, void *p)
+static MRP_NOINLINE void mrp_pl_pool_free(struct mrp_arena *a, void *p)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 	int ret;
@@ -248,8 +248,7 @@ MRP_PL_EXPORT void *malloc(size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, 16);
 	if (size >= mrp_pl_cfg.min && mrp_pl_cfg.min) {
 		p = mrp_pl_pool_alloc(size, 0);
@@ -281,8 +280,7 @@ MRP_PL_EXPORT void *calloc(size_t n, size_t size)
 	size_t bytes;
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!mrp_pl_ready())) {
 		if (__builtin_mul_overflow(n, size, &bytes))
 			return NULL;
 		return mrp_pl_boot_alloc(bytes, 16);	/* static: zero */
@@ -375,11 +373,11 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 	struct mrp_pool *pool;
 	struct mrp_arena *a;
 	size_t left;
+	bool ready = mrp_pl_ready();
 
-	mrp_pl_ready();
 	if (!p)
 		return malloc(size);
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!ready)) {
 		/* inside dlsym while resolving: the static buffer again */
 		void *q = mrp_pl_boot_alloc(size, 16);
 		size_t old;
@@ -439,8 +437,7 @@ MRP_PL_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!mrp_pl_ready())) {
 		if (!mrp_pl_pow2(align) || align % sizeof(void *))
 			return EINVAL;
 		p = mrp_pl_boot_alloc(size, align);
@@ -464,8 +461,7 @@ static void *mrp_pl_aligned(size_t align, size_t size, void *(*real)(size_t, siz
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_pow2(align) ? mrp_pl_boot_alloc(size, align) : NULL;
 	if (mrp_pl_pow2(align)) {
 		p = mrp_pl_pool_alloc(size, align);
@@ -491,8 +487,7 @@ MRP_PL_EXPORT void *valloc(size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, mrp_pl_page());
 	p = mrp_pl_pool_alloc(size, mrp_pl_page());
 	return p ? p : mrp_pl_real.valloc(size);
@@ -503,8 +498,7 @@ MRP_PL_EXPORT void *pvalloc(size_t size)
 	size_t page = mrp_pl_page(), bytes;
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, page);
 	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
 		p = mrp_pl_pool_alloc(bytes & ~(page - 1), page);

@@ -58,11 +58,20 @@ bool mrp_pl_boot_owns(const void *p);
 void *mrp_pl_boot_alloc(size_t size, size_t align);
 size_t mrp_pl_boot_size(const void *p);
 
-/* Real allocator entry points, resolved on first use. */
-static inline void mrp_pl_ready(void)
+/*
+ * Real allocator entry points, resolved on first use: true once they are,
+ * false inside dlsym while this thread resolves them (the caller then
+ * serves itself from the static buffer). free is stored last, with
+ * release (real.c): the acquire here makes the other pointers visible with
+ * it, also on a weakly ordered CPU (arm64) to a thread an early
+ * constructor started (a plain load on x86).
+ */
+static inline bool mrp_pl_ready(void)
 {
-	if (unlikely(!mrp_pl_real.free))
-		mrp_pl_resolve();
+	if (likely(__atomic_load_n(&mrp_pl_real.free, __ATOMIC_ACQUIRE)))
+		return true;
+	mrp_pl_resolve();
+	return __atomic_load_n(&mrp_pl_real.free, __ATOMIC_ACQUIRE) != NULL;
 }
 
 /* shim.c */
