@@ -311,6 +311,7 @@ int mrp_large_free(struct mrp_pool *pool, uintptr_t p)
 	}
 	/* claimed: neither live nor parked until the windows are gone */
 	a->large_free = true;
+	a->large_used = true;
 	nmw = atomic_load(&a->nmw) != 0;
 	pthread_mutex_unlock(&pool->lock);
 	if (nmw)

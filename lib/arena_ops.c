@@ -61,7 +61,16 @@ MRP_EXPORT int mrp_set_arena_ops(struct mrp_pool *pool,
 		ret = -EEXIST;
 		goto out;
 	}
-	pool->arena_ops = *ops;
+	/*
+	 * Field by field, the fields of 1.4: a struct assignment would copy
+	 * this library's sizeof, and once a field is appended, read past
+	 * the end of an older caller's struct. A field added later is read
+	 * only when its comp_mask bit says the caller has it.
+	 */
+	pool->arena_ops.comp_mask = ops->comp_mask;
+	pool->arena_ops.add = ops->add;
+	pool->arena_ops.remove = ops->remove;
+	pool->arena_ops.ctx = ops->ctx;
 	pool->arena_ops_set = true;
 	/* retired arenas hand out no buffer again: nothing to tell */
 	for (struct mrp_arena *a = pool->arenas; a; a = a->next) {

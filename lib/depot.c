@@ -75,11 +75,17 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 		pthread_mutex_lock(&c->lock);
 		while (got < want && (a = c->avail)) {
 			while (got < want && a->nfree) {
-				uintptr_t i = a->free_idx[--a->nfree];
+				uint32_t i = a->free_idx[--a->nfree];
+				uint8_t st = MRP_BUF_OUT;
 
-				atomic_store_explicit(&a->state[i], MRP_BUF_OUT,
-						      memory_order_relaxed);
-				bin->slots[got++] = (void *)(a->base + i * a->bsize);
+				/* debug mode's compare-and-swap expects OUT */
+				if (i >= a->fresh) {
+					a->fresh = i + 1;
+					if (!pool->debug)
+						st = MRP_BUF_FRESH;
+				}
+				atomic_store_explicit(&a->state[i], st, memory_order_relaxed);
+				bin->slots[got++] = (void *)(a->base + (uintptr_t)i * a->bsize);
 			}
 			if (!a->nfree)
 				mrp_avail_del(c, a);

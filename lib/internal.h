@@ -112,6 +112,13 @@ struct mrp_arena {
 	 * both under pool->lock.
 	 */
 	_Atomic uint32_t reg_mask;
+	/*
+	 * The preload shim saw the program mprotect() part of the arena to
+	 * something other than read-write: frees in it restore read-write
+	 * over the buffer before it is handed on (preload/malloc.c). Never
+	 * cleared; fills the hole before keys.
+	 */
+	_Atomic bool user_prot;
 	/* per pool->pds slot; 8-byte aligned: mrp_alloc_pdh() loads a pair at once */
 	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 
@@ -122,6 +129,14 @@ struct mrp_arena {
 	 */
 	uint32_t nblocks;
 	uint32_t nfree;			/* of which in the depot */
+	/*
+	 * Buffers [fresh, nblocks) have never left the depot: their bytes are
+	 * still the backend's zeros. Refills pop from the top of free_idx,
+	 * where frees push; the indexes never popped stay below them in
+	 * ascending order from the top, so this is one past the highest
+	 * index ever popped.
+	 */
+	uint32_t fresh;
 	uint32_t *free_idx;		/* stack of free buffer indexes */
 	/*
 	 * Per buffer, MRP_BUF_*: changed under class->lock between FREE and
@@ -138,6 +153,12 @@ struct mrp_arena {
 	uint64_t handle;		/* backend's id (kernel slice id) */
 	bool locked;			/* memory is pinned (mlock or module) */
 	bool large_free;		/* large arena parked or being parked */
+	/*
+	 * Large: its buffer was handed out and given back before, so its
+	 * bytes are no longer the backend's zeros. Set by mrp_large_free(),
+	 * read by the arena's next owner (after mrp_large_alloc()).
+	 */
+	bool large_used;
 	/*
 	 * A deregistration failed: the device may still reach the memory
 	 * through that MR, so no buffer of it is handed out again (off the
@@ -164,12 +185,18 @@ struct mrp_arena {
  * Where a class buffer is. The depot knows FREE from the rest; only debug
  * mode, which marks every allocation, tells LIVE (the application's) from
  * OUT (in a thread cache). A free of a FREE buffer, or in debug mode of
- * anything not LIVE, is a double free or a stale pointer.
+ * anything not LIVE, is a double free or a stale pointer. The preload
+ * shim keeps LIVE and OUT itself outside debug mode (preload/malloc.c):
+ * it sees every allocation and free of its pool's buffers. Outside debug
+ * mode a refill marks a buffer FRESH rather than OUT the first time it
+ * leaves the depot (its bytes are still zero: the shim's calloc skips the
+ * memset); the library takes FRESH for OUT.
  */
 enum {
 	MRP_BUF_FREE = 0,		/* in the depot (calloc'd arenas start so) */
 	MRP_BUF_OUT = 1,		/* handed out of the depot */
-	MRP_BUF_LIVE = 2,		/* debug mode: held by the application */
+	MRP_BUF_LIVE = 2,		/* debug mode, or the shim: held by the application */
+	MRP_BUF_FRESH = 3,		/* OUT for the first time since its arena was made */
 };
 
 /* floor(off / bsize) for an arena's shift and magic (classes.c) */
@@ -681,6 +708,11 @@ static inline bool mrp_forked(struct mrp_pool *pool)
 {
 	return pool->fork_gen != atomic_load_explicit(&mrp_fork_gen, memory_order_relaxed);
 }
+/*
+ * True on a pool's background thread only: the preload shim tells the
+ * library's own allocations there from the program's with one TLS load.
+ */
+extern __thread bool mrp_bg_self __attribute__((tls_model("initial-exec")));
 void mrp_bg_kick(struct mrp_pool *pool);
 void mrp_pools_fork_prepare(void);
 void mrp_pools_fork_parent(void);
@@ -693,7 +725,8 @@ void mrp_publish(struct mrp_pool *pool, bool force);
 void mrp_publish_fini(struct mrp_pool *pool, bool forked);
 
 /* options.c */
-int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr);
+int mrp_parse_size(const char *s, size_t *out);
+int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr, const char **bad);
 
 /* stats.c */
 void mrp_lat_record(struct mrp_pool *pool, uint64_t ns);

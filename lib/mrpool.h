@@ -22,7 +22,10 @@
  * mrp_pool_close() and mrp_detach_pd() must not race with other calls on
  * the same pool (or, for detach, with calls naming that PD or its handle). No call is
  * async-signal-safe: none may be made from a signal handler (they take
- * locks, allocate memory and may map it).
+ * locks, allocate memory and may map it). A thread may be cancelled
+ * (pthread_cancel) while in a call: the library reaches no cancellation
+ * point while it holds one of its locks (the callbacks of
+ * mrp_set_arena_ops() must not either).
  *
  * A pool with the background attribute runs one thread, "mrpool-bg", with
  * every signal blocked. The shared library is never unloaded (-z nodelete):
@@ -182,7 +185,9 @@ enum mrp_backend_kind {
 
 /*
  * Pool counters. Pass sizeof(struct mrp_stats) to mrp_stats(); the library
- * fills at most that many bytes, so the struct can grow at its end.
+ * fills that many bytes, so the struct can grow at its end: the fields it
+ * has, and 0 in those of a newer header it does not know (mrp_version()
+ * tells an unknown field from a zero count).
  */
 struct mrp_stats {
 	uint32_t backend;		/* enum mrp_backend_kind */
@@ -281,7 +286,9 @@ int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd);
 /*
  * pd's device is gone (IBV_EVENT_DEVICE_FATAL on its context, the device
  * removed or reset): for the application's async-event thread, safe
- * against concurrent calls on the pool, including ones naming pd. Once it
+ * against concurrent calls on the pool, including ones naming pd; it takes
+ * the pool's lock, so it may wait for an arena being added meanwhile
+ * (registered in every PD, pd's failing device included). Once it
  * returns, allocations and lookups naming pd fail with -ENODEV, no buffer
  * comes out with pd's keys again (cached ones included), growth and the
  * fallback skip pd, and pd NULL and the other PDs work on. An allocation
@@ -302,7 +309,8 @@ enum mrp_pd_state {
 
 /*
  * Counters of one attached PD, since its attach. Pass sizeof(struct
- * mrp_pd_stats); the library fills at most that many bytes. Since 1.2.
+ * mrp_pd_stats); the library fills that many bytes, 0 in fields it does
+ * not know (as mrp_stats()). Since 1.2.
  */
 struct mrp_pd_stats {
 	uint32_t state;			/* enum mrp_pd_state */
@@ -317,7 +325,7 @@ struct mrp_pd_stats {
 	uint32_t reserved;
 };
 
-/* Fill up to size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */
+/* Fill size bytes of pd's counters. 0, -ENOENT (not attached), -EINVAL, -ECHILD. */
 int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 		 struct mrp_pd_stats *stats, size_t size);
 
@@ -383,15 +391,18 @@ struct ibv_qp;
 
 /*
  * Narrow a peer's reach to one buffer: bind a type 2 memory window over
- * [addr, addr + len) (inside one live buffer) with access (IBV_ACCESS_REMOTE_*)
+ * [addr, addr + len) (inside one buffer the caller holds: not checked, and
+ * a window over a free buffer reaches its next owner until that owner
+ * frees it) with access (IBV_ACCESS_REMOTE_*)
  * by posting IBV_WR_BIND_MW on qp, the QP the peer's requests will arrive
  * on, with wr_id and send_flags (e.g. IBV_SEND_SIGNALED): the completion
  * comes on qp's send CQ, and *rkey is usable once it has. qp->pd must be
  * attached with IBV_ACCESS_MW_BIND in its access. The window is invalidated
  * (deallocated) when the buffer is freed or by mrp_mw_invalidate().
- * Returns 0, -EINVAL (not a pool buffer, range beyond the buffer, PD not
- * attached for binding), -ECHILD, -ENODEV (PD marked dead), or the error
- * of ibv_alloc_mw/ibv_post_send.
+ * Returns 0, -EINVAL (not in an arena of the pool, fallback buffers
+ * included; range beyond the buffer; PD not attached for binding),
+ * -ECHILD, -ENODEV (PD marked dead), -ENOMEM, or the error of
+ * ibv_alloc_mw/ibv_post_send.
  */
 int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 		size_t len, unsigned int access, uint64_t wr_id,
@@ -404,7 +415,7 @@ int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
  */
 int mrp_mw_invalidate(struct mrp_pool *pool, void *addr);
 
-/* Fill up to size bytes of stats. Returns 0, -EINVAL or -ECHILD. */
+/* Fill size bytes of stats (see struct mrp_stats). Returns 0, -EINVAL or -ECHILD. */
 int mrp_stats(struct mrp_pool *pool, struct mrp_stats *stats, size_t size);
 
 /*
@@ -453,7 +464,8 @@ int mrp_lookup_keys(struct mrp_pool *pool, const void *addr,
  * Arenas are 2 MiB aligned and span every buffer carved from them.
  */
 struct mrp_arena_ops {
-	uint32_t comp_mask;	/* no bit defined: 0 */
+	uint32_t comp_mask;	/* no bit defined: 0. A field added later is
+				 * read only with its bit set here */
 	int (*add)(void *ctx, void *addr, size_t len);
 	void (*remove)(void *ctx, void *addr, size_t len);
 	void *ctx;

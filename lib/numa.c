@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -23,25 +24,31 @@
 #define MPOL_PREFERRED	1
 #endif
 
-/* The device's node from <ibdev_path>/device/numa_node, or -1. */
+/*
+ * The device's node from <ibdev_path>/device/numa_node, or -1. Called with
+ * pool->lock held (mrp_attach_pd()): open, read and close are cancellation
+ * points, and a thread cancelled in one would leave the lock held for
+ * good, so cancellation waits until they are done.
+ */
 int mrp_numa_device_node(struct ibv_pd *pd)
 {
 	char path[IBV_SYSFS_PATH_MAX + 32], buf[16];
+	int fd, cancel;
 	ssize_t n;
 	long node;
 	char *end;
-	int fd;
 
 	if (!pd || !pd->context || !pd->context->device)
 		return -1;
 	if (snprintf(path, sizeof(path), "%s/device/numa_node",
 		     pd->context->device->ibdev_path) >= (int)sizeof(path))
 		return -1;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	pthread_setcancelstate(cancel, NULL);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';

@@ -2,7 +2,9 @@
 /*
  * Settings: a field set in the attribute struct wins, then its MRPOOL_*
  * environment variable, then the default. A malformed variable fails the
- * open with -EINVAL rather than being silently ignored.
+ * open with -EINVAL rather than being silently ignored; mrp_cfg_load()
+ * names it for whoever must tell a person (the preload shim). Numbers are
+ * decimal: "010" is ten, as a person reading it means, not octal eight.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,35 +15,38 @@
 
 #define MRP_ATTR_ALL	((MRP_POOL_ATTR_CLASSES << 1) - 1)
 
-/* Parse "123", "64K", "4M", "1G". */
-static int mrp_parse_size(const char *s, size_t *out)
+/* Parse "123", "64K", "4M", "1G" (decimal; nothing that would overflow). */
+int mrp_parse_size(const char *s, size_t *out)
 {
 	unsigned long long v;
+	unsigned int shift = 0;
 	char *end;
 
+	if (*s < '0' || *s > '9')	/* no sign, no blank: strtoull takes both */
+		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-')
+	v = strtoull(s, &end, 10);
+	if (errno)
 		return -EINVAL;
 	switch (*end) {
 	case 'k': case 'K':
-		v <<= 10;
+		shift = 10;
 		end++;
 		break;
 	case 'm': case 'M':
-		v <<= 20;
+		shift = 20;
 		end++;
 		break;
 	case 'g': case 'G':
-		v <<= 30;
+		shift = 30;
 		end++;
 		break;
 	default:
 		break;
 	}
-	if (*end)
+	if (*end || v > (SIZE_MAX >> shift))
 		return -EINVAL;
-	*out = (size_t)v;
+	*out = (size_t)v << shift;
 	return 0;
 }
 
@@ -141,12 +146,56 @@ static int mrp_set_device(struct mrp_cfg *cfg, const char *dev)
 	return 0;
 }
 
-int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
+/* Each variable in turn: the first malformed one fails, named in *bad. */
+#define MRP_ENV(name, call) do {						\
+	int _r = (call);							\
+									\
+	if (_r) {								\
+		*bad = (name);							\
+		return _r;							\
+	}									\
+} while (0)
+
+static int mrp_cfg_env(struct mrp_cfg *cfg, const char **bad)
+{
+	MRP_ENV("MRPOOL_BACKEND", mrp_env_backend(&cfg->backend));
+	if (getenv("MRPOOL_DEVICE"))
+		MRP_ENV("MRPOOL_DEVICE", mrp_set_device(cfg, getenv("MRPOOL_DEVICE")));
+	MRP_ENV("MRPOOL_ARENA_SIZE", mrp_env_size("MRPOOL_ARENA_SIZE", &cfg->arena_size));
+	MRP_ENV("MRPOOL_TCACHE_BYTES", mrp_env_size("MRPOOL_TCACHE_BYTES", &cfg->tcache_bytes));
+	MRP_ENV("MRPOOL_TRIM_DELAY_MS", mrp_env_u32("MRPOOL_TRIM_DELAY_MS", &cfg->trim_delay_ms));
+	MRP_ENV("MRPOOL_MAX_BYTES", mrp_env_size("MRPOOL_MAX_BYTES", &cfg->max_bytes));
+	MRP_ENV("MRPOOL_FALLBACK", mrp_env_bool("MRPOOL_FALLBACK", &cfg->fallback));
+	MRP_ENV("MRPOOL_BACKGROUND", mrp_env_bool("MRPOOL_BACKGROUND", &cfg->background));
+	MRP_ENV("MRPOOL_HUGETLB", mrp_env_bool("MRPOOL_HUGETLB", &cfg->hugetlb));
+	MRP_ENV("MRPOOL_SAMPLE_EVERY", mrp_env_u32("MRPOOL_SAMPLE_EVERY", &cfg->sample_every));
+	MRP_ENV("MRPOOL_LOW_WATER", mrp_env_u32("MRPOOL_LOW_WATER", &cfg->low_water));
+	MRP_ENV("MRPOOL_IDLE_RECLAIM", mrp_env_bool("MRPOOL_IDLE_RECLAIM", &cfg->idle_reclaim));
+	MRP_ENV("MRPOOL_DEBUG", mrp_env_bool("MRPOOL_DEBUG", &cfg->debug));
+	MRP_ENV("MRPOOL_DMABUF", mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf));
+	MRP_ENV("MRPOOL_NUMA_NODE", mrp_env_numa(&cfg->numa_node));
+	MRP_ENV("MRPOOL_CLASSES", mrp_env_classes(&cfg->fine));
+	return 0;
+}
+
+#undef MRP_ENV
+
+/*
+ * The merged settings of attr (NULL: none), the environment and the
+ * defaults, or -EINVAL; with bad, *bad names the MRPOOL_* variable at
+ * fault (malformed, or out of range where the attribute did not set the
+ * field), NULL if an attribute is.
+ */
+int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr, const char **bad)
 {
 	static const struct mrp_pool_attr none;
+	const char *scratch;
 	uint32_t m;
 	int ret = 0;
 
+	if (!bad)
+		bad = &scratch;
+	*bad = NULL;
 	if (!attr)
 		attr = &none;
 	m = attr->comp_mask;
@@ -165,38 +214,7 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 	cfg->dmabuf = true;
 	cfg->numa_node = MRP_NUMA_AUTO;
 
-	if (!ret)
-		ret = mrp_env_backend(&cfg->backend);
-	if (!ret && getenv("MRPOOL_DEVICE"))
-		ret = mrp_set_device(cfg, getenv("MRPOOL_DEVICE"));
-	if (!ret)
-		ret = mrp_env_size("MRPOOL_ARENA_SIZE", &cfg->arena_size);
-	if (!ret)
-		ret = mrp_env_size("MRPOOL_TCACHE_BYTES", &cfg->tcache_bytes);
-	if (!ret)
-		ret = mrp_env_u32("MRPOOL_TRIM_DELAY_MS", &cfg->trim_delay_ms);
-	if (!ret)
-		ret = mrp_env_size("MRPOOL_MAX_BYTES", &cfg->max_bytes);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_FALLBACK", &cfg->fallback);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_BACKGROUND", &cfg->background);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_HUGETLB", &cfg->hugetlb);
-	if (!ret)
-		ret = mrp_env_u32("MRPOOL_SAMPLE_EVERY", &cfg->sample_every);
-	if (!ret)
-		ret = mrp_env_u32("MRPOOL_LOW_WATER", &cfg->low_water);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_IDLE_RECLAIM", &cfg->idle_reclaim);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_DEBUG", &cfg->debug);
-	if (!ret)
-		ret = mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf);
-	if (!ret)
-		ret = mrp_env_numa(&cfg->numa_node);
-	if (!ret)
-		ret = mrp_env_classes(&cfg->fine);
+	ret = mrp_cfg_env(cfg, bad);
 	if (ret)
 		return ret;
 
@@ -241,9 +259,15 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr)
 	if (cfg->numa_node < MRP_NUMA_AUTO || cfg->numa_node > MRP_NUMA_MAX)
 		return -EINVAL;
 	/* an arena holds at least one 2 MiB buffer; 1 TiB is surely a typo */
-	if (cfg->arena_size < MRP_MAX_CLASS || cfg->arena_size > ((size_t)1 << 40))
+	if (cfg->arena_size < MRP_MAX_CLASS || cfg->arena_size > ((size_t)1 << 40)) {
+		if (!(m & MRP_POOL_ATTR_ARENA_SIZE))
+			*bad = "MRPOOL_ARENA_SIZE";
 		return -EINVAL;
-	if (cfg->tcache_bytes > ((size_t)1 << 30))
+	}
+	if (cfg->tcache_bytes > ((size_t)1 << 30)) {
+		if (!(m & MRP_POOL_ATTR_TCACHE_BYTES))
+			*bad = "MRPOOL_TCACHE_BYTES";
 		return -EINVAL;
+	}
 	return 0;
 }

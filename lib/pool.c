@@ -15,6 +15,7 @@
 #include "internal.h"
 
 static struct mrp_pool *mrp_pools[MRP_MAX_POOLS];	/* mrp_global_lock */
+__thread bool mrp_bg_self __attribute__((tls_model("initial-exec")));
 
 uint64_t mrp_now_ns(void)
 {
@@ -132,6 +133,7 @@ static void *mrp_bg_main(void *arg)
 		period = 1000000000ull;
 	if (period < 5000000ull)
 		period = 5000000ull;
+	mrp_bg_self = true;
 	pthread_mutex_lock(&pool->bg_lock);
 	while (!pool->bg_stop) {
 		if (!pool->bg_kick) {
@@ -250,7 +252,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	}
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
-	ret = mrp_cfg_load(&pool->cfg, attr);
+	ret = mrp_cfg_load(&pool->cfg, attr, NULL);
 	if (!ret && pool->cfg.numa_node >= 0 && !mrp_numa_node_online(pool->cfg.numa_node))
 		ret = -EINVAL;
 	if (ret)
@@ -385,9 +387,16 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_pdh_free_all(pool);
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
-		if (forked)
+		if (forked) {
+			/*
+			 * The map is the child's private copy: point it at
+			 * nothing, or an address the child maps there later
+			 * would lead mrp_free()/mrp_lookup() to the freed
+			 * struct (of this pool or one opened after).
+			 */
+			mrp_map_set(&mrp_map, a->base, a->size, NULL);
 			mrp_arena_free(a);
-		else if (mrp_arena_destroy(pool, a))
+		} else if (mrp_arena_destroy(pool, a))
 			mrp_arena_forget(pool, a);	/* retired: memory left as is */
 	}
 	mrp_fallback_release_all(pool, forked);

@@ -90,7 +90,7 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 				       struct mrp_arena *a, int slot)
 {
 	struct ibv_mr *mr;
-	int fd, err;
+	int fd, err, cancel;
 
 	if (pool->cfg.dmabuf && pool->ops->export_dmabuf &&
 	    !pool->pd_dmabuf_error[slot]) {
@@ -104,7 +104,13 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 		} else {
 			mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size, fd);
 			err = errno;
-			close(fd);	/* the MR holds the dma-buf */
+			/*
+			 * The MR holds the dma-buf. close() is a cancellation
+			 * point, and pool->lock and mrp_fork_lock are held.
+			 */
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+			close(fd);
+			pthread_setcancelstate(cancel, NULL);
 			pthread_rwlock_unlock(&mrp_fork_lock);
 			if (mr) {
 				mrp_add(&pool->pd_dmabuf_regs[slot], 1);

@@ -30,6 +30,18 @@ static uint64_t mrp_lat_quantile(const uint64_t *h, uint64_t total, unsigned int
 	return 0;
 }
 
+/*
+ * size bytes of the caller's struct from the library's have bytes: a
+ * caller built against a newer header passes a larger one, whose fields
+ * this library does not know; they read as 0, never as stack garbage.
+ */
+static void mrp_stats_copy(void *out, const void *st, size_t size, size_t have)
+{
+	if (size > have)
+		memset((char *)out + have, 0, size - have);
+	memcpy(out, st, size < have ? size : have);
+}
+
 MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t size)
 {
 	uint64_t allocs[MRP_NCLASSES], frees[MRP_NCLASSES], misses, h[MRP_HIST_BUCKETS];
@@ -110,7 +122,7 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	st.lat_p50_ns = mrp_lat_quantile(h, total, 500);
 	st.lat_p99_ns = mrp_lat_quantile(h, total, 990);
 
-	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	mrp_stats_copy(out, &st, size, sizeof(st));
 	return 0;
 }
 
@@ -140,6 +152,6 @@ MRP_EXPORT int mrp_pd_stats(struct mrp_pool *pool, struct ibv_pd *pd,
 	st.dmabuf_regs = mrp_get(&pool->pd_dmabuf_regs[slot]);
 	st.dmabuf_error = pool->pd_dmabuf_error[slot];
 	pthread_mutex_unlock(&pool->lock);
-	memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	mrp_stats_copy(out, &st, size, sizeof(st));
 	return 0;
 }

@@ -151,9 +151,17 @@ static void mrp_tcache_retire(struct mrp_tcache *tc)
 	struct mrp_pool *pool = tc->pool;
 
 	if (pool) {
-		/* a pass walks its batch without mrp_global_lock */
+		int cancel;
+
+		/*
+		 * A pass walks its batch without mrp_global_lock. The wait is
+		 * a cancellation point, which must not unwind with that lock
+		 * held (mrp_pool_close() gets here on the caller's thread).
+		 */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 		while (tc->in_pass)
 			pthread_cond_wait(&mrp_pass_done, &mrp_global_lock);
+		pthread_setcancelstate(cancel, NULL);
 		mrp_tcache_flush(tc);
 		for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 			mrp_add(&pool->dead_allocs[c], mrp_get(&tc->bins[c].allocs));

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -42,10 +44,52 @@ static size_t mrp_pl_page(void)
 }
 
 /*
+ * Double frees of size-class buffers. The library's fast free pushes onto
+ * the thread's cache without looking at the buffer (its own callers keep
+ * that lean path), so two frees of one buffer would put it in a cache
+ * twice and hand it to two owners. The shim sees every allocation and
+ * free of its pool's buffers, so it keeps each one's state byte itself:
+ * LIVE while the program holds it, OUT once freed (what the depot left
+ * there otherwise); a free of a buffer not LIVE is a double free, in this
+ * thread's cache or another's. Plain loads and stores to the byte the
+ * buffer's index gives, no atomic read-modify-write: two threads freeing
+ * one buffer at the same instant may both pass. Large blocks are checked
+ * exactly by the library, under the pool's lock; in debug mode the
+ * library marks class buffers itself (with compare-and-swap).
+ */
+static inline __attribute__((always_inline))
+void mrp_pl_mark_live(struct mrp_pool *pool, void *p, bool *zero)
+{
+	struct mrp_arena *a = mrp_pl_arena(p);
+	_Atomic uint8_t *st;
+
+	if (a->cls == MRP_LARGE) {
+		if (zero)
+			*zero = !a->large_used;
+		return;
+	}
+	st = mrp_buf_state(a, (uintptr_t)p);
+	/*
+	 * Zero while it never left the depot before. With
+	 * MRPOOL_PRELOAD_REMOTE=arena a peer holding the arena's rkey may
+	 * have written it anyway.
+	 */
+	if (zero)
+		*zero = atomic_load_explicit(st, memory_order_relaxed) == MRP_BUF_FRESH &&
+			mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA;
+	if (!pool->debug)
+		atomic_store_explicit(st, MRP_BUF_LIVE, memory_order_relaxed);
+}
+
+/*
  * A pool buffer of at least size bytes aligned to align (0: malloc's), or
  * NULL: below the threshold, the pool refused or is not to be used here.
+ * With zero, *zero says whether its bytes are known to be zero: a new
+ * large arena, or a class buffer out of the depot for the first time (the
+ * backend's memory is zeroed).
  */
-static void *mrp_pl_pool_alloc(size_t size, size_t align)
+static inline __attribute__((always_inline))
+void *mrp_pl_pool_get(size_t size, size_t align, bool *zero)
 {
 	size_t min = align >= MRP_PL_PAGE ? mrp_pl_cfg.aligned_min : mrp_pl_cfg.min;
 	struct mrp_pool *pool;
@@ -71,24 +115,25 @@ static void *mrp_pl_pool_alloc(size_t size, size_t align)
 		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
 		return NULL;
 	}
-	mrp_add(&mrp_pl_count.allocs, 1);
+	mrp_pl_mark_live(pool, b.addr, zero);
 	return b.addr;
 }
 
-/*
- * free() of a pool pointer the pool refuses: a double free, or a pointer
- * inside a buffer rather than at its start. Like glibc ("free(): double
- * free detected"), say so and abort: going on would hand one buffer to two
- * owners. Large blocks are always caught; size-class buffers when the
- * first free reached the shared depot, every time with MRPOOL_DEBUG=1
- * (the library then tracks each buffer), never when it is still in this
- * thread's cache otherwise.
- */
-static MRP_NOINLINE void mrp_pl_bad_free(void *p)
+static void *mrp_pl_pool_alloc(size_t size, size_t align)
 {
-	char line[128];
-	int n = snprintf(line, sizeof(line),
-			 "mrpool-preload: free(): double free or invalid pointer %p\n", p);
+	return mrp_pl_pool_get(size, align, NULL);
+}
+
+/*
+ * free() or realloc() of a pool pointer that is not a live block: a double
+ * free, or a pointer inside a block rather than at its start. Like glibc
+ * ("free(): double free detected"), say so and abort: going on would hand
+ * one buffer to two owners.
+ */
+static MRP_NOINLINE void mrp_pl_bad_free(const char *call, const char *what, void *p)
+{
+	char line[160];
+	int n = snprintf(line, sizeof(line), "mrpool-preload: %s(): %s %p\n", call, what, p);
 
 	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* aborting anyway */
@@ -96,21 +141,95 @@ static MRP_NOINLINE void mrp_pl_bad_free(void *p)
 	abort();
 }
 
-/* A pool buffer goes back; in a forked child it is not there: nothing to do. */
-static void mrp_pl_pool_free(void *p)
+/*
+ * The shim's check of a pool pointer the program gives back (free, or
+ * realloc before it moves or keeps the block): the size-class buffer
+ * holding p must be LIVE (see mrp_pl_mark_live()); with mark, it becomes
+ * OUT. That p is the buffer's start the library checks (mrp_free() fails
+ * with -EINVAL otherwise, and the shim aborts); large blocks are left to
+ * the library altogether.
+ */
+static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a, void *p,
+				     const char *call, bool mark)
+{
+	_Atomic uint8_t *st;
+	uint64_t i;
+
+	if (a->cls == MRP_LARGE || pool->debug)
+		return;
+	i = mrp_buf_index(a, (uintptr_t)p);
+	if (unlikely(i >= a->nblocks))	/* a fine class's tail: no buffer */
+		mrp_pl_bad_free(call, "invalid pointer", p);
+	st = &a->state[i];
+	if (unlikely(atomic_load_explicit(st, memory_order_relaxed) != MRP_BUF_LIVE))
+		mrp_pl_bad_free(call, "double free detected", p);
+	if (mark)
+		atomic_store_explicit(st, MRP_BUF_OUT, memory_order_relaxed);
+}
+
+/*
+ * Protection the program changed inside a pool block (a guard page below a
+ * fiber's stack, a W^X page of a JIT): glibc unmaps a large block at free,
+ * so the next owner gets fresh read-write memory; a pool block stays
+ * mapped and would be handed on still protected (the next owner's first
+ * write faults). The shim's mprotect() marks the arenas it touches, and a
+ * free in a marked arena makes the whole buffer read-write again: one
+ * system call per free there, nothing elsewhere (one load of a flag on
+ * the arena's first cache line, which the free reads anyway).
+ * pkey_mprotect() and raw system calls are not seen.
+ */
+static MRP_NOINLINE void mrp_pl_unprotect(struct mrp_arena *a, void *p)
+{
+	uintptr_t start = a->base;
+	size_t len = a->size;
+
+	if (a->cls != MRP_LARGE) {
+		start = mrp_buf_start(a, (uintptr_t)p);
+		len = a->bsize;
+		if (!start)
+			return;		/* the tail: no buffer, free() aborts */
+	}
+	syscall(SYS_mprotect, (void *)start, len, PROT_READ | PROT_WRITE);
+}
+
+MRP_PL_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	uintptr_t g = (uintptr_t)addr & ~(MRP_MAP_GRANULE - 1), end;
+	uintptr_t limit = (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT;
+
+	if (prot != (PROT_READ | PROT_WRITE) && len &&
+	    !__builtin_add_overflow((uintptr_t)addr, len, &end)) {
+		/* arenas are 2 MiB aligned: one map entry per granule */
+		for (end = end < limit ? end : limit; g < end; g += MRP_MAP_GRANULE) {
+			struct mrp_arena *a = mrp_pl_arena((void *)g);
+
+			if (a)
+				atomic_store_explicit(&a->user_prot, true, memory_order_relaxed);
+		}
+	}
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+/*
+ * A pool buffer of arena a goes back; in a forked child it is not there:
+ * nothing to do.
+ */
+static MRP_NOINLINE void mrp_pl_pool_free(struct mrp_arena *a, void *p)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 	int ret;
 
 	if (!pool)
 		return;
+	mrp_pl_check_live(pool, a, p, "free", true);
+	if (unlikely(atomic_load_explicit(&a->user_prot, memory_order_relaxed)))
+		mrp_pl_unprotect(a, p);
 	mrp_pl_enter();
 	ret = mrp_free(pool, p);
 	mrp_pl_leave();
+	/* a large block freed twice, or not at its start */
 	if (unlikely(ret == -EINVAL))
-		mrp_pl_bad_free(p);
-	if (!ret)
-		mrp_add(&mrp_pl_count.frees, 1);
+		mrp_pl_bad_free("free", "double free or invalid pointer", p);
 }
 
 /* Usable bytes at p, whoever allocated it. */
@@ -129,8 +248,7 @@ MRP_PL_EXPORT void *malloc(size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, 16);
 	if (size >= mrp_pl_cfg.min && mrp_pl_cfg.min) {
 		p = mrp_pl_pool_alloc(size, 0);
@@ -142,10 +260,13 @@ MRP_PL_EXPORT void *malloc(size_t size)
 
 MRP_PL_EXPORT void free(void *p)
 {
+	struct mrp_arena *a;
+
 	if (!p)
 		return;
-	if (unlikely(mrp_pl_arena(p) != NULL)) {
-		mrp_pl_pool_free(p);
+	a = mrp_pl_arena(p);
+	if (unlikely(a != NULL)) {
+		mrp_pl_pool_free(a, p);
 		return;
 	}
 	if (unlikely(mrp_pl_boot_owns(p)))
@@ -159,47 +280,104 @@ MRP_PL_EXPORT void *calloc(size_t n, size_t size)
 	size_t bytes;
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!mrp_pl_ready())) {
 		if (__builtin_mul_overflow(n, size, &bytes))
 			return NULL;
 		return mrp_pl_boot_alloc(bytes, 16);	/* static: zero */
 	}
+	/*
+	 * Above MRPOOL_PRELOAD_CALLOC_MAX the real calloc: its fresh
+	 * mappings are zero pages until touched, where the pool would pin
+	 * (and, reused, clear) every byte of a table that may stay sparse.
+	 */
 	if (!__builtin_mul_overflow(n, size, &bytes) && mrp_pl_cfg.min &&
-	    bytes >= mrp_pl_cfg.min) {
-		p = mrp_pl_pool_alloc(bytes, 0);
+	    bytes >= mrp_pl_cfg.min &&
+	    (!mrp_pl_cfg.calloc_max || bytes <= mrp_pl_cfg.calloc_max)) {
+		bool zero;
+
+		p = mrp_pl_pool_get(bytes, 0, &zero);
 		if (p) {
-			/* reused buffers keep their old bytes */
-			memset(p, 0, bytes);
+			/* reused buffers keep their old bytes; fresh ones are zero */
+			if (!zero) {
+				memset(p, 0, bytes);
+				mrp_add(&mrp_pl_count.zeroed, bytes);
+			}
 			return p;
 		}
 	}
 	return mrp_pl_real.calloc(n, size);
 }
 
-/* p is non-NULL, size non-zero: move to a new block, pool or real. */
-static void *mrp_pl_move(void *p, size_t size)
+/* Would the pool take a request of size bytes (malloc's alignment)? */
+static inline bool mrp_pl_fits(size_t size)
 {
-	size_t old = mrp_pl_usable(p);
-	void *q = mrp_pl_pool_alloc(size, 0);
+	return mrp_pl_cfg.min && size >= mrp_pl_cfg.min &&
+	       (!mrp_pl_cfg.max || size <= mrp_pl_cfg.max);
+}
 
-	if (!q)
+/*
+ * The size to ask the pool for when a pool block of old usable bytes must
+ * grow to size: half as much again as it had, at least size, at most
+ * MRPOOL_PRELOAD_MAX unless size itself is larger. A pool block cannot
+ * grow where it lies (an arena is mapped and registered whole), so a block
+ * grown step by step (a buffer filled as input arrives, a string builder,
+ * a growing array) would otherwise be copied at every step: n steps, n^2
+ * bytes. With the headroom it moves O(log n) times and the bytes copied in
+ * all stay below three times its final size; the price is memory held
+ * ahead of need, at most half the block, as glibc's own growth policies
+ * and every vector type pay.
+ */
+static size_t mrp_pl_grow_size(size_t old, size_t size)
+{
+	size_t want = old <= SIZE_MAX / 3 ? old + old / 2 : size;
+
+	if (want < size)
+		want = size;
+	if (mrp_pl_cfg.max && want > mrp_pl_cfg.max)
+		want = size > mrp_pl_cfg.max ? size : mrp_pl_cfg.max;
+	return want;
+}
+
+/*
+ * p (non-NULL, in arena a of the pool, or a == NULL: the bootstrap
+ * buffer's or, with real, the real allocator's) is to hold size bytes
+ * (non-zero) elsewhere: a new block, the pool's when it takes size, else
+ * the real allocator's. A real block the pool does not take is the real
+ * realloc's to resize, which grows in place or by mremap(2) without a
+ * copy; a pool block moving there is copied once, and is real from then on.
+ */
+static void *mrp_pl_move(void *p, struct mrp_arena *a, size_t size, bool real)
+{
+	size_t old = mrp_pl_usable(p), n;
+	void *q = NULL;
+
+	if (mrp_pl_fits(size))
+		q = mrp_pl_pool_alloc(a && size > old ? mrp_pl_grow_size(old, size) : size, 0);
+	if (!q) {
+		if (real)
+			return mrp_pl_real.realloc(p, size);
 		q = mrp_pl_real.malloc(size);
-	if (!q)
-		return NULL;	/* p untouched, errno ENOMEM */
-	memcpy(q, p, old < size ? old : size);
+		if (!q)
+			return NULL;	/* p untouched, errno ENOMEM */
+	}
+	n = old < size ? old : size;
+	memcpy(q, p, n);
+	mrp_add(&mrp_pl_count.copies, 1);
+	mrp_add(&mrp_pl_count.copied, n);
 	free(p);
 	return q;
 }
 
 MRP_PL_EXPORT void *realloc(void *p, size_t size)
 {
+	struct mrp_pool *pool;
 	struct mrp_arena *a;
+	size_t left;
+	bool ready = mrp_pl_ready();
 
-	mrp_pl_ready();
 	if (!p)
 		return malloc(size);
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!ready)) {
 		/* inside dlsym while resolving: the static buffer again */
 		void *q = mrp_pl_boot_alloc(size, 16);
 		size_t old;
@@ -213,18 +391,30 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 	a = mrp_pl_arena(p);
 	if (!a && !mrp_pl_boot_owns(p)) {
 		/* the real allocator's block: into the pool once it is large */
-		if (mrp_pl_cfg.min && size >= mrp_pl_cfg.min && mrp_pl_pool())
-			return mrp_pl_move(p, size);
+		if (mrp_pl_fits(size) && mrp_pl_pool())
+			return mrp_pl_move(p, NULL, size, true);
 		return mrp_pl_real.realloc(p, size);
 	}
 	if (!size) {		/* glibc's realloc(p, 0): free, NULL */
 		free(p);
 		return NULL;
 	}
-	/* a pool buffer keeps serving while the size fits and stays large */
-	if (a && size <= mrp_pl_buf_left(a, p) && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
-		return p;
-	return mrp_pl_move(p, size);
+	if (a) {
+		/* in a forked child the block is the parent's: no pool here */
+		pool = mrp_pl_pool();
+		if (pool)
+			mrp_pl_check_live(pool, a, p, "realloc", false);
+		/*
+		 * A pool buffer keeps serving while the size fits, stays large
+		 * and uses more than half of it; one shrunk to half or less
+		 * moves to a block its size, which gives the rest back to the
+		 * pool (to its depot, or a large arena to the trim).
+		 */
+		left = mrp_pl_buf_left(a, p);
+		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
+			return p;
+	}
+	return mrp_pl_move(p, a, size, false);
 }
 
 MRP_PL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
@@ -247,8 +437,7 @@ MRP_PL_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free)) {
+	if (unlikely(!mrp_pl_ready())) {
 		if (!mrp_pl_pow2(align) || align % sizeof(void *))
 			return EINVAL;
 		p = mrp_pl_boot_alloc(size, align);
@@ -272,8 +461,7 @@ static void *mrp_pl_aligned(size_t align, size_t size, void *(*real)(size_t, siz
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_pow2(align) ? mrp_pl_boot_alloc(size, align) : NULL;
 	if (mrp_pl_pow2(align)) {
 		p = mrp_pl_pool_alloc(size, align);
@@ -299,8 +487,7 @@ MRP_PL_EXPORT void *valloc(size_t size)
 {
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, mrp_pl_page());
 	p = mrp_pl_pool_alloc(size, mrp_pl_page());
 	return p ? p : mrp_pl_real.valloc(size);
@@ -311,8 +498,7 @@ MRP_PL_EXPORT void *pvalloc(size_t size)
 	size_t page = mrp_pl_page(), bytes;
 	void *p;
 
-	mrp_pl_ready();
-	if (unlikely(!mrp_pl_real.free))
+	if (unlikely(!mrp_pl_ready()))
 		return mrp_pl_boot_alloc(size, page);
 	if (!__builtin_add_overflow(size, page - 1, &bytes)) {
 		p = mrp_pl_pool_alloc(bytes & ~(page - 1), page);

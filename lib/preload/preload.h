@@ -58,11 +58,20 @@ bool mrp_pl_boot_owns(const void *p);
 void *mrp_pl_boot_alloc(size_t size, size_t align);
 size_t mrp_pl_boot_size(const void *p);
 
-/* Real allocator entry points, resolved on first use. */
-static inline void mrp_pl_ready(void)
+/*
+ * Real allocator entry points, resolved on first use: true once they are,
+ * false inside dlsym while this thread resolves them (the caller then
+ * serves itself from the static buffer). free is stored last, with
+ * release (real.c): the acquire here makes the other pointers visible with
+ * it, also on a weakly ordered CPU (arm64) to a thread an early
+ * constructor started (a plain load on x86).
+ */
+static inline bool mrp_pl_ready(void)
 {
-	if (unlikely(!mrp_pl_real.free))
-		mrp_pl_resolve();
+	if (likely(__atomic_load_n(&mrp_pl_real.free, __ATOMIC_ACQUIRE)))
+		return true;
+	mrp_pl_resolve();
+	return __atomic_load_n(&mrp_pl_real.free, __ATOMIC_ACQUIRE) != NULL;
 }
 
 /* shim.c */
@@ -77,6 +86,8 @@ struct mrp_pl_cfg {
 					 * default 1 GiB, 0: no limit */
 	size_t aligned_min;		/* MRPOOL_PRELOAD_ALIGNED_MIN: the same for
 					 * page-aligned requests, default min */
+	size_t calloc_max;		/* MRPOOL_PRELOAD_CALLOC_MAX: largest calloc
+					 * from the pool, default 16 MiB, 0: max */
 	enum mrp_pl_remote remote;
 	const char *report;		/* MRPOOL_PRELOAD_REPORT: where, or NULL */
 	bool debug;			/* MRPOOL_PRELOAD_DEBUG: warnings on stderr */
@@ -85,14 +96,20 @@ struct mrp_pl_cfg {
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
 extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
 
-/* Counters for the report and the stats page (struct mrp_pool). */
+/*
+ * Counters for the report and the stats page (struct mrp_pool), of the
+ * slow paths only: what malloc and free serve from the pool is the pool's
+ * own count (mrp_stats(): allocs, frees), per thread, where a shared
+ * counter here would cost every pair two locked adds on one cache line.
+ */
 struct mrp_pl_counters {
-	_Atomic uint64_t allocs;	/* allocations served from the pool */
 	_Atomic uint64_t alloc_fails;	/* large ones the pool refused (real then) */
-	_Atomic uint64_t frees;		/* pool blocks freed (allocs - frees: live) */
 	_Atomic uint64_t forks;		/* forks with pool blocks live */
 	_Atomic uint64_t served;	/* registrations served from the pool */
 	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
+	_Atomic uint64_t copies;	/* realloc() moves that copied a block */
+	_Atomic uint64_t copied;	/* bytes they copied */
+	_Atomic uint64_t zeroed;	/* bytes calloc() cleared in pool blocks */
 };
 extern struct mrp_pl_counters mrp_pl_count;
 

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,73 +34,125 @@ enum { MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
 static _Atomic int mrp_pl_state;		/* the first user opens the pool */
 static struct mrp_pool *mrp_pl_the_pool;	/* set before state OPEN, then fixed */
 
-/* "64K", "2M", "0": K/M/G suffixes, as the library's MRPOOL_* sizes. */
-static bool mrp_pl_parse_size(const char *s, size_t *out)
+/*
+ * One line on stderr: what a person must know (the pool did not open, a
+ * setting was not understood). write(2), no allocation: this runs inside
+ * the first malloc.
+ */
+static void mrp_pl_say(const char *fmt, ...)
 {
-	char *end;
-	unsigned long long v;
+	char line[320];
+	va_list ap;
+	int n;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0 && write(STDERR_FILENO, line,
+			   (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0) {
+		/* nowhere to say it */
 	}
-	if (*end)
-		return false;
-	*out = (size_t)v;
-	return true;
+}
+
+/*
+ * A size setting of the shim's ("64K", "2M", "0": K/M/G suffixes, decimal,
+ * as the library's MRPOOL_* sizes): unset or empty keeps def; malformed
+ * keeps it too, and says so once.
+ */
+static size_t mrp_pl_env_size(const char *name, size_t def)
+{
+	const char *s = getenv(name);
+	size_t v;
+
+	if (!s || !*s)
+		return def;
+	if (!mrp_parse_size(s, &v))
+		return v;
+	mrp_pl_say("mrpool-preload: %s=%s is not a size (a decimal number, K, M or G "
+		   "after it): %zu used\n", name, s, def);
+	return def;
 }
 
 /* From mrp_pl_resolve(): getenv() allocates nothing. */
 void mrp_pl_load_cfg(void)
 {
-	const char *s = getenv("MRPOOL_PRELOAD_MIN");
+	const char *s;
 
-	mrp_pl_cfg.min = 64 * 1024;
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.min))
-		mrp_pl_cfg.min = 64 * 1024;
+	mrp_pl_cfg.min = mrp_pl_env_size("MRPOOL_PRELOAD_MIN", 64 * 1024);
 	/*
 	 * RDMA buffers are mostly asked for page-aligned (posix_memalign,
 	 * memalign, valloc), where glibc wastes up to a page anyway: a lower
 	 * threshold for those serves small ones without moving every small
 	 * malloc into 4 KiB buffers.
 	 */
-	mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
-	s = getenv("MRPOOL_PRELOAD_ALIGNED_MIN");
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.aligned_min))
-		mrp_pl_cfg.aligned_min = mrp_pl_cfg.min;
+	mrp_pl_cfg.aligned_min = mrp_pl_env_size("MRPOOL_PRELOAD_ALIGNED_MIN", mrp_pl_cfg.min);
 	/*
 	 * Pool memory is pinned: one huge request (a file read whole, a
 	 * matrix) would pin it all and could take the pool's whole limit.
 	 */
-	mrp_pl_cfg.max = 1ull << 30;
-	s = getenv("MRPOOL_PRELOAD_MAX");
-	if (s && *s && !mrp_pl_parse_size(s, &mrp_pl_cfg.max))
-		mrp_pl_cfg.max = 1ull << 30;
+	mrp_pl_cfg.max = mrp_pl_env_size("MRPOOL_PRELOAD_MAX", 1ull << 30);
+	/*
+	 * A large calloc is often a table that stays sparse (numpy.zeros,
+	 * hash tables): glibc maps it and the untouched pages cost nothing,
+	 * where the pool would pin all of it.
+	 */
+	mrp_pl_cfg.calloc_max = mrp_pl_env_size("MRPOOL_PRELOAD_CALLOC_MAX", 16 << 20);
 	s = getenv("MRPOOL_PRELOAD_REMOTE");
 	mrp_pl_cfg.remote = s && !strcmp(s, "arena") ? MRP_PL_REMOTE_ARENA :
 			    MRP_PL_REMOTE_REAL;
+	if (s && *s && mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA)
+		mrp_pl_say("mrpool-preload: MRPOOL_PRELOAD_REMOTE=%s is not \"arena\": "
+			   "registrations with remote access are passed on\n", s);
 	s = getenv("MRPOOL_PRELOAD_REPORT");
 	mrp_pl_cfg.report = s && *s ? s : NULL;
 	s = getenv("MRPOOL_PRELOAD_DEBUG");
 	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
 }
 
-static void mrp_pl_open(void)
+/*
+ * The pool did not open: everything passes through, which a person
+ * running the program under mrpool-run must hear of, once, with the
+ * setting at fault if one is (the library fails the open on a malformed
+ * MRPOOL_* variable rather than guess).
+ */
+static void mrp_pl_say_no_pool(const struct mrp_pool_attr *attr, int err)
+{
+	const char *bad = NULL, *val;
+	struct mrp_cfg cfg;
+
+	if (err == EINVAL && mrp_cfg_load(&cfg, attr, &bad) && bad) {
+		val = getenv(bad);
+		mrp_pl_say("mrpool-preload: %s=%s is not a valid setting (see mrp_pool_open(3)): "
+			   "no pool, every allocation and registration passes through\n",
+			   bad, val ? val : "");
+		return;
+	}
+	mrp_pl_say("mrpool-preload: no pool (mrp_pool_open: %s): every allocation and "
+		   "registration passes through\n", mrp_strerror(err));
+}
+
+/* Off the path of every later call: mrp_pl_pool() keeps no stack frame. */
+static MRP_NOINLINE void mrp_pl_open(void)
 {
 	struct mrp_pool_attr attr = {
 		.comp_mask = MRP_POOL_ATTR_FALLBACK,
 		.fallback = 0,
 	};
 	struct mrp_pool *pool;
+	int cancel;
 
+	/*
+	 * Opening the kernel backend's device is a cancellation point: a
+	 * thread cancelled there would leave the state OPENING, and the
+	 * pool unopened, for good.
+	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	mrp_pl_enter();
 	pool = mrp_pool_open(&attr);
+	if (!pool)
+		mrp_pl_say_no_pool(&attr, errno);
 	mrp_pl_leave();
+	pthread_setcancelstate(cancel, NULL);
 	mrp_pl_the_pool = pool;
 	atomic_store_explicit(&mrp_pl_state, pool ? MRP_PL_OPEN : MRP_PL_OFF,
 			      memory_order_release);
@@ -111,14 +164,7 @@ static void mrp_pl_open(void)
  */
 bool mrp_pl_internal(void)
 {
-	struct mrp_pool *pool;
-
-	if (mrp_pl_depth)
-		return true;
-	if (atomic_load_explicit(&mrp_pl_state, memory_order_acquire) != MRP_PL_OPEN)
-		return false;
-	pool = mrp_pl_the_pool;
-	return pool->bg_running && pthread_equal(pthread_self(), pool->bg);
+	return mrp_pl_depth || mrp_bg_self;
 }
 
 /*
@@ -142,8 +188,7 @@ struct mrp_pool *mrp_pl_pool(void)
 	if (st != MRP_PL_OPEN)
 		return NULL;
 	pool = mrp_pl_the_pool;
-	if (mrp_forked(pool) ||
-	    (pool->bg_running && pthread_equal(pthread_self(), pool->bg)))
+	if (mrp_forked(pool) || mrp_bg_self)
 		return NULL;
 	return pool;
 }
@@ -172,6 +217,23 @@ static void mrp_pl_fork_prepare(void)
 	mrp_pl_verbs_fork_prepare();
 }
 
+/* The pool's allocations and frees so far (0, 0 without a pool of ours). */
+static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees)
+{
+	struct mrp_stats st;
+
+	*allocs = 0;
+	*frees = 0;
+	if (!pool)
+		return;
+	mrp_pl_enter();
+	if (!mrp_stats(pool, &st, sizeof(st))) {
+		*allocs = st.allocs;
+		*frees = st.frees;
+	}
+	mrp_pl_leave();
+}
+
 /*
  * A fork with pool blocks live: the child has none of them (see the top of
  * the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
@@ -180,12 +242,15 @@ static void mrp_pl_fork_prepare(void)
 static void mrp_pl_fork_parent(void)
 {
 	static atomic_bool warned;
-	uint64_t live = atomic_load(&mrp_pl_count.allocs) - atomic_load(&mrp_pl_count.frees);
+	uint64_t allocs, frees, live;
 	char line[256];
 	int n;
 
 	mrp_pl_verbs_fork_parent();
-	if (!live || !mrp_pl_pool_peek())
+	/* the library's parent handler ran first: its locks are free again */
+	mrp_pl_pool_counts(mrp_pl_pool_peek(), &allocs, &frees);
+	live = allocs > frees ? allocs - frees : 0;
+	if (!live)
 		return;
 	mrp_add(&mrp_pl_count.forks, 1);
 	if (!mrp_pl_cfg.debug || atomic_exchange(&warned, true))
@@ -229,9 +294,11 @@ static void mrp_pl_fork_child(void)
 __attribute__((destructor)) static void mrp_pl_fini(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
-	char line[320];
+	uint64_t allocs, frees;
+	char line[512];
 	int fd, n;
 
+	mrp_pl_pool_counts(pool, &allocs, &frees);
 	if (pool) {
 		mrp_pl_enter();
 		mrp_publish(pool, true);
@@ -241,14 +308,18 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		return;
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
-		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu\n",
+		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu, "
+		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)atomic_load(&mrp_pl_count.served),
 		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
-		     (unsigned long long)atomic_load(&mrp_pl_count.allocs),
+		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
-		     (unsigned long long)atomic_load(&mrp_pl_count.forks));
+		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
+		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
+		     (unsigned long long)atomic_load(&mrp_pl_count.copied),
+		     (unsigned long long)atomic_load(&mrp_pl_count.zeroed));
 	if (n <= 0)
 		return;
 	if (!strcmp(mrp_pl_cfg.report, "stderr")) {

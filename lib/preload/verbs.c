@@ -57,6 +57,15 @@ struct mrp_pl_pd {
 };
 
 /*
+ * Bytes after the verbs_mr part that are never written: a provider's own MR
+ * struct begins with a verbs_mr and goes on (mlx5_mr's alloc_flags, efa_mr's
+ * interconnect ids, read by direct-verbs calls such as efadv_query_mr() on
+ * whatever ibv_mr they are given); on a served MR they read as 0 (nothing
+ * set), not as the shim's pointers.
+ */
+#define MRP_PL_PROVIDER_PAD	64
+
+/*
  * A served MR: the program holds &mr. It begins as rdma-core's struct
  * verbs_mr does (ibv_mr, then the MR type and the access flags), which
  * libibverbs and providers reach with container_of from an ibv_mr.
@@ -65,6 +74,7 @@ struct mrp_pl_mr {
 	struct ibv_mr mr;
 	int mr_type;			/* verbs_mr's: IBV_MR_TYPE_MR (0) */
 	int access;			/* verbs_mr's: as registered */
+	unsigned char provider[MRP_PL_PROVIDER_PAD];	/* zero, see above */
 	struct mrp_pl_pd *pd;		/* NULL once its PD's device was closed */
 	uint32_t next;			/* free list */
 	bool live;			/* handed out, not yet deregistered */

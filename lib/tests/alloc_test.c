@@ -314,6 +314,26 @@ TEST(environment)
 	EXPECT_EQ(0, mrp_free(pool, b.addr));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 
+	/* decimal, whatever the leading zeros: ten, not octal eight */
+	ASSERT_EQ(0, setenv("MRPOOL_ARENA_SIZE", "010M", 1));
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
+	st = test_stats(pool);
+	EXPECT_EQ(10 << 20, st.bytes_mapped);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	/* no hex, sign, blank, or a size that overflows */
+	static const char *const bad[] = { "0x10M", "-1", "+8M", " 8M", "99999999999999G", "8MB" };
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_EQ(0, setenv("MRPOOL_ARENA_SIZE", bad[i], 1));
+		errno = 0;
+		EXPECT_EQ(NULL, test_pool(NULL)) TH_LOG("%s", bad[i]);
+		EXPECT_EQ(EINVAL, errno);
+	}
+	ASSERT_EQ(0, unsetenv("MRPOOL_ARENA_SIZE"));
+
 	ASSERT_EQ(0, setenv("MRPOOL_TCACHE_BYTES", "lots", 1));
 	errno = 0;
 	EXPECT_EQ(NULL, test_pool(NULL));
@@ -329,6 +349,42 @@ TEST(environment)
 	ASSERT_NE(NULL, pool);
 	st = test_stats(pool);
 	EXPECT_EQ(MRP_KIND_ANON, st.backend);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * A caller's stats struct larger than the library's (built against a
+ * newer header): the bytes past what the library fills read 0, not what
+ * the caller's stack held; a smaller one gets its size and no more.
+ */
+TEST(stats_zero_tail)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	unsigned char buf[sizeof(struct mrp_stats) + 64];
+	struct mrp_buf b;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
+	memset(buf, 0xa5, sizeof(buf));
+	ASSERT_EQ(0, mrp_stats(pool, (struct mrp_stats *)buf, sizeof(buf)));
+	EXPECT_EQ(1, ((struct mrp_stats *)buf)->allocs);
+	for (size_t i = sizeof(struct mrp_stats); i < sizeof(buf); i++) {
+		ASSERT_EQ(0, buf[i]) TH_LOG("byte %zu", i);
+	}
+	memset(buf, 0xa5, sizeof(buf));
+	ASSERT_EQ(0, mrp_stats(pool, (struct mrp_stats *)buf, 8));
+	EXPECT_EQ(0xa5, buf[8]);
+
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(0), IBV_ACCESS_LOCAL_WRITE));
+	memset(buf, 0xa5, sizeof(buf));
+	ASSERT_EQ(0, mrp_pd_stats(pool, FAKE_PD(0), (struct mrp_pd_stats *)buf,
+				  sizeof(struct mrp_pd_stats) + 64));
+	EXPECT_EQ(MRP_PD_LIVE, ((struct mrp_pd_stats *)buf)->state);
+	for (size_t i = sizeof(struct mrp_pd_stats); i < sizeof(struct mrp_pd_stats) + 64; i++) {
+		ASSERT_EQ(0, buf[i]) TH_LOG("byte %zu", i);
+	}
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(0)));
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 

@@ -51,8 +51,8 @@ make -s clean
 make -s TOP="$out" KSFT_DIR="$ksft" CC="${cross}gcc" all
 machine=$(od -An -tu2 -j18 -N2 build/alloc.o | tr -d ' ')
 [ "$machine" = 183 ] || { echo "not ok - cross build is not AArch64 (e_machine $machine)"; exit 1; }
-echo "# built for AArch64: $(ls build/*.o | wc -l) objects, libmrpool.so.1.0.0 exports:"
-"${cross}nm" -D --defined-only libmrpool.so.1.0.0 | awk '{print "#   " $3}'
+echo "# built for AArch64: $(ls build/*.o | wc -l) objects, libmrpool.so.1 exports:"
+"${cross}nm" -D --defined-only libmrpool.so.1 | awk '{print "#   " $3}'
 if ((build_only)); then
 	# no "Entering directory" lines among the names: a make above this
 	# one (make check-busy) may have put w in MAKEFLAGS, which -s keeps

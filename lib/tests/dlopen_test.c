@@ -4,7 +4,8 @@
  * verbs providers and plugins do: dlopen, use from a thread that stays
  * alive, dlclose, and only then let the thread exit (which runs the
  * library's thread-exit destructor); twice. Also the pool thread: named
- * "mrpool-bg", and every signal blocked in it.
+ * "mrpool-bg", and every signal blocked in it. And the version the
+ * library, its file name and mrpool.pc give.
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -19,8 +20,8 @@
 #include "kselftest_harness.h"
 #include "mrpool.h"
 
-#ifndef MRP_SO_PATH
-#error "build with -DMRP_SO_PATH=\"/path/to/libmrpool.so.1\""
+#if !defined(MRP_SO_PATH) || !defined(MRP_PC_PATH) || !defined(MRP_SO_VERSION)
+#error "build with -DMRP_SO_PATH=\"/path/to/libmrpool.so.1.x.0\", MRP_PC_PATH, MRP_SO_VERSION"
 #endif
 
 struct lib {
@@ -192,6 +193,37 @@ TEST(background_thread_named_and_masked)
 	EXPECT_EQ(0, thread_sigblk(gettid()) & SIGBIT(SIGUSR1));
 	EXPECT_EQ(0, lib.close_flags(pool, 0));
 	dlclose(lib.h);
+}
+
+/*
+ * One version everywhere: the loaded library's mrp_version(), the header
+ * it was built from, its file name and mrpool.pc (pkg-config said 1.0.0
+ * of library 1.6, so --atleast-version=1.5 failed where mrp_alloc_pdh()
+ * exists).
+ */
+TEST(version_everywhere)
+{
+	char want[32], line[256], pc[64] = "";
+	int (*version)(void);
+	void *h;
+	FILE *f;
+
+	snprintf(want, sizeof(want), "%d.%d.0", MRP_VERSION_MAJOR, MRP_VERSION_MINOR);
+	EXPECT_STREQ(want, MRP_SO_VERSION);
+	EXPECT_NE(NULL, strstr(MRP_SO_PATH, want));
+	h = dlopen(MRP_SO_PATH, RTLD_NOW | RTLD_LOCAL);
+	ASSERT_NE(NULL, h);
+	*(void **)&version = dlsym(h, "mrp_version");
+	ASSERT_NE(NULL, version);
+	EXPECT_EQ(MRP_VERSION, version());
+	dlclose(h);
+	f = fopen(MRP_PC_PATH, "r");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Version: %63s", pc) == 1)
+			break;
+	fclose(f);
+	EXPECT_STREQ(want, pc);
 }
 
 TEST_HARNESS_MAIN

@@ -68,6 +68,54 @@ TEST(fork_closes_pool_file)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+/*
+ * mrp_pool_close() in a child frees the child's copy of the parent's
+ * bookkeeping and unpublishes it: the address map no longer leads to the
+ * freed arenas, so a pool the child opens after, given an address of the
+ * parent's former range (the child may map its own memory there), finds
+ * no buffer. Before, mrp_lookup() read the freed arena (ASan: heap use
+ * after free, make test-sanitize).
+ */
+TEST(fork_close_unpublishes)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf small, large;
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &small));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &large));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct mrp_pool *mine;
+		struct mrp_buf b;
+		int bad = 0;
+
+		bad |= (mrp_pool_close(pool) != 0) << 0;
+		bad |= (mrp_arena_of((uintptr_t)small.addr) != NULL) << 1;
+		bad |= (mrp_arena_of((uintptr_t)large.addr) != NULL) << 2;
+		mine = test_pool(NULL);
+		bad |= !mine << 3;
+		if (mine) {
+			bad |= (mrp_lookup(mine, small.addr, NULL, &b) != -ENOENT) << 4;
+			bad |= (mrp_lookup(mine, large.addr, NULL, &b) != -ENOENT) << 5;
+			bad |= (mrp_free(mine, small.addr) != -EINVAL) << 6;
+			bad |= (mrp_pool_close(mine) != 0) << 7;
+		}
+		_exit(bad);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* the parent's are untouched */
+	EXPECT_EQ(pool, mrp_arena_of((uintptr_t)small.addr)->pool);
+	EXPECT_EQ(0, mrp_free(pool, small.addr));
+	EXPECT_EQ(0, mrp_free(pool, large.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
 /* 1 if the VmFlags of the mapping holding addr include flag. */
 static int vma_has_flag(const void *addr, const char *flag)
 {

@@ -324,4 +324,39 @@ TEST(arena_ops_fork)
 	EXPECT_EQ(0, s.bad);
 }
 
+/*
+ * The library reads the struct mrp_arena_ops a 1.4 caller passes and no
+ * byte past it (a struct ending where the caller's memory ends), also once
+ * the struct grows: a new field is read only under its comp_mask bit.
+ */
+TEST(arena_ops_read_in_bounds)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct mrp_pool *pool = test_pool(NULL);
+	struct seen s = { .refuse_after = -1 };
+	struct mrp_arena_ops *ops;
+	struct mrp_buf b;
+	char *m;
+
+	ASSERT_NE(NULL, pool);
+	m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	ASSERT_EQ(0, mprotect(m + page, page, PROT_NONE));
+	/* the 1.4 struct: comp_mask, add, remove, ctx, ending at the guard */
+	ops = (struct mrp_arena_ops *)(m + page - sizeof(*ops));
+	memset(ops, 0, sizeof(*ops));
+	ops->add = seen_add;
+	ops->remove = seen_remove;
+	ops->ctx = &s;
+	ASSERT_EQ(0, mrp_set_arena_ops(pool, ops));
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &b));
+	EXPECT_EQ(1, s.adds);
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_set_arena_ops(pool, NULL));
+	EXPECT_EQ(1, s.removes);
+	EXPECT_EQ(0, s.bad);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	munmap(m, 2 * page);
+}
+
 TEST_HARNESS_MAIN

@@ -297,4 +297,62 @@ TEST(debug_double_free)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+static uint8_t buf_state(void *p)
+{
+	return atomic_load(mrp_buf_state(mrp_arena_of((uintptr_t)p), (uintptr_t)p));
+}
+
+/*
+ * A class buffer leaves the depot FRESH the first time (its bytes are the
+ * backend's zeros: the preload shim's calloc skips the memset), OUT every
+ * later time, whichever order buffers come back in; debug pools, whose
+ * compare-and-swap expects OUT, never see FRESH.
+ */
+TEST(fresh_first_time_only)
+{
+	struct mrp_pool_attr at = {
+		.comp_mask = MRP_POOL_ATTR_TCACHE_BYTES, .tcache_bytes = 256 << 10,
+	};
+	struct mrp_pool *pool = test_pool(&at), *dbg;
+	struct mrp_buf b[64];
+	bool used[64] = { false };
+	uintptr_t base = 0;
+
+	ASSERT_NE(NULL, pool);
+	/* 64 KiB buffers, 64 to the 4 MiB arena: each round takes 10 more */
+	for (int round = 0; round < 4; round++) {
+		int n = 30 + 10 * round;
+
+		for (int i = 0; i < n; i++) {
+			size_t k;
+
+			ASSERT_EQ(0, mrp_alloc(pool, 64 << 10, NULL, &b[i]));
+			if (!base)
+				base = mrp_arena_of((uintptr_t)b[i].addr)->base;
+			ASSERT_EQ(base, mrp_arena_of((uintptr_t)b[i].addr)->base);
+			k = ((uintptr_t)b[i].addr - base) >> 16;
+			EXPECT_EQ(used[k] ? MRP_BUF_OUT : MRP_BUF_FRESH, buf_state(b[i].addr)) {
+				TH_LOG("round %d buffer %zu", round, k);
+			}
+			used[k] = true;
+		}
+		/* every other one back, in an order of their own, then the rest */
+		for (int i = round % 2; i < n; i += 2)
+			ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+		ASSERT_EQ(0, mrp_thread_flush(pool));
+		for (int i = n - 1; i >= 0; i--)
+			if (i % 2 != round % 2)
+				ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+		ASSERT_EQ(0, mrp_thread_flush(pool));
+	}
+	EXPECT_EQ(0, mrp_pool_close(pool));
+
+	dbg = debug_pool(NULL);
+	ASSERT_NE(NULL, dbg);
+	ASSERT_EQ(0, mrp_alloc(dbg, 64 << 10, NULL, &b[0]));
+	EXPECT_EQ(MRP_BUF_LIVE, buf_state(b[0].addr));
+	EXPECT_EQ(0, mrp_free(dbg, b[0].addr));
+	EXPECT_EQ(0, mrp_pool_close(dbg));
+}
+
 TEST_HARNESS_MAIN

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "kselftest_harness.h"
 #include "helpers.h"
+#include "internal.h"
 
 #define MPOL_DEFAULT_	0
 #define MPOL_PREFERRED_	1
@@ -194,6 +196,62 @@ TEST(bad_nodes_and_environment)
 	EXPECT_EQ(-1, test_stats(pool).numa_node);
 	EXPECT_EQ(0, mrp_pool_close(pool));
 	unsetenv("MRPOOL_NUMA_NODE");
+}
+
+struct canceller {
+	struct mrp_pool *pool;
+	pthread_barrier_t pending;
+	int ret;
+};
+
+/* Attach with a cancellation already pending: it acts after the call. */
+static void *attach_cancelled(void *arg)
+{
+	struct canceller *c = arg;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_barrier_wait(&c->pending);	/* the main thread cancels us */
+	pthread_barrier_wait(&c->pending);
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	c->ret = mrp_attach_pd(c->pool, FAKE_PD(3), IBV_ACCESS_LOCAL_WRITE);
+	pthread_testcancel();
+	return NULL;
+}
+
+/*
+ * pthread_cancel() of a thread in mrp_attach_pd(): the device's sysfs node
+ * is read (open, read, close: cancellation points) with the pool's lock
+ * held, and a thread cancelled there left the lock held for good (every
+ * later slow path and fork deadlocked). The attach now completes and the
+ * cancellation acts after it.
+ */
+TEST(attach_cancel_keeps_lock_free)
+{
+	char dir[] = "/tmp/mrp-numa-XXXXXX";
+	struct canceller c = { 0 };
+	pthread_t t;
+	void *r;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	fake_sysfs(dir, "0\n");
+	c.pool = numa_pool(0, false);
+	ASSERT_NE(NULL, c.pool);
+	c.ret = -1;
+	ASSERT_EQ(0, pthread_barrier_init(&c.pending, NULL, 2));
+	ASSERT_EQ(0, pthread_create(&t, NULL, attach_cancelled, &c));
+	pthread_barrier_wait(&c.pending);
+	ASSERT_EQ(0, pthread_cancel(t));
+	pthread_barrier_wait(&c.pending);
+	ASSERT_EQ(0, pthread_join(t, &r));
+	EXPECT_EQ(PTHREAD_CANCELED, r);
+	ASSERT_EQ(0, pthread_mutex_trylock(&c.pool->lock)) TH_LOG("pool->lock left held");
+	pthread_mutex_unlock(&c.pool->lock);
+	EXPECT_EQ(0, c.ret);
+	EXPECT_EQ(0, test_stats(c.pool).numa_node);
+	EXPECT_EQ(0, mrp_detach_pd(c.pool, FAKE_PD(3)));
+	EXPECT_EQ(0, mrp_pool_close(c.pool));
+	pthread_barrier_destroy(&c.pending);
+	fake_sysfs_clean(dir);
 }
 
 TEST_HARNESS_MAIN

@@ -64,19 +64,28 @@ static int fake(const char *name)
 
 /*
  * Run this binary in mode (see main) with extra environment "K=V" pairs;
- * its report line (MRPOOL_PRELOAD_REPORT) into line. Returns its status.
+ * its report line (MRPOOL_PRELOAD_REPORT) into line and, with err, what it
+ * wrote on stderr into err (errlen bytes at most, NUL-terminated). Returns
+ * its status.
  */
-static int run_mode(const char *mode, const char *env1, const char *env2,
-		    char *line, size_t len)
+static int run_mode_err(const char *mode, const char *env1, const char *env2,
+			char *line, size_t len, char *err, size_t errlen)
 {
 	char report[] = "/tmp/mrp_preload_report.XXXXXX";
-	int fd = mkstemp(report), st;
+	char errpath[] = "/tmp/mrp_preload_err.XXXXXX";
+	int fd = mkstemp(report), efd = -1, st;
+	ssize_t n;
 	pid_t pid;
 	FILE *f;
 
 	if (fd < 0)
 		return -1;
 	close(fd);
+	if (err) {
+		efd = mkstemp(errpath);
+		if (efd < 0)
+			return -1;
+	}
 	pid = fork();
 	if (pid == 0) {
 		setenv(ENV_MODE, mode, 1);
@@ -85,6 +94,8 @@ static int run_mode(const char *mode, const char *env1, const char *env2,
 			putenv((char *)env1);
 		if (env2)
 			putenv((char *)env2);
+		if (efd >= 0)
+			dup2(efd, STDERR_FILENO);
 		execl("/proc/self/exe", "preload_test", (char *)NULL);
 		_exit(127);
 	}
@@ -97,7 +108,19 @@ static int run_mode(const char *mode, const char *env1, const char *env2,
 		fclose(f);
 	}
 	unlink(report);
+	if (err) {
+		n = pread(efd, err, errlen - 1, 0);
+		err[n > 0 ? n : 0] = 0;
+		close(efd);
+		unlink(errpath);
+	}
 	return st;
+}
+
+static int run_mode(const char *mode, const char *env1, const char *env2,
+		    char *line, size_t len)
+{
+	return run_mode_err(mode, env1, env2, line, len, NULL, 0);
 }
 
 static unsigned long long field(const char *line, const char *name)
@@ -183,6 +206,123 @@ TEST(calloc_zeroes)
 	volatile size_t huge = ~(size_t)0 / 2;	/* hidden from GCC's size check */
 
 	EXPECT_EQ(NULL, calloc(huge, 4));	/* overflow */
+}
+
+static bool all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * calloc clears only what may not be zero: a pool block out of the pool
+ * for the first time (a new large arena, a class buffer never handed out)
+ * is the backend's zeroed memory, a reused one is cleared; above
+ * MRPOOL_PRELOAD_CALLOC_MAX (16 MiB) the real calloc serves, which neither
+ * pins nor clears a table that stays sparse. Counted: bytes zeroed.
+ */
+TEST(calloc_fresh_and_sparse)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("calloc", NULL, NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	/* the reused 3 MiB arena and the reused 128 KiB buffer, nothing else */
+	EXPECT_EQ((3u << 20) + 100000, field(line, "calloc bytes zeroed ")) TH_LOG("%s", line);
+	/* the 512 MiB one is glibc's: 4 pool allocations */
+	EXPECT_EQ(4, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	/* 0: up to MRPOOL_PRELOAD_MAX, so the 512 MiB one too */
+	st = run_mode("calloc", "MRPOOL_PRELOAD_CALLOC_MAX=0", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(5, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ((3u << 20) + 100000, field(line, "calloc bytes zeroed ")) TH_LOG("%s", line);
+}
+
+/*
+ * A realloc that shrinks a pool block to half its size or less moves it
+ * to a block its size (the rest goes back to the pool); one that keeps
+ * more than half stays. Bytes are kept.
+ */
+TEST(realloc_shrink_moves)
+{
+	char *p = malloc(64u << 20), *q;
+	uintptr_t was;
+
+	ASSERT_TRUE(in_pool(p));
+	fill(p, 200000, 9);
+	was = (uintptr_t)p;
+	q = realloc(p, 100000);
+	ASSERT_NE(NULL, q);
+	EXPECT_NE(was, (uintptr_t)q);
+	EXPECT_TRUE(in_pool(q));
+	EXPECT_EQ(128 * 1024, malloc_usable_size(q));
+	EXPECT_TRUE(check(q, 100000, 9));
+	was = (uintptr_t)q;
+	p = realloc(q, 70000);			/* more than half of 128 KiB: stays */
+	EXPECT_EQ(was, (uintptr_t)p);
+	q = realloc(p, 65536);			/* exactly half: a 64 KiB buffer */
+	ASSERT_NE(NULL, q);
+	EXPECT_NE(was, (uintptr_t)q);
+	EXPECT_EQ(65536, malloc_usable_size(q));
+	EXPECT_TRUE(check(q, 65536, 9));
+	free(q);
+	p = malloc(8u << 20);
+	ASSERT_TRUE(in_pool(p));
+	was = (uintptr_t)p;
+	q = realloc(p, (4u << 20) + 4096);	/* more than half of 8 MiB: stays */
+	EXPECT_EQ(was, (uintptr_t)q);
+	p = realloc(q, 4u << 20);		/* half: a 4 MiB arena */
+	EXPECT_NE(was, (uintptr_t)p);
+	EXPECT_EQ(4u << 20, malloc_usable_size(p));
+	free(p);
+}
+
+/* A write to every page (volatile: not dropped before the free). */
+static void touch_pages(char *p, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < n; i += page)
+		((volatile char *)p)[i] = 1;
+}
+
+/*
+ * A page mprotect()ed inside a pool block (a fiber stack's guard page, a
+ * JIT's W^X page) and freed with it is not handed on still protected:
+ * the next owner of the buffer (class) or arena (large) writes all of it.
+ */
+TEST(mprotect_restored)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *stk = NULL;
+	char *buf, *big;
+	uintptr_t was;
+
+	ASSERT_EQ(0, posix_memalign(&stk, page, 256 << 10));
+	ASSERT_TRUE(in_pool(stk));
+	ASSERT_EQ(0, mprotect(stk, page, PROT_NONE));
+	was = (uintptr_t)stk;
+	free(stk);
+	buf = malloc(256 << 10);
+	ASSERT_EQ(was, (uintptr_t)buf);		/* the same buffer, from the cache */
+	touch_pages(buf, 256 << 10);		/* SIGSEGV while the guard stays */
+	free(buf);
+
+	big = malloc(3u << 20);
+	ASSERT_TRUE(in_pool(big));
+	ASSERT_EQ(0, mprotect(big + (2u << 20), page, PROT_READ));
+	was = (uintptr_t)big;
+	free(big);
+	big = malloc(3u << 20);
+	ASSERT_EQ(was, (uintptr_t)big);		/* the parked arena again */
+	touch_pages(big, 3u << 20);
+	free(big);
+	/* glibc's own memory: the real mprotect, errors included */
+	EXPECT_EQ(-1, mprotect((void *)1, page, PROT_READ));
+	EXPECT_EQ(EINVAL, errno);
 }
 
 /* Every alignment entry point, alignments 16 B to 4 MiB. */
@@ -444,6 +584,45 @@ TEST(min_zero_and_report)
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
 }
 
+/*
+ * A setting the shim or the library does not understand is said on
+ * stderr, naming it, once: a malformed MRPOOL_* of the library's leaves
+ * no pool (everything passes through, as the library refuses to guess),
+ * one of the shim's keeps its default. Numbers are decimal (0100001 is
+ * not octal). Good settings say nothing.
+ */
+TEST(bad_settings_said)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("alloc10", "MRPOOL_DEBUG=yes", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_NE(NULL, strstr(err, "MRPOOL_DEBUG=yes")) TH_LOG("%s", err);
+	EXPECT_NE(NULL, strstr(line, "backend none")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	st = run_mode_err("alloc10", "MRPOOL_PRELOAD_MIN=64KB", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_NE(NULL, strstr(err, "MRPOOL_PRELOAD_MIN=64KB")) TH_LOG("%s", err);
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	if (strstr(err, "64KB")) {
+		EXPECT_EQ(NULL, strstr(strstr(err, "64KB") + 1, "64KB")) TH_LOG("twice: %s", err);
+	}
+	/* 100001 decimal: the first of 100000..100009 stays below (octal: 32769) */
+	st = run_mode_err("alloc10", "MRPOOL_PRELOAD_MIN=0100001", NULL, line, sizeof(line),
+			  err, sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_EQ(9, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_STREQ("", err);
+	st = run_mode_err("alloc10", "MRPOOL_ARENA_SIZE=010M", NULL, line, sizeof(line), err,
+			  sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_STREQ("", err);
+}
+
 /* MRPOOL_PRELOAD_ALIGNED_MIN: small page-aligned requests from the pool. */
 TEST(aligned_min)
 {
@@ -651,6 +830,32 @@ TEST(remote_arena_no_upgrade)
 	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
 }
 
+/*
+ * A served MR reads, past rdma-core's verbs_mr (the ibv_mr, the MR type and
+ * the access), as a provider MR with nothing set: zero bytes where a
+ * provider keeps its own fields (mlx5's alloc_flags, EFA's interconnect
+ * ids), which direct-verbs calls read from any ibv_mr they are given.
+ */
+TEST(served_mr_provider_tail_zero)
+{
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *mr;
+	const unsigned char *tail;
+
+	ASSERT_TRUE(in_pool(p));
+	mr = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(mr));
+	tail = (const unsigned char *)mr + sizeof(struct ibv_mr) + 2 * sizeof(int);
+	for (int i = 0; i < 64; i++) {
+		EXPECT_EQ(0, tail[i]) TH_LOG("byte %d past verbs_mr", i);
+	}
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
 /* A served MR deregistered twice: EINVAL, and the slot is reused once. */
 TEST(double_dereg)
 {
@@ -702,19 +907,94 @@ TEST(failed_attach_remembered)
 }
 
 /*
- * A pool block freed twice aborts, as glibc does: a large one always, a
- * size-class one with MRPOOL_DEBUG=1 (or once in the depot); the message
- * names the pointer.
+ * A pool block freed twice aborts, as glibc does: a large one (the
+ * library checks it), a size-class one with MRPOOL_DEBUG=1 (the library
+ * tracks it) and without (the shim does); the message names the pointer.
  */
 TEST(double_free_aborts)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=3145728", NULL, line, sizeof(line),
+			  err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "free(): double free")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRPOOL_DEBUG=1", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	/* 64 KiB..2 MiB: the second copy would sit in the thread's cache */
+	for (size_t n = 65536; n <= (2u << 20); n *= 2) {
+		size_t size = n > 65536 ? n - n / 4 : n;
+		char env[64];
+
+		snprintf(env, sizeof(env), "MRP_DFREE_SIZE=%zu", size);
+		st = run_mode_err("dfree", env, NULL, line, sizeof(line), err, sizeof(err));
+		EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) {
+			TH_LOG("%zu bytes: status %#x", size, st);
+		}
+		EXPECT_NE(NULL, strstr(err, "free(): double free detected")) TH_LOG("%s", err);
+	}
+	/* and with the fine classes (an 80 KiB buffer's start is found by division) */
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=81920", "MRPOOL_CLASSES=fine", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+}
+
+/*
+ * A size-class block freed by two threads in turn, each free landing in
+ * its own thread's cache: the second aborts too. A free of a pointer
+ * inside a block, and a realloc of a freed block, abort as well.
+ */
+TEST(double_free_threads_aborts)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("dfree_threads", NULL, NULL, line, sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "free(): double free detected")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRP_DFREE_OFF=4096", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "invalid pointer")) TH_LOG("%s", err);
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=100000", "MRP_DFREE_REALLOC=1", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "realloc(): double free detected")) TH_LOG("%s", err);
+}
+
+/*
+ * realloc() growing a block step by step copies it O(log n) times, not at
+ * every step: a pool block moves with headroom; above MRPOOL_PRELOAD_MAX
+ * the real realloc resizes it (mremap) instead of a copy by the shim.
+ * Bytes written at every step survive.
+ */
+TEST(realloc_growth_copies)
 {
 	char line[512];
 	int st;
 
-	st = run_mode("dfree", "MRP_DFREE_SIZE=3145728", NULL, line, sizeof(line));
-	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
-	st = run_mode("dfree", "MRP_DFREE_SIZE=100000", "MRPOOL_DEBUG=1", line, sizeof(line));
-	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	/* 2 MiB steps to 32 MiB: every step outgrew its arena (15 moves) */
+	st = run_mode("rgrow", "MRP_RGROW=2097152,16", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	/* a pool block moves only by a copy: each move is one */
+	EXPECT_GE(7, WEXITSTATUS(st));
+	EXPECT_EQ(WEXITSTATUS(st), field(line, "realloc copies ")) TH_LOG("%s", line);
+	/* all the bytes copied stay under 3x the final size */
+	EXPECT_GT(96ull << 20, field(line, "bytes copied ")) TH_LOG("%s", line);
+	st = run_mode("rgrow", "MRP_RGROW=262144,64", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_GE(8, WEXITSTATUS(st));
+	/* glibc's block may move too (mremap), without a copy */
+	st = run_mode("rgrow", "MRP_RGROW=262144,64", "MRPOOL_PRELOAD_MAX=4M", line,
+		      sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_GE(6, field(line, "realloc copies ")) TH_LOG("%s", line);
+	/* below the threshold the real realloc is left alone */
+	st = run_mode("rgrow", "MRP_RGROW=1024,60", NULL, line, sizeof(line));
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) < 200) TH_LOG("status %#x", st);
+	EXPECT_EQ(0, field(line, "realloc copies ")) TH_LOG("%s", line);
 }
 
 /* MRPOOL_PRELOAD_MAX: larger requests go to glibc; 0 lifts the cap. */
@@ -743,6 +1023,12 @@ TEST(no_inherit)
 	ASSERT_EQ(0, run_mode("inherit", NULL, NULL, line, sizeof(line)));
 }
 
+static void *free_it(void *p)
+{
+	free(p);
+	return NULL;
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
@@ -760,15 +1046,88 @@ static int mode_main(const char *mode)
 	}
 	if (!strcmp(mode, "dfree")) {
 		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
+		size_t off = getenv("MRP_DFREE_OFF") ? strtoull(getenv("MRP_DFREE_OFF"), NULL, 0) : 0;
 		char *volatile p = malloc(n);
-		int err = open("/dev/null", O_WRONLY);
+
+		/* a pool block: a size-class buffer is aligned to 16 KiB at least */
+		if ((uintptr_t)p % 16384)
+			return 1;
+		if (off) {
+			free(p + off);
+			return 0;
+		}
+		free(p);
+		if (getenv("MRP_DFREE_REALLOC"))
+			p = realloc(p, n + 1);
+		else
+			free(p);
+		return 0;
+	}
+	if (!strcmp(mode, "dfree_threads")) {
+		char *volatile p = malloc(100000);
+		pthread_t t;
 
 		if (!in_pool(p))
 			return 1;
-		dup2(err, STDERR_FILENO);	/* the message is expected */
-		free(p);
-		free(p);
+		for (int i = 0; i < 2; i++) {
+			if (pthread_create(&t, NULL, free_it, p))
+				return 1;
+			pthread_join(t, NULL);
+		}
+		/* the same buffer from two caches: handed out twice */
 		return 0;
+	}
+	if (!strcmp(mode, "calloc")) {
+		unsigned char *big = calloc(1, 512u << 20), *p, *q;
+		bool sparse = !getenv("MRPOOL_PRELOAD_CALLOC_MAX");
+
+		if (!big || in_pool(big) == sparse || big[12345] || big[(512u << 20) - 1])
+			return 1;
+		big[12345] = 1;
+		free(big);
+		/* a new arena: zero; its reuse: cleared */
+		p = calloc(3, 1u << 20);
+		if (!in_pool(p) || !all_zero(p, 3u << 20))
+			return 2;
+		memset(p, 0xa5, 3u << 20);
+		free(p);
+		q = calloc(1, 3u << 20);
+		if (q != p || !all_zero(q, 3u << 20))
+			return 3;
+		free(q);
+		/* a class buffer never handed out: zero; handed out again: cleared */
+		p = calloc(1, 100000);
+		if (!in_pool(p) || !all_zero(p, 100000))
+			return 4;
+		memset(p, 0x5a, 100000);
+		free(p);
+		q = calloc(100, 1000);
+		if (q != p || !all_zero(q, 100000))
+			return 5;
+		free(q);
+		return 0;
+	}
+	if (!strcmp(mode, "rgrow")) {
+		size_t step = strtoull(getenv("MRP_RGROW"), NULL, 10), n;
+		unsigned char *p = NULL;
+
+		int moves = 0;
+
+		n = strtoull(strchr(getenv("MRP_RGROW"), ',') + 1, NULL, 10);
+		for (size_t i = 1; i <= n; i++) {
+			unsigned char *q = realloc(p, i * step);
+
+			if (!q)
+				return 201;
+			moves += p && q != p;
+			p = q;
+			p[i * step - 1] = (unsigned char)i;
+		}
+		for (size_t i = 1; i <= n; i++)
+			if (p[i * step - 1] != (unsigned char)i)
+				return 202;
+		free(p);
+		return moves < 200 ? moves : 200;	/* how often the block moved */
 	}
 	if (!strcmp(mode, "max")) {
 		char *volatile a = malloc(3 << 20), *volatile b = malloc(8 << 20);
