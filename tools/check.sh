@@ -14,6 +14,7 @@
 # is "N passed, N failed, N skipped" over those, and the exit status is
 # non-zero on any failure.
 #
+# MRPOOL_CHECK_LIST=1 lists the jobs in the order they would start.
 # MRPOOL_CHECK_ONLY="NAME ..." runs only the jobs named (shell patterns:
 # 'vm:selftests*' host static), MRPOOL_CHECK_TESTS only those binaries in
 # the default VM run, MRPOOL_CHECK_HOST only those variants of the host
@@ -44,6 +45,7 @@ eval "$(sed -n 's/^\([A-Z_0-9]*\) := \(.*\)$/\1="\2"/p' .cache/env.mk)"
 . "$top/tools/timing.sh"
 . "$top/tools/jobs.sh"
 out=$top/results/check
+[ -n "${MRPOOL_CHECK_LIST:-}" ] && out=$(mktemp -d)	# a listing leaves results/ alone
 rm -rf "$out"
 mkdir -p "$out/args"
 JOBS_DIR=$out/jobs
@@ -328,8 +330,7 @@ add() {	# name class function [args...]
 
 # The packages first (they change the root every guest mounts, so no guest
 # runs beside them) while host jobs take the other cores (the first job
-# that fits starts); then the VM runs, the longest first, and the host
-# jobs left.
+# that fits starts); then the rest, the longest first (below).
 add deb hostroot job_deb
 
 # VM runs: the default one, plus selftests/vm-runs (NAME|VM OPTIONS|CMD
@@ -365,24 +366,43 @@ add static host job_static
 add ofa host job_ofa
 
 # Longest first, by the last run's times on this machine (kept beside the
-# guest kernels' caches, for every clone) if there are any; else the order
-# above (selftests/vm-runs lists the long runs first).
+# guest kernels' caches, for every clone), else by these seconds of a run
+# on this 2-core machine (2026-12-04, at load 7; any other job: 60). The
+# packages stay first: see above.
+estimate() {	# job
+	case $1 in
+	vm:selftests) echo 370 ;;
+	vm:selftests-6.12) echo 320 ;;
+	host | arm64) echo 230 ;;
+	vm:reliability*) echo 190 ;;
+	vm:mpi) echo 180 ;;
+	static | ofa) echo 120 ;;
+	vm:pyverbs) echo 100 ;;
+	vm:hosts) echo 70 ;;
+	*) echo 60 ;;
+	esac
+}
 last=${MRPOOL_CACHE:-/var/cache/mrpool}/check-times.tsv
-if [ -f "$last" ]; then
-	mapfile -t order < <(for i in "${!JOBS_NAMES[@]}"; do
-		w=$(awk -F'\t' -v n="${JOBS_NAMES[$i]}" '$1 == "step" && $2 == n {print $3}' \
-			"$last")
-		# the packages stay first: see above
-		[ "${JOBS_NAMES[$i]}" = deb ] && w=999999
-		printf '%s\t%s\n' "${w:-0}" "$i"
-	done | sort -t$'\t' -k1,1nr -s | cut -f2)
-	n=() c=() m=()
-	for i in "${order[@]}"; do
-		n+=("${JOBS_NAMES[$i]}") c+=("${JOBS_CLASS[$i]}") m+=("${JOBS_CMD[$i]}")
-	done
-	JOBS_NAMES=("${n[@]}") JOBS_CLASS=("${c[@]}") JOBS_CMD=("${m[@]}")
-fi
+mapfile -t order < <(for i in "${!JOBS_NAMES[@]}"; do
+	w=''
+	[ ! -f "$last" ] || w=$(awk -F'\t' -v n="${JOBS_NAMES[$i]}" \
+		'$1 == "step" && $2 == n {print $3}' "$last")
+	[ -n "$w" ] || w=$(estimate "${JOBS_NAMES[$i]}")
+	[ "${JOBS_NAMES[$i]}" != deb ] || w=999999
+	printf '%s\t%s\n' "$w" "$i"
+done | sort -t$'\t' -k1,1nr -s | cut -f2)
+n=() c=() m=()
+for i in "${order[@]}"; do
+	n+=("${JOBS_NAMES[$i]}") c+=("${JOBS_CLASS[$i]}") m+=("${JOBS_CMD[$i]}")
+done
+JOBS_NAMES=("${n[@]}") JOBS_CLASS=("${c[@]}") JOBS_CMD=("${m[@]}")
 
+# MRPOOL_CHECK_LIST=1: the jobs, in the order they would start, and no run.
+if [ -n "${MRPOOL_CHECK_LIST:-}" ]; then
+	printf '%s\n' "${JOBS_NAMES[@]}"
+	rm -rf "$out"
+	exit 0
+fi
 jobs_run
 jobs_st=$?
 if ((jobs_st)) && ! grep -qs '^not ok' "$out"/*.tap; then
