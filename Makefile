@@ -69,9 +69,10 @@ module:
 # The module and the test modules for another guest kernel (tools/vm/run
 # --kernel 6.12|debug), built from a copy of their sources: Kbuild writes
 # its objects next to the sources, and two kernels' builds must not
-# overwrite each other. $(call modules_for,BUILD DIR,KERNEL TREE)
+# overwrite each other. The copy keeps the sources' times, so a second
+# build compiles only what changed. $(call modules_for,BUILD DIR,KERNEL TREE)
 define modules_for
-	rm -rf $(1) && mkdir -p $(1)
+	mkdir -p $(1)
 	git -C $(TOP) ls-files Kbuild kmod include selftests/kmod_rdma selftests/dmabuf_import | \
 		tar -C $(TOP) -cf - -T - | tar -C $(1) -xf -
 	$(MAKE) -C $(2) M=$(1) modules
@@ -82,7 +83,7 @@ endef
 B612 := $(TOP)/.cache/build-6.12
 modules-6.12:
 	@test -n "$(GUEST_KDIR_612)" || { echo "no 6.12 headers: run 'make deps'"; exit 1; }
-	$(call modules_for,$(B612),$(GUEST_KDIR_612))
+	+$(call modules_for,$(B612),$(GUEST_KDIR_612))
 
 # Kernels newer than Debian 12's need their suite's linux-kbuild (glibc
 # 2.38+): the script builds in a cached chroot of that suite and prints TAP.
@@ -94,7 +95,7 @@ modules-new:
 BDEBUG := $(TOP)/.cache/build-debug
 modules-debug:
 	$(TOP)/tools/vm/debug-kernel.sh >/dev/null
-	$(call modules_for,$(BDEBUG),$$($(TOP)/tools/vm/debug-kernel.sh --path))
+	+$(call modules_for,$(BDEBUG),$$($(TOP)/tools/vm/debug-kernel.sh --path))
 
 lib:
 	$(MAKE) -C lib
