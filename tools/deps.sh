@@ -36,19 +36,20 @@ esac
 # tools (libibverbs-dev brings ibverbs-providers, whose rxe provider the
 # guest's verbs use, and libnl-3-dev; mrpoolctl links libnl-genl-3 through
 # pkg-config), the guest (QEMU, busybox and cpio for its initramfs, kmod
-# for its modules; in the guest, ip and rdma from iproute2). Nothing else:
-# the first make demo on a bare machine should not wait for the suite's
-# packages.
-pkgs=(qemu-system-x86 busybox-static kmod cpio iproute2
+# for its modules, xz to cut the vmlinux QEMU boots out of the 6.1
+# bzImage (tools/vm/run); in the guest, ip and rdma from iproute2).
+# Nothing else: the first make demo on a bare machine should not wait for
+# the suite's packages.
+pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
       linux-headers-amd64 gcc libc6-dev make pkg-config
       libibverbs-dev ibverbs-providers libnl-genl-3-dev)
-# Everything else is for make check (and make bench, make deb, ...): xz for
-# the 6.12 guest's modules and linux-source, rdma-core and the verbs, CM
-# and perftest tools, the 6.12 headers, the static checkers, the 32-bit
-# compat test's compiler, valgrind, man, pyverbs, Open MPI and NetPIPE,
-# the packaging tools.
+# Everything else is for make check (and make bench, make deb, ...):
+# rdma-core and the verbs, CM and perftest tools, the 6.12 headers (zstd
+# for its guest's vmlinux, which nothing here depends on), the static
+# checkers, the 32-bit compat test's compiler, valgrind, man, pyverbs,
+# Open MPI and NetPIPE, the packaging tools.
 if [ "$mode" != --demo ]; then
-	pkgs+=(xz-utils rdma-core librdmacm-dev ibverbs-utils perftest rdmacm-utils
+	pkgs+=(zstd rdma-core librdmacm-dev ibverbs-utils perftest rdmacm-utils
 	       libnl-3-dev libnl-route-3-dev linux-headers-6.12-amd64 sparse dkms
 	       build-essential perl gcc-12-multilib valgrind groff-base man-db
 	       python3-pyverbs openmpi-bin netpipe-openmpi debhelper dh-dkms lintian)
