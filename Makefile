@@ -3,7 +3,8 @@
 # mrpool top-level build.
 #
 #   make              module (kmod/mrpool.ko), lib/, tools/, selftests/
-#   make demo         deps + build + boot the VM + RDMA transfer through the pool
+#   make demo         the demo's deps (tools/deps.sh --demo) + module, lib and
+#                     tools + boot the VM + RDMA transfer through the pool
 #   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
 #                     last line "N passed, N failed, N skipped"
 #   make check-quick  build + host tests (plain, ASan) + static checks + the VM
@@ -110,9 +111,13 @@ deps:
 	tools/deps.sh
 
 # The guest boots the kernel tools/deps.sh cached, so both commands build
-# against its headers whatever the host runs.
-demo: deps
-	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+# against its headers whatever the host runs. The demo installs and builds
+# only what it runs (tools/deps.sh --demo: the 6.1 guest, no kselftest
+# headers, no selftests), so a first make demo does not wait for the
+# suite's packages; make check installs the rest.
+demo:
+	tools/deps.sh --demo
+	$(MAKE) -f $(TOP)/Makefile module lib tools KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	tools/vm/run --name demo -- tools/demo/demo.sh
 
 # Both builds at once, on every core; tools/check.sh times them from

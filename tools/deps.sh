@@ -11,6 +11,11 @@
 #   .cache/env.mk    KABI, KDIR, GUEST_ROOT (and *_612 for 6.12), KSFT_DIR,
 #                    CHECKPATCH for make
 #
+#   tools/deps.sh --demo    only what make demo needs: the packages that build
+#                           the module, the library and the tools and boot the
+#                           6.1 guest, and that guest's kernel; env.mk names
+#                           what is there (6.12 and KSFT_DIR once a full run
+#                           has cached them)
 #   tools/deps.sh --bench   also what make bench needs (UCX, libfabric, gnuplot)
 set -euo pipefail
 
@@ -20,19 +25,40 @@ mkdir -p "$cache"
 
 say() { printf '[deps] %s\n' "$*"; }
 
-pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils
-      rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils
-      perftest rdmacm-utils libnl-3-dev libnl-route-3-dev libnl-genl-3-dev iproute2
-      linux-headers-amd64 linux-headers-6.12-amd64 sparse dkms
-      build-essential libc6-dev perl gcc-12-multilib
-      pkg-config valgrind groff-base man-db python3-pyverbs
-      openmpi-bin netpipe-openmpi
-      debhelper dh-dkms lintian)
+mode=${1:-all}
+case $mode in
+all | --demo | --bench) ;;
+*) echo "usage: tools/deps.sh [--demo | --bench]" >&2; exit 2 ;;
+esac
+
+# make demo: the module against the 6.1 guest's headers (gcc, make and the
+# headers metapackage, which brings kbuild and gcc-12), the library and the
+# tools (libibverbs-dev brings ibverbs-providers, whose rxe provider the
+# guest's verbs use, and libnl-3-dev; mrpoolctl links libnl-genl-3 through
+# pkg-config), the guest (QEMU, busybox and cpio for its initramfs, kmod
+# for its modules, xz to cut the vmlinux QEMU boots out of the 6.1
+# bzImage (tools/vm/run); in the guest, ip and rdma from iproute2).
+# Nothing else: the first make demo on a bare machine should not wait for
+# the suite's packages.
+pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
+      linux-headers-amd64 gcc libc6-dev make pkg-config
+      libibverbs-dev ibverbs-providers libnl-genl-3-dev)
+# Everything else is for make check (and make bench, make deb, ...):
+# rdma-core and the verbs, CM and perftest tools, the 6.12 headers (zstd
+# for its guest's vmlinux, which nothing here depends on), the static
+# checkers, the 32-bit compat test's compiler, valgrind, man, pyverbs,
+# Open MPI and NetPIPE, the packaging tools.
+if [ "$mode" != --demo ]; then
+	pkgs+=(zstd rdma-core librdmacm-dev ibverbs-utils perftest rdmacm-utils
+	       libnl-3-dev libnl-route-3-dev linux-headers-6.12-amd64 sparse dkms
+	       build-essential perl gcc-12-multilib valgrind groff-base man-db
+	       python3-pyverbs openmpi-bin netpipe-openmpi debhelper dh-dkms lintian)
+fi
 # --bench (make bench only, never make check): UCX and libfabric as the
 # alloc scenario's peers (headers for tools/bench/mrpool-scenarios; ucx_info
 # and fi_info for the report), and gnuplot for its plots. The guest runs
 # this machine's root, so what is installed here is what the guest has.
-if [ "${1:-}" = --bench ]; then
+if [ "$mode" = --bench ]; then
 	pkgs+=(libucx-dev ucx-utils libfabric-dev libfabric-bin gnuplot-nox)
 fi
 
@@ -43,11 +69,13 @@ fi
 # cached in /var/cache/mrpool with Debian's arm64 kernel).
 # libc6-dev:arm64 by name: the cross compiler only recommends its headers
 # (libc6-dev-arm64-cross), and nothing else here depends on them.
-pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libc6-dev:arm64
-       libibverbs-dev:arm64 qemu-system-arm mmdebstrap)
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-	say "adding the arm64 architecture (for libibverbs-dev:arm64)"
-	dpkg --add-architecture arm64
+if [ "$mode" != --demo ]; then
+	pkgs+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libc6-dev:arm64
+	       libibverbs-dev:arm64 qemu-system-arm mmdebstrap)
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		say "adding the arm64 architecture (for libibverbs-dev:arm64)"
+		dpkg --add-architecture arm64
+	fi
 fi
 
 missing=()
@@ -86,8 +114,10 @@ fetch_guest() {	# abi
 	fi
 	say "fetching guest kernel linux-image-$1"
 	rm -rf "$guest" && mkdir -p "$guest"
-	(cd "$cache/guest" && apt-get download -q "linux-image-$1" >/dev/null 2>&1 ||
-		apt-get download "linux-image-$1")
+	# quiet, unless it fails: then again, to show why
+	(cd "$cache/guest" &&
+		{ apt-get download -q "linux-image-$1" >/dev/null 2>&1 ||
+			apt-get download "linux-image-$1"; })
 	dpkg -x "$cache/guest/linux-image-${1}_"*.deb "$guest"
 	rm -f "$cache/guest/linux-image-${1}_"*.deb
 	depmod -b "$guest" "$1"
@@ -95,16 +125,28 @@ fetch_guest() {	# abi
 }
 
 kabi=$(kabi_of linux-headers-amd64)
-kabi612=$(kabi_of linux-headers-6.12-amd64)
 fetch_guest "$kabi"
-fetch_guest "$kabi612"
+# --demo: the 6.1 guest only. The 6.12 guest and the kselftest headers
+# are named in env.mk when a full run cached them (make check after make
+# demo, or make demo after make check, both keep them).
+kabi612=
+if [ "$mode" != --demo ]; then
+	kabi612=$(kabi_of linux-headers-6.12-amd64)
+	fetch_guest "$kabi612"
+elif dpkg-query -W -f='${Status}' linux-headers-6.12-amd64 2>/dev/null | grep -q 'ok installed'; then
+	kabi612=$(kabi_of linux-headers-6.12-amd64)
+	[ -f "$cache/guest/$kabi612/.done" ] || kabi612=
+fi
 
 ksrc=$cache/ksrc
-if [ ! -f "$ksrc/.done" ]; then
+if [ "$mode" = --demo ]; then
+	:
+elif [ ! -f "$ksrc/.done" ]; then
 	say "fetching kselftest harness and checkpatch.pl from linux-source-6.1"
 	rm -rf "$ksrc" && mkdir -p "$ksrc/dl"
-	(cd "$ksrc/dl" && apt-get download -q linux-source-6.1 >/dev/null 2>&1 ||
-		apt-get download linux-source-6.1)
+	(cd "$ksrc/dl" &&
+		{ apt-get download -q linux-source-6.1 >/dev/null 2>&1 ||
+			apt-get download linux-source-6.1; })
 	dpkg -x "$ksrc/dl/"linux-source-6.1_*.deb "$ksrc/dl/x"
 	tar -xJf "$ksrc/dl/x/usr/src/linux-source-6.1.tar.xz" -C "$ksrc" \
 		--strip-components=1 --wildcards \
@@ -118,16 +160,20 @@ else
 	say "kselftest harness and checkpatch.pl: cached"
 fi
 
-cat >"$cache/env.mk.tmp" <<EOT
-# written by tools/deps.sh
-KABI := $kabi
-GUEST_KDIR := $(kdir_of "$kabi")
-GUEST_ROOT := $cache/guest/$kabi
-KABI_612 := $kabi612
-GUEST_KDIR_612 := $(kdir_of "$kabi612")
-GUEST_ROOT_612 := $cache/guest/$kabi612
-KSFT_DIR := $ksrc/tools/testing/selftests
-CHECKPATCH := $ksrc/scripts/checkpatch.pl
-EOT
+{
+	echo "# written by tools/deps.sh${1:+ $1}"
+	echo "KABI := $kabi"
+	echo "GUEST_KDIR := $(kdir_of "$kabi")"
+	echo "GUEST_ROOT := $cache/guest/$kabi"
+	if [ -n "$kabi612" ]; then
+		echo "KABI_612 := $kabi612"
+		echo "GUEST_KDIR_612 := $(kdir_of "$kabi612")"
+		echo "GUEST_ROOT_612 := $cache/guest/$kabi612"
+	fi
+	if [ -f "$ksrc/.done" ]; then
+		echo "KSFT_DIR := $ksrc/tools/testing/selftests"
+		echo "CHECKPATCH := $ksrc/scripts/checkpatch.pl"
+	fi
+} >"$cache/env.mk.tmp"
 mv "$cache/env.mk.tmp" "$cache/env.mk"
-say "ready: guest kernels $kabi and $kabi612"
+say "ready: guest kernels $kabi${kabi612:+ and $kabi612}"
