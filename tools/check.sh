@@ -5,7 +5,7 @@
 # host unit tests, checkpatch --strict and sparse over the module, the
 # selftests inside the VM on both guest kernels (6.1 and 6.12), the
 # packages, and one VM job from a copy of the tree under /tmp. The work is
-# a list of jobs run side by side, as many at once as the machine has
+# a list of jobs run side by side, one more at once than the machine has
 # cores (tools/jobs.sh; MRPOOL_CHECK_JOBS=1 runs them one by one): each
 # job's log is results/check/jobs/NAME.log, each step's and VM run's wall
 # and CPU time a row of results/check/times.tsv (tools/timing.sh), the
@@ -172,8 +172,9 @@ job_static() {
 		fi
 	fi
 
-	# From a copy of the module's sources: sparse rebuilds every object,
-	# which the VM runs beside this job load from the tree.
+	# From a copy of the module's sources (the VM runs beside this job
+	# load the tree's objects), kept with their times: C=2 checks every
+	# file and compiles only what changed since the last run.
 	say "sparse (make C=2)"
 	name="sparse: no warnings"
 	if ! command -v sparse >/dev/null; then
@@ -181,7 +182,7 @@ job_static() {
 		step "$name (sparse not installed: did not run)" 1
 	else
 		local b=$top/.cache/build-sparse
-		rm -rf "$b" && mkdir -p "$b"
+		mkdir -p "$b"
 		git ls-files Kbuild kmod include | tar -cf - -T - | tar -C "$b" -xf -
 		make -C "$GUEST_KDIR" M="$b" C=2 modules >"$out/sparse.log" 2>&1
 		st=$?
