@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Registrations. One of a range inside one pool buffer, in the pool's
- * address space (iova = addr), with access the arena's registration in that
- * PD grants, is served: the PD is attached to the pool on first use (every
- * arena registered in it once, as any libmrpool PD), and the caller gets an
- * ibv_mr of the shim's own with its range and the arena's lkey and rkey.
+ * address space (iova = addr), whose access is exactly what the arena's
+ * registration in that PD grants is served: the PD is attached to the
+ * pool on first use (every arena registered in it once, as any libmrpool
+ * PD), and the caller gets an ibv_mr of the shim's own with its range and
+ * the arena's lkey and rkey.
  * Nothing is pinned; dereg frees the struct. Anything else goes to
  * libibverbs: ranges across buffers or arenas, memory not from the pool,
- * other flags (on-demand paging, memory windows, zero-based), and by
+ * access without IBV_ACCESS_LOCAL_WRITE (the arena's lkey would let the
+ * device write where the program said it may not), other flags
+ * (on-demand paging, memory windows, zero-based), and by
  * default any remote access: an arena's rkey reaches the whole arena (every
  * pool buffer of the process in it), so a peer would reach more than the
  * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too: the PD's
  * arenas are registered with the remote rights of the first registration
  * with remote access in it (local ones before it are passed on), and only
- * registrations asking for exactly those, or none, are served (a
- * peer never gets a right the program did not ask for); a served MR
- * without remote access has rkey 0. A PD whose attach failed is passed
+ * registrations asking for exactly those, or for local write alone, are
+ * served (a peer never gets a right the program did not ask for); a served
+ * MR without remote access has rkey 0. A PD whose attach failed is passed
  * on from then on, without retrying.
  *
  * ibv_dereg_mr() of a served MR deregistered already is EINVAL (the slot
@@ -273,11 +276,15 @@ static bool mrp_pl_servable(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 	if (!remote && mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA && !mrp_pl_pd_find(pd))
 		return false;
 	e = mrp_pl_pd_attach(pool, pd, remote);
-	/* other flags (ODP, MW binding, zero-based): never in e->access */
-	if (!e || e->failed || (access & ~e->access & ~(unsigned int)MRP_PL_LOCAL))
-		return false;
-	/* remote: the very rights the arena grants, no fewer (no upgrade) */
-	if (remote && remote != (e->access & MRP_PL_REMOTE_ALL))
+	/*
+	 * Exactly the rights asked for: local write alone (the lkey, no
+	 * rkey), or all of the arena's (the rkey too). Without local write
+	 * the arena's lkey would let the device write where the program said
+	 * it may not; other flags (ODP, MW binding, zero-based) are never in
+	 * e->access; with fewer remote rights than the arena's, its rkey would
+	 * grant more than was asked for.
+	 */
+	if (!e || e->failed || (access != MRP_PL_LOCAL && access != e->access))
 		return false;
 	/* the arena's keys in pd, registering it there now if it lacks them */
 	mrp_pl_enter();
