@@ -483,9 +483,15 @@ struct mrp_pool {
 	/*
 	 * Registrations of the program's that libmrpool-preload (preload/)
 	 * served from this pool or passed on to libibverbs: written by the
-	 * shim only, published on the stats page.
+	 * shim only (preload_publish), published on the stats page.
 	 */
 	_Atomic uint64_t preload_served, preload_passed;
+	/*
+	 * The shim's, set once after the open: brings preload_served and
+	 * preload_passed up to date from its per-thread counters before
+	 * mrp_publish() writes them to the stats page.
+	 */
+	void (*_Atomic preload_publish)(struct mrp_pool *pool);
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 
