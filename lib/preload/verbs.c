@@ -558,7 +558,16 @@ static void mrp_pl_count_passed(void)
 
 	if (mrp_pl_internal())
 		return;
-	t = mrp_pl_thr_get();
+	t = mrp_pl_self;
+	if (unlikely(t == &mrp_pl_thr_empty)) {
+		/*
+		 * A thread's first: the program's first registration opens the
+		 * pool, as its first large allocation does (the stats page shows
+		 * it with MRPOOL_PRELOAD_MIN=0 too).
+		 */
+		(void)mrp_pl_pool();
+		t = mrp_pl_thr_claim();
+	}
 	if (t)
 		mrp_inc(&t->passed);
 	else

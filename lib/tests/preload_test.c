@@ -735,6 +735,11 @@ TEST(registration_counters)
 	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line)));
 	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
 	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+	/* no pool memory: all passed on, and the first opened the pool */
+	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_MIN=0", NULL, line, sizeof(line)));
+	EXPECT_EQ(0, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(5, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "backend anon")) TH_LOG("%s", line);
 }
 
 /*
