@@ -416,10 +416,10 @@ static inline struct mrp_pl_pd *mrp_pl_pd_find(const struct ibv_pd *pd)
  * MR's rkey grants more than was asked for; registrations in pd asking for
  * other remote rights are passed on. With arena keys for remote access the
  * first remote registration attaches: NULL for a local one before it;
- * without, only a local one does (NULL for a remote one). A
- * failed attach is remembered (slot -1) and not retried: every later
- * registration in pd is passed on without another try, until pd is
- * deallocated. NULL when the table is full.
+ * without, only a local one does (NULL for a remote one). A failed attach
+ * is remembered (slot -1) and not retried: every later registration in pd
+ * is passed on without another try, until pd is deallocated. NULL when
+ * the table is full.
  */
 static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
 						       struct ibv_pd *pd, unsigned int remote)
@@ -473,9 +473,11 @@ static MRP_NOINLINE int mrp_pl_keys_slow(struct mrp_pool *pool, struct ibv_pd *p
 	mrp_pl_enter();
 	ret = mrp_lookup(pool, addr, pd, &b);
 	mrp_pl_leave();
+	if (ret)
+		return ret;
 	k->lkey = b.lkey;
 	k->rkey = b.rkey;
-	return ret;
+	return 0;
 }
 
 /*
