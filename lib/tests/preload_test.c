@@ -1183,6 +1183,85 @@ TEST(registration_counters_threads)
 	EXPECT_EQ(8, field(line, "passed ")) TH_LOG("%s", line);
 }
 
+/* served_fork's threads: served pairs until stop. */
+struct served_churn {
+	struct ibv_pd *pd;
+	char *buf;
+	_Atomic bool stop;
+	_Atomic int bad;
+};
+
+static void *served_churn(void *arg)
+{
+	struct served_churn *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		struct ibv_mr *mr = ibv_reg_mr(c->pd, c->buf, 100, IBV_ACCESS_LOCAL_WRITE);
+
+		if (!served(mr) || ibv_dereg_mr(mr))
+			atomic_fetch_add(&c->bad, 1);
+	}
+	return NULL;
+}
+
+static void *passed_once(void *arg)
+{
+	struct served_churn *c = arg;
+	char small[64];
+	struct ibv_mr *mr = ibv_reg_mr(c->pd, small, sizeof(small), IBV_ACCESS_LOCAL_WRITE);
+
+	return mr && !served(mr) && !ibv_dereg_mr(mr) ? NULL : arg;
+}
+
+/*
+ * Forks while other threads make served pairs (the slots' lock is held
+ * across the fork): in each child nothing is served (a registration of
+ * the parent's pool memory is passed on), a served MR of the parent's
+ * deregisters, and a new thread registers (it takes over a block the
+ * parent's threads left).
+ */
+TEST(served_fork)
+{
+	struct served_churn c = { .pd = new_pd(), .buf = malloc(100000) };
+	struct ibv_mr *mine;
+	pthread_t t[2];
+	int bad = 0, st;
+
+	ASSERT_TRUE(in_pool(c.buf));
+	mine = ibv_reg_mr(c.pd, c.buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(mine));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, served_churn, &c));
+	for (int i = 0; i < 50; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			struct ibv_mr *mr = ibv_reg_mr(c.pd, c.buf, 100, IBV_ACCESS_LOCAL_WRITE);
+			pthread_t u;
+			void *r;
+
+			if (!mr || served(mr) || ibv_dereg_mr(mr))
+				_exit(1);
+			if (ibv_dereg_mr(mine))
+				_exit(2);
+			if (pthread_create(&u, NULL, passed_once, &c) || pthread_join(u, &r) || r)
+				_exit(3);
+			_exit(0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	atomic_store(&c.stop, true);
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(0, atomic_load(&c.bad));
+	EXPECT_EQ(0, ibv_dereg_mr(mine));
+	EXPECT_EQ(0, ibv_dealloc_pd(c.pd));
+	free(c.buf);
+	free(c.pd);
+}
+
 /* A PD the pool could not attach is not tried again at every registration. */
 TEST(failed_attach_remembered)
 {
