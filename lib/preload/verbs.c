@@ -482,14 +482,18 @@ static MRP_NOINLINE int mrp_pl_keys_slow(struct mrp_pool *pool, struct ibv_pd *p
 
 /*
  * A served MR, or NULL: the caller registers for real (see the top of the
- * file for which are served). No lock and no call on the way of one
- * served. The pool is the arena's: the shim's map holds its own pool's
- * arenas only, and an arena exists only in a pool that opened; in a forked
- * child the pool is the parent's, and nothing is served.
+ * file for which are served). The pool is the arena's: the shim's map
+ * holds its own pool's arenas only, and an arena exists only in a pool
+ * that opened; in a forked child the pool is the parent's, and nothing is
+ * served. Inlined twice: with slow false (the exported functions' own
+ * path) it makes no call and takes no lock, and gives up (NULL) where a
+ * slow path would be needed: a PD not attached yet, an arena without its
+ * keys in the PD, the thread without a free slot; the caller then tail
+ * calls the copy with slow true, which takes those paths, or passes on.
  */
 static inline __attribute__((always_inline))
 struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-			    unsigned int access)
+			    unsigned int access, const bool slow)
 {
 	struct mrp_arena *a = mrp_pl_arena(addr);
 	unsigned int remote;
@@ -507,7 +511,7 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 	remote = access & MRP_PL_REMOTE_ALL;
 	e = mrp_pl_pd_find(pd);
-	if (unlikely(!e) && !(e = mrp_pl_pd_attach(pool, pd, remote)))
+	if (unlikely(!e) && (!slow || !(e = mrp_pl_pd_attach(pool, pd, remote))))
 		return NULL;
 	/*
 	 * Exactly the rights asked for: local write alone (the lkey, no rkey),
@@ -518,7 +522,7 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 		return NULL;
 	if (likely(e->slot >= 0 && mrp_arena_has(a, e->slot)))
 		k = a->keys[e->slot];
-	else if (e->slot < 0 || mrp_pl_keys_slow(pool, pd, addr, &k))
+	else if (!slow || e->slot < 0 || mrp_pl_keys_slow(pool, pd, addr, &k))
 		return NULL;
 	if (unlikely(!mrp_arena_hold(a)))
 		return NULL;		/* trim took it: the buffer is not the program's */
@@ -527,7 +531,7 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 	if (likely(m)) {
 		t->free = m->next;
 		t->nfree--;
-	} else if (!(t = mrp_pl_thr_get()) || !(m = mrp_pl_mr_refill(t))) {
+	} else if (!slow || !(t = mrp_pl_thr_get()) || !(m = mrp_pl_mr_refill(t))) {
 		mrp_arena_unhold(a);
 		return NULL;
 	}
@@ -576,12 +580,18 @@ static void mrp_pl_count_passed(void)
 		mrp_add(&mrp_pl_orphan_passed, 1);
 }
 
-/* The three registration calls: served, or counted and passed on (noinline). */
+/*
+ * The three registration calls: served without a call, else (noinline)
+ * served by the slow paths, or counted and passed on.
+ */
 static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr(struct ibv_pd *pd, void *addr,
 						      size_t length, int access)
 {
-	struct ibv_mr *mr;
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr,
+					 (unsigned int)access, true);
 
+	if (mr)
+		return mr;
 	mrp_pl_count_passed();
 	mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr, NULL, pd, addr, length, access);
@@ -593,7 +603,7 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t le
 					int access)
 {
 	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr,
-					 (unsigned int)access);
+					 (unsigned int)access, false);
 
 	return likely(mr) ? mr : mrp_pl_pass_reg_mr(pd, addr, length, access);
 }
@@ -602,8 +612,10 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, vo
 							   size_t length, uint64_t iova,
 							   int access)
 {
-	struct ibv_mr *mr;
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
 
+	if (mr)
+		return mr;
 	mrp_pl_count_passed();
 	mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr_iova, NULL, pd, addr, length, iova, access);
@@ -614,7 +626,7 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, vo
 MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 					     uint64_t iova, int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access);
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, false);
 
 	return likely(mr) ? mr : mrp_pl_pass_reg_mr_iova(pd, addr, length, iova, access);
 }
@@ -623,8 +635,10 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, v
 							    size_t length, uint64_t iova,
 							    unsigned int access)
 {
-	struct ibv_mr *mr;
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access, true);
 
+	if (mr)
+		return mr;
 	mrp_pl_count_passed();
 	mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr_iova2, NULL, pd, addr, length, iova, access);
@@ -635,7 +649,7 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, v
 MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 					      uint64_t iova, unsigned int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access);
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access, false);
 
 	return likely(mr) ? mr : mrp_pl_pass_reg_mr_iova2(pd, addr, length, iova, access);
 }
