@@ -15,9 +15,9 @@
  * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too: the PD's
  * arenas are registered with the remote rights of the first registration
  * with remote access in it (local ones before it are passed on), and only
- * registrations asking for exactly those, or for local write alone, are
- * served (a peer never gets a right the program did not ask for); a served
- * MR without remote access has rkey 0. A PD whose attach failed is passed
+ * registrations asking for local write and exactly those, or for local
+ * write alone, are served (a peer never gets a right the program did not
+ * ask for); a served MR without remote access has rkey 0. A PD whose attach failed is passed
  * on from then on, without retrying.
  *
  * A served MR holds its arena (mrp_arena_hold()): trim leaves the arena
@@ -44,7 +44,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
