@@ -129,9 +129,11 @@ check: deps
 	tools/check.sh
 
 # The inner loop: what a change touches, in minutes (tools/check-quick.sh).
+# TESTS names VM tests only: with empty MAKEFLAGS it does not reach the
+# inner makes, where lib's own TESTS (its host tests) would take its value.
 check-quick: deps
-	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
-	tools/check-quick.sh $(TESTS)
+	MAKEFLAGS= $(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	MAKEFLAGS= tools/check-quick.sh $(TESTS)
 
 # No test may depend on timing: the whole check again on a loaded host.
 check-busy: deps
