@@ -23,6 +23,7 @@
 #include <linux/slab.h>
 #include <linux/module.h>
 #include <linux/jiffies.h>
+#include <linux/kmemleak.h>
 
 /*
  * Seconds between tries to replace fragmented free chunks with whole ones:
@@ -702,9 +703,15 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 		module_put(THIS_MODULE);
 }
 
-/* Counted and logged: @c is out of the pool and its pages are never freed. */
+/*
+ * Counted and logged: @c is out of the pool and its pages are never freed.
+ * Nothing points at @c any more: kmemleak is told it is kept on purpose,
+ * and as it still scans it, its page array and shmem file (with the file's
+ * credentials) count as referenced too.
+ */
 static void mrpool_chunk_keep(struct mrpool_chunk *c)
 {
+	kmemleak_not_leak(c);
 	atomic64_inc(&mrpool_stats.retired);
 	pr_warn("chunk %#lx retired: an RDMA MR may still reach it\n",
 		page_to_pfn(c->pages[0]));
