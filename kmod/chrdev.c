@@ -142,11 +142,29 @@ static long mrpool_ioc_free(struct mrpool_client *client, void __user *uarg)
 	return mrpool_slice_free(client, f.slice_id);
 }
 
+/*
+ * What a command that changes the pool or hands out writable memory needs
+ * before it looks at its argument: a file open for writing (-EBADF, as
+ * write(2) on an O_RDONLY descriptor), then the process that opened it
+ * (-EPERM). A file's slices, and so everything exported from them, come
+ * only through ALLOC: a read-only file never holds one. QUERY and DEVICES
+ * read and stay open to any mode.
+ */
+static int mrpool_may_change(struct file *file)
+{
+	if (!(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+	if (!mrpool_client_is_owner(file->private_data))
+		return -EPERM;
+	return 0;
+}
+
 static long mrpool_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)
 {
 	struct mrpool_client *client = file->private_data;
 	void __user *uarg = (void __user *)arg;
+	int ret;
 
 	if (_IOC_TYPE(cmd) != MRPOOL_IOC_MAGIC)
 		return -ENOTTY;
@@ -154,23 +172,20 @@ static long mrpool_ioctl(struct file *file, unsigned int cmd,
 	case _IOC_NR(MRPOOL_IOC_QUERY):
 		return mrpool_ioc_query(client, uarg);
 	case _IOC_NR(MRPOOL_IOC_ALLOC):
-		if (!mrpool_client_is_owner(client))
-			return -EPERM;
-		return mrpool_ioc_alloc(client, uarg);
+		ret = mrpool_may_change(file);
+		return ret ?: mrpool_ioc_alloc(client, uarg);
 	case _IOC_NR(MRPOOL_IOC_FREE):
-		if (!mrpool_client_is_owner(client))
-			return -EPERM;
-		return mrpool_ioc_free(client, uarg);
+		ret = mrpool_may_change(file);
+		return ret ?: mrpool_ioc_free(client, uarg);
 	case _IOC_NR(MRPOOL_IOC_DEVICES):
 		return mrpool_ioc_devices(uarg);
 	case _IOC_NR(MRPOOL_IOC_EXPORT_DMABUF):
-		if (!mrpool_client_is_owner(client))
-			return -EPERM;
-		return mrpool_ioc_export_dmabuf(file, uarg);
+		ret = mrpool_may_change(file);
+		return ret ?: mrpool_ioc_export_dmabuf(file, uarg);
 	case _IOC_NR(MRPOOL_IOC_SLICE_KEYS):
-		if (!mrpool_client_is_owner(client))
-			return -EPERM;
-		return mrpool_ioc_slice_keys(client, uarg);
+		/* Keys of the file's own slices: only a writer has any. */
+		ret = mrpool_may_change(file);
+		return ret ?: mrpool_ioc_slice_keys(client, uarg);
 	default:
 		return -ENOTTY;
 	}

@@ -108,7 +108,12 @@ static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {
 #endif
 };
 
-/* dma_buf_mmap_internal() has checked the range against the size. */
+/*
+ * dma_buf_mmap_internal() has checked the range against the size, and
+ * do_mmap() the dma-buf file's mode (mrpool_dmabuf_accmode()): a mapping
+ * needs it readable, PROT_WRITE writable, and a shared mapping of a file
+ * not open for writing has lost VM_MAYWRITE.
+ */
 static int mrpool_dmabuf_mmap(struct dma_buf *dmabuf,
 			      struct vm_area_struct *vma)
 {
@@ -128,9 +133,23 @@ static const struct dma_buf_ops mrpool_dmabuf_ops = {
 	.mmap = mrpool_dmabuf_mmap,
 };
 
+/*
+ * The dma-buf's file is open as the device file is (the dispatcher let
+ * only a writer through: read-write, or write-only), never wider: its
+ * mmap() then gets no more than the device file's own would. Importers
+ * are not bound by it: dma_buf_get() checks no mode, and an attachment
+ * is mapped in whatever direction its driver asks for.
+ */
+static int mrpool_dmabuf_accmode(const struct file *file)
+{
+	if (!(file->f_mode & FMODE_WRITE))
+		return O_RDONLY;
+	return file->f_mode & FMODE_READ ? O_RDWR : O_WRONLY;
+}
+
 /**
  * mrpool_ioc_export_dmabuf - MRPOOL_IOC_EXPORT_DMABUF
- * @file: the /dev/mrpool file, whose opener is the caller
+ * @file: the /dev/mrpool file, open for writing, whose opener is the caller
  * @uarg: struct mrpool_export_dmabuf in user memory
  *
  * The descriptor is installed only once the caller has its number, so a
@@ -176,7 +195,7 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	exp.owner = THIS_MODULE;
 	exp.ops = &mrpool_dmabuf_ops;
 	exp.size = mb->slice->length;
-	exp.flags = O_RDWR;
+	exp.flags = mrpool_dmabuf_accmode(file);
 	exp.priv = mb;
 	dmabuf = dma_buf_export(&exp);
 	if (IS_ERR(dmabuf)) {

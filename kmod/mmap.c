@@ -153,9 +153,16 @@ static const struct vm_operations_struct mrpool_vm_ops = {
  * Offset MRPOOL_STATS_MMAP_OFFSET maps the file's stats page instead
  * (client_stats.c), with the same checks.
  *
- * Return: 0; -EPERM from a process other than the file's opener; -EINVAL
- * for a private mapping or a wrong length; -EACCES for a mapping without
- * write access; -ENOENT for a token that is not a live slice of this file.
+ * Every mapping is shared and writable, so only a file open for writing
+ * maps anything: do_mmap() refuses PROT_WRITE on any other with -EACCES
+ * (and would clear VM_MAYWRITE and VM_SHARED from a MAP_SHARED one, so
+ * mprotect() could not add write later); this refuses the rest, before
+ * the owner check, as the ioctls refuse such a file first.
+ *
+ * Return: 0; -EACCES for a file not open for writing or a mapping without
+ * write access; -EPERM from a process other than the file's opener;
+ * -EINVAL for a private mapping or a wrong length; -ENOENT for a token
+ * that is not a live slice of this file.
  */
 int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 {
@@ -164,9 +171,10 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 	struct mrpool_slice *s;
 	int ret;
 
+	if (!(file->f_mode & FMODE_WRITE))
+		return -EACCES;
 	if (!mrpool_client_is_owner(client))
 		return -EPERM;
-	/* MAP_SHARED of a read-only file keeps VM_MAYSHARE only. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	if (!(vma->vm_flags & VM_WRITE) || !(vma->vm_flags & VM_SHARED))

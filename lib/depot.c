@@ -157,6 +157,19 @@ static bool mrp_arena_idle(const struct mrp_arena *a)
 }
 
 /*
+ * Trim's claim on an arena nobody holds (see mrp_arena.holds): from here
+ * no hold succeeds. Under the locks that took it off its list.
+ */
+static bool mrp_arena_claim(struct mrp_arena *a)
+{
+	uint32_t none = 0;
+
+	return atomic_compare_exchange_strong_explicit(&a->holds, &none, MRP_ARENA_TRIMMED,
+						       memory_order_acq_rel,
+						       memory_order_relaxed);
+}
+
+/*
  * Take an arena whose deregistration failed out of service: no buffer of
  * it is handed out again. pool->lock held.
  */
@@ -187,7 +200,8 @@ void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a)
 }
 
 /*
- * Release arenas with every buffer in the depot for at least delay_ns. With
+ * Release arenas with every buffer in the depot for at least delay_ns and
+ * no hold on them (a served MR of the preload shim's pointing in). With
  * keep_reserve (background trim), a class used within the trim delay keeps
  * its low-water reserve so growth and trim do not undo each other.
  */
@@ -211,6 +225,9 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			if (keep_reserve && busy &&
 			    atomic_load(&c->free_blocks) - a->nblocks < c->low_water)
 				continue;
+			/* a served MR points into it: it stays, idle or not */
+			if (!mrp_arena_claim(a))
+				continue;
 			mrp_avail_del(c, a);
 			atomic_fetch_sub(&c->free_blocks, a->nblocks);
 			a->av_next = victims;
@@ -226,7 +243,7 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		}
 	}
 	for (pp = &pool->large_free; (a = *pp);) {
-		if (now - a->idle_since < delay_ns) {
+		if (now - a->idle_since < delay_ns || !mrp_arena_claim(a)) {
 			pp = &a->av_next;
 			continue;
 		}

@@ -179,7 +179,39 @@ struct mrp_arena {
 	bool announced;			/* arena_ops.add took it: remove owed. pool->lock */
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
+	/*
+	 * References from outside the allocator that need the arena mapped
+	 * and registered whatever its buffers' state: the preload shim's
+	 * served MRs, which carry its keys (preload/verbs.c). Trim releases
+	 * an arena only by switching this from 0 to MRP_ARENA_TRIMMED
+	 * (mrp_arena_claim()); a hold taken after that fails, so of a hold
+	 * and a trim racing exactly one wins. Last, away from the fast
+	 * paths' lines: taking and dropping one writes it.
+	 */
+	_Atomic uint32_t holds;
 };
+
+#define MRP_ARENA_TRIMMED	(1u << 31)	/* holds: trim took the arena */
+
+/*
+ * Keep a from trim: false if trim took it already (then it is about to
+ * go). The caller found a through the map and must hold something that
+ * keeps trim from freeing the struct meanwhile (a live buffer in it).
+ */
+static inline bool mrp_arena_hold(struct mrp_arena *a)
+{
+	if (likely(!(atomic_fetch_add_explicit(&a->holds, 1, memory_order_acquire) &
+		     MRP_ARENA_TRIMMED)))
+		return true;
+	atomic_fetch_sub_explicit(&a->holds, 1, memory_order_relaxed);
+	return false;
+}
+
+/* Drop a hold: release, so that what the holder did comes before a trim. */
+static inline void mrp_arena_unhold(struct mrp_arena *a)
+{
+	atomic_fetch_sub_explicit(&a->holds, 1, memory_order_release);
+}
 
 /*
  * Where a class buffer is. The depot knows FREE from the rest; only debug
@@ -451,9 +483,15 @@ struct mrp_pool {
 	/*
 	 * Registrations of the program's that libmrpool-preload (preload/)
 	 * served from this pool or passed on to libibverbs: written by the
-	 * shim only, published on the stats page.
+	 * shim only (preload_publish), published on the stats page.
 	 */
 	_Atomic uint64_t preload_served, preload_passed;
+	/*
+	 * The shim's, set once after the open: brings preload_served and
+	 * preload_passed up to date from its per-thread counters before
+	 * mrp_publish() writes them to the stats page.
+	 */
+	void (*_Atomic preload_publish)(struct mrp_pool *pool);
 	_Atomic uint64_t hist[MRP_HIST_BUCKETS];
 };
 

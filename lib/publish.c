@@ -54,6 +54,7 @@ void mrp_publish(struct mrp_pool *pool, bool force)
 {
 	struct mrpool_client_stats *p = pool->pub;
 	uint64_t now = mrp_now_ns();
+	void (*hook)(struct mrp_pool *pool);
 	struct mrp_stats st;
 	uint32_t seq;
 
@@ -65,6 +66,9 @@ void mrp_publish(struct mrp_pool *pool, bool force)
 	if (atomic_exchange_explicit(&pool->pub_busy, true, memory_order_acquire))
 		return;
 	atomic_store_explicit(&pool->pub_last_ns, now, memory_order_relaxed);
+	hook = atomic_load_explicit(&pool->preload_publish, memory_order_acquire);
+	if (hook)
+		hook(pool);
 	if (mrp_stats(pool, &st, sizeof(st)))
 		goto out;
 

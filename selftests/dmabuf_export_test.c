@@ -3,7 +3,7 @@
  * MRPOOL_IOC_EXPORT_DMABUF: the descriptor, its size, mmap through it
  * showing the slice's bytes both ways, and release: the dma-buf keeps its
  * slice (and the /dev/mrpool file) alive, and closing it returns the
- * memory. Import by a NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe
+ * memory; its mode is that of the file it came from (issue 33). Import by a NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe
  * in 6.1 has no dma-buf MRs.
  */
 #include <errno.h>
@@ -241,6 +241,76 @@ TEST_F(dmabuf, bad_requests)
 		_exit(export(self->fd, a.slice_id, 0, &e) == -EPERM ? 0 : 1);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/*
+ * The dma-buf has the mode of the file it came from (issue 33): from a
+ * write-only file it is write-only, so it maps in no way at all.
+ */
+TEST_F(dmabuf, mode_follows_file)
+{
+	static const int prots[] = {
+		PROT_READ | PROT_WRITE, PROT_WRITE, PROT_READ, PROT_NONE,
+	};
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a;
+	unsigned int i;
+	void *b;
+	int wofd;
+
+	POOL_SETUP_SKIPPED();
+
+	wofd = open(POOL_DEV, O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, wofd);
+	ASSERT_EQ(0, pool_alloc(wofd, self->chunk, &a));
+	ASSERT_EQ(0, export(wofd, a.slice_id, MRPOOL_EXPORT_CLOEXEC, &e));
+	EXPECT_EQ(O_WRONLY, fcntl(e.fd, F_GETFL) & O_ACCMODE);
+	for (i = 0; i < sizeof(prots) / sizeof(prots[0]); i++) {
+		b = mmap(NULL, a.length, prots[i], MAP_SHARED, e.fd, 0);
+		EXPECT_EQ(MAP_FAILED, b) TH_LOG("prot %d", prots[i]);
+		if (b == MAP_FAILED) {
+			EXPECT_EQ(EACCES, errno);
+		} else {
+			munmap(b, a.length);
+		}
+	}
+	/* F_SETFL cannot widen it. */
+	EXPECT_EQ(0, fcntl(e.fd, F_SETFL, O_RDWR));
+	EXPECT_EQ(O_WRONLY, fcntl(e.fd, F_GETFL) & O_ACCMODE);
+	EXPECT_EQ(0, close(e.fd));
+	close(wofd);
+}
+
+/*
+ * A read-only file exports nothing (issue 33), not even a slice id that
+ * is live in another file, and cannot get a slice to export: the
+ * review's O_RDONLY ALLOC + EXPORT + writable mmap is closed at its start.
+ */
+TEST_F(dmabuf, rdonly_cannot_export)
+{
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a, b;
+	int rofd, fds;
+
+	POOL_SETUP_SKIPPED();
+
+	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
+	rofd = open(POOL_DEV, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, rofd);
+	fds = dup(rofd);
+	ASSERT_LE(0, fds);
+	close(fds);
+	EXPECT_EQ(-EBADF, pool_alloc(rofd, self->chunk, &b));
+	e.fd = -1;
+	EXPECT_EQ(-EBADF, export(rofd, a.slice_id, 0, &e));
+	EXPECT_EQ(-EBADF, export(rofd, 0, 0, &e));
+	/* No descriptor was taken: the next free number is still @fds. */
+	EXPECT_EQ(fds, dup(rofd));
+	close(fds);
+	if (e.fd >= 0)
+		close(e.fd);
+	close(rofd);
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
 }
 

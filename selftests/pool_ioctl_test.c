@@ -2,13 +2,21 @@
 /*
  * /dev/mrpool ioctls: QUERY, ALLOC and FREE, their struct-size rules and
  * every error path, ownership of ids across files, the counters they move,
- * and the debugfs failure knobs.
+ * the debugfs failure knobs, and what a file's open mode allows (issue 33).
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -21,6 +29,8 @@
 #pragma GCC diagnostic ignored "-Wclobbered"
 
 #include "pool_util.h"
+
+#define NOBODY		65534
 
 FIXTURE(pool) {
 	int fd;
@@ -44,6 +54,7 @@ FIXTURE_SETUP(pool)
 
 FIXTURE_TEARDOWN(pool)
 {
+	pool_set_knob("fail_slice_alloc", 0);
 	pool_trim_restore(self->trim_sec);
 	if (self->next_id >= 0)
 		pool_set_knob("next_slice_id", self->next_id);
@@ -492,6 +503,265 @@ TEST_F(pool, sysfs_matches_query)
 	}
 	EXPECT_EQ(q.chunk_size, 4096ULL << (order - 1));
 	EXPECT_EQ(q.total_bytes, pages * 4096);
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* EXPORT_DMABUF of slice @id through @fd; the dma-buf in e->fd. */
+static int export_slice(int fd, uint64_t id, struct mrpool_export_dmabuf *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->size = sizeof(*e);
+	e->slice_id = id;
+	e->flags = MRPOOL_EXPORT_CLOEXEC;
+	return pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, e);
+}
+
+/* SLICE_KEYS of slice @id through @fd, asking for the total only. */
+static int slice_keys(int fd, uint64_t id, struct mrpool_slice_keys *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->size = sizeof(*k);
+	k->slice_id = id;
+	k->entry_size = sizeof(struct mrpool_slice_key);
+	return pool_ioctl(fd, MRPOOL_IOC_SLICE_KEYS, k);
+}
+
+static int devices_total(int fd, struct mrpool_devices *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->size = sizeof(*d);
+	d->entry_size = sizeof(struct mrpool_device);
+	return pool_ioctl(fd, MRPOOL_IOC_DEVICES, d);
+}
+
+/*
+ * Every ioctl that changes the pool or hands out access, through file @fd
+ * not open for writing, with a request that would work on @id (a live
+ * slice of another file) and with none at all: -EBADF each time.
+ */
+static int refused_all(int fd, uint64_t id)
+{
+	static const unsigned long cmds[] = {
+		MRPOOL_IOC_ALLOC, MRPOOL_IOC_FREE, MRPOOL_IOC_EXPORT_DMABUF,
+		MRPOOL_IOC_SLICE_KEYS,
+	};
+	struct mrpool_export_dmabuf e;
+	struct mrpool_slice_keys k;
+	struct mrpool_alloc a;
+	unsigned int i;
+
+	if (pool_alloc(fd, 1, &a) != -EBADF)
+		return 1;
+	if (pool_free(fd, id) != -EBADF || pool_free(fd, 0) != -EBADF)
+		return 2;
+	if (export_slice(fd, id, &e) != -EBADF)
+		return 3;
+	if (slice_keys(fd, id, &k) != -EBADF)
+		return 4;
+	/* Refused before the argument is read: not -EFAULT. */
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (pool_ioctl(fd, cmds[i], NULL) != -EBADF)
+			return 5 + i;
+	return 0;
+}
+
+/*
+ * A read-only file (issue 33): ALLOC, FREE, EXPORT_DMABUF and SLICE_KEYS
+ * are -EBADF, as write(2) would be, and change nothing: no counter moves,
+ * another file's slice stays live. QUERY and DEVICES still answer.
+ */
+TEST_F(pool, rdonly_refuses_changes)
+{
+	long long inj = pool_attr("stats/fail_injected");
+	struct mrpool_devices d;
+	struct mrpool_query q, qr;
+	struct mrpool_alloc a, b;
+	int rofd;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	rofd = open(POOL_DEV, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, rofd);
+	/* An armed failure knob would count a refusal that came too late. */
+	ASSERT_EQ(0, pool_set_knob("fail_slice_alloc", 1));
+
+	EXPECT_EQ(0, refused_all(rofd, a.slice_id));
+
+	EXPECT_EQ(0, pool_query(rofd, &qr));
+	EXPECT_EQ(0ULL, qr.file_bytes);
+	EXPECT_EQ(0, devices_total(rofd, &d));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.allocs, q.allocs);
+	EXPECT_EQ(self->q0.frees, q.frees);
+	EXPECT_EQ(self->q0.alloc_failures, q.alloc_failures);
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(a.length, q.file_bytes);
+	EXPECT_EQ(inj, pool_attr("stats/fail_injected"));
+	close(rofd);
+	/* The knob is still armed: no refused ALLOC got as far as it. */
+	EXPECT_EQ(-ENOMEM, pool_alloc(self->fd, 1, &b));
+	EXPECT_EQ(inj + 1, pool_attr("stats/fail_injected"));
+	/* The slice was never touched: its owner frees it. */
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* A write-only file is a writer: ALLOC, SLICE_KEYS and FREE work. */
+TEST_F(pool, wronly_may_change)
+{
+	struct mrpool_slice_keys k;
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+	int wofd;
+
+	wofd = open(POOL_DEV, O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, wofd);
+	ASSERT_EQ(0, pool_alloc(wofd, 1, &a));
+	ASSERT_EQ(0, pool_query(wofd, &q));
+	EXPECT_EQ(a.length, q.file_bytes);
+	EXPECT_EQ(0, slice_keys(wofd, a.slice_id, &k));
+	EXPECT_EQ(0, pool_free(wofd, a.slice_id));
+	/* No file of this mode can map (do_mmap() wants FMODE_READ). */
+	ASSERT_EQ(0, pool_alloc(wofd, 1, &a));
+	EXPECT_EQ(MAP_FAILED, pool_map(wofd, &a));
+	EXPECT_EQ(EACCES, errno);
+	close(wofd);
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
+}
+
+/* Sends descriptor @fd over unix socket @sock. */
+static int send_fd(int sock, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = "f", .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+/* The descriptor that came over @sock, or -1. */
+static int recv_fd(int sock)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b;
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/*
+ * The receiver of a read-only descriptor, as nobody: what it can do with
+ * it. 0 if it is read-only in every way, else the step that was not.
+ */
+static int nobody_with_rdonly(int sock, uint64_t id)
+{
+	int prots[] = { PROT_READ | PROT_WRITE, PROT_READ, PROT_NONE };
+	char path[64];
+	struct mrpool_query q;
+	unsigned int i;
+	void *p;
+	int fd, fd2;
+
+	if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+		return 100;
+	/* setuid() made it undumpable: /proc/self/fd would be root's. */
+	if (prctl(PR_SET_DUMPABLE, 1))
+		return 101;
+	fd = recv_fd(sock);
+	if (fd < 0)
+		return 102;
+	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+		return 103;
+	/* F_SETFL ignores the access mode. */
+	if (fcntl(fd, F_SETFL, O_RDWR) || (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+		return 104;
+	i = refused_all(fd, id);
+	if (i)
+		return i;
+	for (i = 0; i < sizeof(prots) / sizeof(prots[0]); i++) {
+		p = mmap(NULL, 4096, prots[i], MAP_SHARED, fd,
+			 MRPOOL_STATS_MMAP_OFFSET);
+		if (p != MAP_FAILED || errno != EACCES)
+			return 20 + i;
+	}
+	if (pool_query(fd, &q) || !q.total_bytes || q.file_bytes)
+		return 30;
+	/* Opening it again goes by the node's mode: reading only. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	fd2 = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd2 < 0)
+		return 31;
+	close(fd2);
+	fd2 = open(path, O_RDWR | O_CLOEXEC);
+	if (fd2 >= 0 || errno != EACCES)
+		return 32;
+	return 0;
+}
+
+/*
+ * A read-only descriptor handed over a unix socket to an unprivileged
+ * process stays read-only there: the mode cannot be changed or reopened
+ * around (the node, like the review's 0644 one, lets others only read),
+ * and every change is -EBADF, every mapping -EACCES.
+ */
+TEST_F(pool, rdonly_passed_to_nobody)
+{
+	struct mrpool_alloc a;
+	struct mrpool_query q;
+	struct stat st;
+	char node[64];
+	int sv[2], rofd, status;
+	pid_t pid;
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 1, &a));
+	ASSERT_EQ(0, pool_query(self->fd, &self->q0));
+	/* A node of our own with the mode an admin would give it. */
+	ASSERT_EQ(0, stat(POOL_DEV, &st));
+	snprintf(node, sizeof(node), "/dev/mrpool-ro-test.%d", (int)getpid());
+	unlink(node);
+	ASSERT_EQ(0, mknod(node, S_IFCHR | 0644, st.st_rdev));
+	ASSERT_EQ(0, chmod(node, 0644));
+	rofd = open(node, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, rofd);
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(self->fd);
+		close(sv[0]);
+		_exit(nobody_with_rdonly(sv[1], a.slice_id));
+	}
+	close(sv[1]);
+	EXPECT_EQ(0, send_fd(sv[0], rofd));
+	close(rofd);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	unlink(node);
+	close(sv[0]);
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.allocs, q.allocs);
+	EXPECT_EQ(self->q0.frees, q.frees);
+	EXPECT_EQ(self->q0.used_bytes, q.used_bytes);
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
 }
 

@@ -8,6 +8,19 @@
  * (newer) structs as long as the bytes it does not know are zero, so both
  * sides can grow. Unknown flags and nonzero reserved fields are -EINVAL;
  * unknown commands are -ENOTTY.
+ *
+ * Access follows the open mode of the /dev/mrpool file, as for any file:
+ * whatever changes the pool or hands out writable memory (ALLOC, FREE,
+ * EXPORT_DMABUF, SLICE_KEYS, and every mmap() of the device) needs a file
+ * open for writing; on one that is not, the ioctls fail with -EBADF (as
+ * write(2) does) and mmap() with -EACCES, before anything is looked at or
+ * changed. QUERY and DEVICES work on a file of any mode, so a read-only
+ * device node (say 0644) lets others watch the pool and nothing more. A
+ * descriptor keeps its mode when it is inherited or passed over a unix
+ * socket. A dma-buf is exported with the mode of the file it came from
+ * (read-write, or write-only from a write-only file); that mode binds its
+ * mmap() only: a driver that imports the dma-buf (ibv_reg_dmabuf_mr())
+ * gets the access its import asks for, as with every dma-buf.
  */
 #ifndef _UAPI_MRPOOL_H
 #define _UAPI_MRPOOL_H
@@ -108,8 +121,9 @@ struct mrpool_query {
  *
  * Errors: -EINVAL for a bad @size, flag, @node or nonzero reserved field;
  * -EDQUOT past max_user_mb; -ENOMEM past RLIMIT_MEMLOCK, max_mb or the
- * memory available; -ENOSPC when every slice id is in use; -EPERM from a
- * process other than the file's opener.
+ * memory available; -ENOSPC when every slice id is in use; -EBADF on a
+ * file not open for writing; -EPERM from a process other than the file's
+ * opener.
  */
 struct mrpool_alloc {
 	__u32 size;
@@ -132,6 +146,11 @@ struct mrpool_alloc {
  *
  * A slice that is still mapped stays owned until its last unmap; its
  * memory goes back to the pool after that.
+ *
+ * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
+ * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
+ * not open for writing; -EPERM from a process other than the file's
+ * opener.
  */
 struct mrpool_free {
 	__u32 size;
@@ -251,8 +270,9 @@ struct mrpool_slice_key {
  * @reserved:	must be zero
  *
  * Errors: -EINVAL for a bad @size, @entry_size, flag or nonzero reserved
- * field; -ENOENT if @slice_id is not a live slice of this file; -EPERM
- * from a process other than the file's opener; -EFAULT.
+ * field; -ENOENT if @slice_id is not a live slice of this file; -EBADF on
+ * a file not open for writing (which never holds a slice); -EPERM from a
+ * process other than the file's opener; -EFAULT.
  */
 struct mrpool_slice_keys {
 	__u32 size;
@@ -276,7 +296,8 @@ struct mrpool_slice_keys {
  * @size:	(in) sizeof(struct mrpool_export_dmabuf) as the caller knows it
  * @flags:	(in) MRPOOL_EXPORT_* flags
  * @slice_id:	(in) a live slice of the calling file
- * @fd:		(out) the dma-buf, open read-write
+ * @fd:		(out) the dma-buf, open with the mode of the calling file:
+ *		read-write, or write-only from a write-only file
  * @pad:	must be zero
  * @length:	(out) bytes of the dma-buf: the slice's length
  * @reserved:	must be zero
@@ -286,11 +307,14 @@ struct mrpool_slice_keys {
  * the slice alive until it is released, never the /dev/mrpool file: a FREE
  * of the slice, or closing the file, meanwhile drops ownership; the memory
  * returns once the dma-buf is gone and stays charged to the exporter's
- * user until then.
+ * user until then. The dma-buf's mode limits its own mmap() (a write-only
+ * one maps not at all), not a driver that imports it: that gets the
+ * access its import asks for, read and write alike. Hence a writer only.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
- * -ENOENT if @slice_id is not a live slice of this file; -EPERM from a
- * process other than the file's opener; -EMFILE and -ENOMEM as usual.
+ * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
+ * not open for writing; -EPERM from a process other than the file's
+ * opener; -EMFILE and -ENOMEM as usual.
  */
 struct mrpool_export_dmabuf {
 	__u32 size;
@@ -340,9 +364,9 @@ struct mrpool_export_dmabuf {
  * the memory cgroup of the process that mapped it first, and it is freed
  * once the file is released and no mapping of it is left.
  *
- * Errors of mmap(): -EPERM from a process other than the file's opener;
- * -EINVAL for a private mapping or a length other than one page; -EACCES
- * without write access; -ENOMEM.
+ * Errors of mmap(): -EACCES on a file not open for writing or without
+ * write access; -EPERM from a process other than the file's opener;
+ * -EINVAL for a private mapping or a length other than one page; -ENOMEM.
  */
 struct mrpool_client_stats {
 	__u32 size;

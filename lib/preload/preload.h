@@ -101,12 +101,12 @@ extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec
  * slow paths only: what malloc and free serve from the pool is the pool's
  * own count (mrp_stats(): allocs, frees), per thread, where a shared
  * counter here would cost every pair two locked adds on one cache line.
+ * Registrations served and passed on are counted per thread too (verbs.c,
+ * mrp_pl_verbs_counts()).
  */
 struct mrp_pl_counters {
 	_Atomic uint64_t alloc_fails;	/* large ones the pool refused (real then) */
 	_Atomic uint64_t forks;		/* forks with pool blocks live */
-	_Atomic uint64_t served;	/* registrations served from the pool */
-	_Atomic uint64_t passed;	/* registrations passed to libibverbs */
 	_Atomic uint64_t copies;	/* realloc() moves that copied a block */
 	_Atomic uint64_t copied;	/* bytes they copied */
 	_Atomic uint64_t zeroed;	/* bytes calloc() cleared in pool blocks */
@@ -115,8 +115,15 @@ extern struct mrp_pl_counters mrp_pl_count;
 
 void mrp_pl_load_cfg(void);
 struct mrp_pool *mrp_pl_pool(void);
-bool mrp_pl_internal(void);
-void mrp_pl_count_reg(bool served);
+
+/*
+ * Is this call the library's own (inside a call of the shim's into it, or
+ * on the pool's thread)? Then it goes straight to the real function.
+ */
+static inline bool mrp_pl_internal(void)
+{
+	return mrp_pl_depth || mrp_bg_self;
+}
 
 static inline void mrp_pl_enter(void)
 {
@@ -151,6 +158,8 @@ static inline size_t mrp_pl_buf_left(const struct mrp_arena *a, const void *p)
 
 /* verbs.c */
 void mrp_pl_verbs_resolve(void);
+void mrp_pl_verbs_counts(uint64_t *served, uint64_t *passed);
+void mrp_pl_verbs_publish(struct mrp_pool *pool);
 void mrp_pl_verbs_fork_prepare(void);
 void mrp_pl_verbs_fork_parent(void);
 void mrp_pl_verbs_fork_child(void);

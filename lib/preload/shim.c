@@ -153,18 +153,13 @@ static MRP_NOINLINE void mrp_pl_open(void)
 		mrp_pl_say_no_pool(&attr, errno);
 	mrp_pl_leave();
 	pthread_setcancelstate(cancel, NULL);
+	/* the registrations' per-thread counters, summed for the stats page */
+	if (pool)
+		atomic_store_explicit(&pool->preload_publish, mrp_pl_verbs_publish,
+				      memory_order_release);
 	mrp_pl_the_pool = pool;
 	atomic_store_explicit(&mrp_pl_state, pool ? MRP_PL_OPEN : MRP_PL_OFF,
 			      memory_order_release);
-}
-
-/*
- * Is this call the library's own (inside a call of the shim's into it, or
- * on the pool's thread)? Then it goes straight to the real function.
- */
-bool mrp_pl_internal(void)
-{
-	return mrp_pl_depth || mrp_bg_self;
 }
 
 /*
@@ -200,16 +195,6 @@ static struct mrp_pool *mrp_pl_pool_peek(void)
 	    mrp_forked(mrp_pl_the_pool))
 		return NULL;
 	return mrp_pl_the_pool;
-}
-
-/* A registration served or passed on: counted, and shown on the stats page. */
-void mrp_pl_count_reg(bool served)
-{
-	struct mrp_pool *pool = mrp_pl_pool_peek();
-
-	mrp_add(served ? &mrp_pl_count.served : &mrp_pl_count.passed, 1);
-	if (pool)
-		mrp_add(served ? &pool->preload_served : &pool->preload_passed, 1);
 }
 
 static void mrp_pl_fork_prepare(void)
@@ -294,11 +279,12 @@ static void mrp_pl_fork_child(void)
 __attribute__((destructor)) static void mrp_pl_fini(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
-	uint64_t allocs, frees;
+	uint64_t allocs, frees, served, passed;
 	char line[512];
 	int fd, n;
 
 	mrp_pl_pool_counts(pool, &allocs, &frees);
+	mrp_pl_verbs_counts(&served, &passed);
 	if (pool) {
 		mrp_pl_enter();
 		mrp_publish(pool, true);
@@ -312,8 +298,8 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
-		     (unsigned long long)atomic_load(&mrp_pl_count.served),
-		     (unsigned long long)atomic_load(&mrp_pl_count.passed),
+		     (unsigned long long)served,
+		     (unsigned long long)passed,
 		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks),

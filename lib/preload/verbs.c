@@ -1,36 +1,50 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Registrations. One of a range inside one pool buffer, in the pool's
- * address space (iova = addr), with access the arena's registration in that
- * PD grants, is served: the PD is attached to the pool on first use (every
- * arena registered in it once, as any libmrpool PD), and the caller gets an
- * ibv_mr of the shim's own with its range and the arena's lkey and rkey.
- * Nothing is pinned; dereg frees the struct. Anything else goes to
- * libibverbs: ranges across buffers or arenas, memory not from the pool,
- * other flags (on-demand paging, memory windows, zero-based), and by
+ * address space (iova = addr), whose access is exactly what the arena's
+ * registration in that PD grants is served: the PD is attached to the
+ * pool on first use (every arena registered in it once, as any libmrpool
+ * PD), and the caller gets an ibv_mr of the shim's own with its range and
+ * the arena's lkey and rkey. Nothing is pinned; dereg gives the struct
+ * back. Anything else goes to libibverbs: ranges across buffers or arenas,
+ * memory not from the pool, access without IBV_ACCESS_LOCAL_WRITE (the
+ * arena's lkey would let the device write where the program said it may
+ * not), other flags (on-demand paging, memory windows, zero-based), and by
  * default any remote access: an arena's rkey reaches the whole arena (every
  * pool buffer of the process in it), so a peer would reach more than the
  * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too: the PD's
  * arenas are registered with the remote rights of the first registration
  * with remote access in it (local ones before it are passed on), and only
- * registrations asking for exactly those, or none, are served (a
- * peer never gets a right the program did not ask for); a served MR
- * without remote access has rkey 0. A PD whose attach failed is passed
+ * registrations asking for local write and exactly those, or for local
+ * write alone, are served (a peer never gets a right the program did not
+ * ask for); a served MR without remote access has rkey 0. A PD whose attach failed is passed
  * on from then on, without retrying.
  *
- * ibv_dereg_mr() of a served MR deregistered already is EINVAL (the slot
- * is not put on the free list twice).
+ * A served MR holds its arena (mrp_arena_hold()): trim leaves the arena
+ * mapped and registered until the MR is deregistered, even once the
+ * buffer under it was freed (mrpool-run(1), Lifetime).
  *
- * Served MRs live in a region of the shim's (one mapping, slots on a free
- * list), so ibv_dereg_mr() and ibv_rereg_mr() know them by address;
- * ibv_rereg_mr() of one fails as on a device without rereg. PDs
- * with served MRs are counted: ibv_dealloc_pd() refuses one with EBUSY as
+ * The served pair takes no lock (tools/bench/served.sh counts it): the PD
+ * is found in a table read without one (an entry is published by a release
+ * store of its PD), the keys are read from the arena as the library's
+ * allocation fast path reads them, the MR's struct comes from the thread's
+ * own list of free slots, and the counters are the thread's, summed when
+ * they are shown. ibv_dereg_mr() takes the slot's arena pointer with one
+ * atomic exchange: of two deregistrations of one MR, even from two threads
+ * at once, exactly one gets it and the other EINVAL (the slot is not put on
+ * a free list twice).
+ *
+ * Served MRs live in a region of the shim's (one mapping of fixed-size
+ * slots), so ibv_dereg_mr() and ibv_rereg_mr() know them by address;
+ * ibv_rereg_mr() of one fails as on a device without rereg.
+ * ibv_dealloc_pd() refuses a PD with served MRs live with EBUSY, as
  * libibverbs would for real MRs, and detaches the PD from the pool first
  * otherwise (the arenas' MRs in it would make the real call fail with
  * EBUSY); ibv_close_device() detaches the PDs of that context.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -46,49 +60,101 @@
 #define MRP_PL_LOCAL	IBV_ACCESS_LOCAL_WRITE
 #define MRP_PL_REMOTE_ALL	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
 				 IBV_ACCESS_REMOTE_ATOMIC)
+/* Free slots a thread keeps; past that it gives back a batch. */
+#define MRP_PL_THR_MAX		64
+#define MRP_PL_THR_BATCH	32
 
-/* A PD the shim attached to its pool. */
+/*
+ * A PD the shim attached to its pool. Written under mrp_pl_lock, pd last
+ * with release; read without it by the served path, which finds the entry
+ * by pd with acquire (then the rest is as written before).
+ */
 struct mrp_pl_pd {
-	struct ibv_pd *pd;		/* NULL: free entry */
+	struct ibv_pd *_Atomic pd;	/* NULL: free entry */
 	struct ibv_context *ctx;	/* its context, for ibv_close_device() */
 	unsigned int access;		/* of the arenas' registrations in it */
-	uint64_t live;			/* served MRs in it */
-	bool failed;			/* the attach failed: never served, not retried */
+	int slot;			/* its slot in the pool (keys[slot]), -1: the
+					 * attach failed: never served, not retried */
 };
 
 /*
- * Bytes after the verbs_mr part that are never written: a provider's own MR
- * struct begins with a verbs_mr and goes on (mlx5_mr's alloc_flags, efa_mr's
- * interconnect ids, read by direct-verbs calls such as efadv_query_mr() on
- * whatever ibv_mr they are given); on a served MR they read as 0 (nothing
- * set), not as the shim's pointers.
+ * Bytes after the verbs_mr part that are never written while the MR is
+ * the program's: a provider's own MR struct begins with a verbs_mr and
+ * goes on (mlx5_mr's alloc_flags, efa_mr's interconnect ids, read by
+ * direct-verbs calls such as efadv_query_mr() on whatever ibv_mr they are
+ * given); on a served MR they read as 0 (nothing set), not as the shim's
+ * pointers. While the slot is free its first word links the free list.
  */
 #define MRP_PL_PROVIDER_PAD	64
 
 /*
  * A served MR: the program holds &mr. It begins as rdma-core's struct
  * verbs_mr does (ibv_mr, then the MR type and the access flags), which
- * libibverbs and providers reach with container_of from an ibv_mr.
+ * libibverbs and providers reach with container_of from an ibv_mr. 128
+ * bytes: a slot's index is a shift.
  */
 struct mrp_pl_mr {
 	struct ibv_mr mr;
 	int mr_type;			/* verbs_mr's: IBV_MR_TYPE_MR (0) */
 	int access;			/* verbs_mr's: as registered */
-	unsigned char provider[MRP_PL_PROVIDER_PAD];	/* zero, see above */
-	struct mrp_pl_pd *pd;		/* NULL once its PD's device was closed */
-	uint32_t next;			/* free list */
-	bool live;			/* handed out, not yet deregistered */
+	union {
+		unsigned char provider[MRP_PL_PROVIDER_PAD];	/* zero, see above */
+		struct mrp_pl_mr *next;	/* free: the next free slot */
+	};
+	/*
+	 * The arena the MR holds while the program has it, NULL while the
+	 * slot is free: ibv_dereg_mr() exchanges it for NULL.
+	 */
+	struct mrp_arena *_Atomic arena;
+};
+_Static_assert(sizeof(struct mrp_pl_mr) == 128, "a slot's index is a shift");
+
+/*
+ * A thread's state: its free slots and counters. Blocks are never freed:
+ * one is claimed by a thread at its first registration, given up at its
+ * exit with its free slots and counters, and claimed by a later thread
+ * as it is. Counters only grow, whoever owns the block: their sum over
+ * every block is the process's.
+ */
+struct mrp_pl_thr {
+	struct mrp_pl_mr *free;		/* the owner's free slots */
+	uint32_t nfree;
+	_Atomic bool owned;
+	_Atomic uint64_t served, passed;	/* written by the owner only */
+	struct mrp_pl_thr *next;	/* mrp_pl_thrs, never unlinked */
 };
 
 /*
- * All under mrp_pl_lock, held across fork (prepare/parent/child). Lock
- * order: mrp_pl_lock, then the library's pool->lock (attach, detach).
+ * The thread's block, or the empty one until it claims one: its list has
+ * no slot, so the first registration falls into the slow path, which
+ * claims (no "initialised?" test on the served path).
+ */
+static struct mrp_pl_thr mrp_pl_thr_empty;
+static __thread struct mrp_pl_thr *mrp_pl_self __attribute__((tls_model("initial-exec"))) =
+	&mrp_pl_thr_empty;
+static struct mrp_pl_thr *_Atomic mrp_pl_thrs;	/* every block, pushed at the head */
+static pthread_key_t mrp_pl_thr_key;		/* its destructor gives the block up */
+static bool mrp_pl_thr_key_ok;			/* set by the constructor */
+
+/*
+ * mrp_pl_lock: the PD table's writers, ibv_dealloc_pd() and
+ * ibv_close_device(). Lock order: mrp_pl_lock, then the library's
+ * pool->lock (attach, detach, lazy registration). mrp_pl_slot_lock, a
+ * leaf: the shared free list and the region. Both held across fork
+ * (prepare, parent, child).
  */
 static pthread_mutex_t mrp_pl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mrp_pl_slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mrp_pl_pd mrp_pl_pds[MRP_MAX_PDS];
-static struct mrp_pl_mr *mrp_pl_mrs;		/* the region, mapped on first use */
-static uint32_t mrp_pl_mr_used;			/* slots ever handed out */
-static uint32_t mrp_pl_mr_free = UINT32_MAX;	/* free list head */
+static struct mrp_pl_mr *_Atomic mrp_pl_mrs;	/* the region, mapped on first use */
+static uint32_t mrp_pl_mr_used;			/* slots ever handed out, slot lock */
+static struct mrp_pl_mr *mrp_pl_mr_free;	/* shared free list, slot lock */
+
+/*
+ * Registrations passed on by a thread that got no block (out of memory):
+ * nothing is served without one.
+ */
+static _Atomic uint64_t mrp_pl_orphan_passed;
 
 /*
  * libibverbs' functions, found once by the constructor (mrp_pl_verbs_resolve):
@@ -109,6 +175,8 @@ static struct {
 	int (*close_device)(struct ibv_context *);
 } mrp_pl_verbs;
 
+static void mrp_pl_thr_exit(void *arg);
+
 void mrp_pl_verbs_resolve(void)
 {
 	*(void **)&mrp_pl_verbs.reg_mr = mrp_pl_verbs_sym("ibv_reg_mr");
@@ -118,6 +186,8 @@ void mrp_pl_verbs_resolve(void)
 	*(void **)&mrp_pl_verbs.rereg_mr = mrp_pl_verbs_sym("ibv_rereg_mr");
 	*(void **)&mrp_pl_verbs.dealloc_pd = mrp_pl_verbs_sym("ibv_dealloc_pd");
 	*(void **)&mrp_pl_verbs.close_device = mrp_pl_verbs_sym("ibv_close_device");
+	/* without the key a thread's block is not given up at its exit */
+	mrp_pl_thr_key_ok = !pthread_key_create(&mrp_pl_thr_key, mrp_pl_thr_exit);
 }
 
 /* A missing libibverbs function fails as ENOSYS, with ret. */
@@ -127,73 +197,213 @@ void mrp_pl_verbs_resolve(void)
 void mrp_pl_verbs_fork_prepare(void)
 {
 	pthread_mutex_lock(&mrp_pl_lock);
+	pthread_mutex_lock(&mrp_pl_slot_lock);
 }
 
 void mrp_pl_verbs_fork_parent(void)
 {
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	pthread_mutex_unlock(&mrp_pl_lock);
 }
 
+/*
+ * The child's only thread: the blocks of the parent's other threads have
+ * no owner here, a later thread of the child's may claim them (with their
+ * free slots, which the child inherited with the region).
+ */
 void mrp_pl_verbs_fork_child(void)
 {
+	for (struct mrp_pl_thr *t = atomic_load(&mrp_pl_thrs); t; t = t->next)
+		if (t != mrp_pl_self)
+			atomic_store_explicit(&t->owned, false, memory_order_release);
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	pthread_mutex_unlock(&mrp_pl_lock);
 }
 
-/* Is mr in the region (a served MR's address, live or not)? */
-static bool mrp_pl_served_mr(const struct ibv_mr *mr)
+/*
+ * A block for this thread: an unowned one, else a new one; NULL without
+ * memory (the caller then does without). Off the fast paths.
+ */
+static MRP_NOINLINE struct mrp_pl_thr *mrp_pl_thr_claim(void)
 {
-	const struct mrp_pl_mr *m = (const struct mrp_pl_mr *)mr;
+	struct mrp_pl_thr *t, *head;
 
-	return mrp_pl_mrs && m >= mrp_pl_mrs && m < mrp_pl_mrs + MRP_PL_MAX_MRS;
-}
+	for (t = atomic_load_explicit(&mrp_pl_thrs, memory_order_acquire); t; t = t->next) {
+		bool no = false;
 
-/* A served MR the program holds: a slot's start, handed out. mrp_pl_lock held. */
-static bool mrp_pl_mr_live(const struct ibv_mr *mr)
-{
-	uintptr_t off = (uintptr_t)mr - (uintptr_t)mrp_pl_mrs;
-
-	return !(off % sizeof(struct mrp_pl_mr)) &&
-	       off / sizeof(struct mrp_pl_mr) < mrp_pl_mr_used &&
-	       ((const struct mrp_pl_mr *)mr)->live;
-}
-
-/* mrp_pl_lock held. */
-static struct mrp_pl_mr *mrp_pl_mr_get(void)
-{
-	struct mrp_pl_mr *m;
-
-	if (!mrp_pl_mrs) {
-		m = mmap(NULL, MRP_PL_MAX_MRS * sizeof(*m), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED)
+		if (!atomic_load_explicit(&t->owned, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong_explicit(&t->owned, &no, true,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			break;
+	}
+	if (!t) {
+		mrp_pl_enter();		/* the real allocator's, not the pool's */
+		t = aligned_alloc(64, 64 * ((sizeof(*t) + 63) / 64));
+		mrp_pl_leave();
+		if (!t)
 			return NULL;
-		mrp_pl_mrs = m;
+		memset(t, 0, sizeof(*t));
+		atomic_init(&t->owned, true);
+		head = atomic_load_explicit(&mrp_pl_thrs, memory_order_relaxed);
+		do {
+			t->next = head;
+		} while (!atomic_compare_exchange_weak_explicit(&mrp_pl_thrs, &head, t,
+								memory_order_release,
+								memory_order_relaxed));
 	}
-	if (mrp_pl_mr_free != UINT32_MAX) {
-		m = &mrp_pl_mrs[mrp_pl_mr_free];
-		mrp_pl_mr_free = m->next;
-	} else if (mrp_pl_mr_used < MRP_PL_MAX_MRS) {
-		m = &mrp_pl_mrs[mrp_pl_mr_used++];
-	} else {
-		return NULL;
+	mrp_pl_self = t;
+	/* any non-NULL value runs the destructor at the thread's exit */
+	if (mrp_pl_thr_key_ok)
+		pthread_setspecific(mrp_pl_thr_key, t);
+	return t;
+}
+
+/* This thread's block, claimed on first use; NULL without memory. */
+static inline struct mrp_pl_thr *mrp_pl_thr_get(void)
+{
+	struct mrp_pl_thr *t = mrp_pl_self;
+
+	return likely(t != &mrp_pl_thr_empty) ? t : mrp_pl_thr_claim();
+}
+
+/*
+ * Thread exit: the block, its free slots and counters with it, is left
+ * for another thread. A later call in this thread (another key's
+ * destructor) claims one again, and the key's destructor runs again.
+ */
+static void mrp_pl_thr_exit(void *arg)
+{
+	struct mrp_pl_thr *t = arg;
+
+	mrp_pl_self = &mrp_pl_thr_empty;
+	atomic_store_explicit(&t->owned, false, memory_order_release);
+}
+
+/* Sum of the counters of every block: what the report and stats show. */
+void mrp_pl_verbs_counts(uint64_t *served, uint64_t *passed)
+{
+	*served = 0;
+	*passed = mrp_get(&mrp_pl_orphan_passed);
+	for (struct mrp_pl_thr *t = atomic_load_explicit(&mrp_pl_thrs, memory_order_acquire);
+	     t; t = t->next) {
+		*served += mrp_get(&t->served);
+		*passed += mrp_get(&t->passed);
 	}
-	m->live = true;
+}
+
+/* The pool's stats page shows the sums (mrp_publish() calls this first). */
+void mrp_pl_verbs_publish(struct mrp_pool *pool)
+{
+	uint64_t served, passed;
+
+	mrp_pl_verbs_counts(&served, &passed);
+	atomic_store_explicit(&pool->preload_served, served, memory_order_relaxed);
+	atomic_store_explicit(&pool->preload_passed, passed, memory_order_relaxed);
+}
+
+/*
+ * Is mr in the region (a served MR's address, live or not)? Its offset
+ * there through *off.
+ */
+static inline bool mrp_pl_served_mr(const struct ibv_mr *mr, uintptr_t *off)
+{
+	uintptr_t base = (uintptr_t)atomic_load_explicit(&mrp_pl_mrs, memory_order_acquire);
+
+	*off = (uintptr_t)mr - base;
+	return base && *off < MRP_PL_MAX_MRS * sizeof(struct mrp_pl_mr);
+}
+
+/*
+ * Slots for an empty thread list: a batch from the shared list, else new
+ * ones from the region (mapped now if it is not yet). One slot, the rest
+ * on t's list; NULL when every slot is taken (the caller passes on).
+ */
+static MRP_NOINLINE struct mrp_pl_mr *mrp_pl_mr_refill(struct mrp_pl_thr *t)
+{
+	struct mrp_pl_mr *m = NULL, *region;
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	region = atomic_load_explicit(&mrp_pl_mrs, memory_order_relaxed);
+	if (!region) {
+		region = mmap(NULL, MRP_PL_MAX_MRS * sizeof(*region), PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (region == MAP_FAILED)
+			goto out;
+		atomic_store_explicit(&mrp_pl_mrs, region, memory_order_release);
+	}
+	while (n <= MRP_PL_THR_BATCH) {
+		struct mrp_pl_mr *s;
+
+		if (mrp_pl_mr_free) {
+			s = mrp_pl_mr_free;
+			mrp_pl_mr_free = s->next;
+		} else if (mrp_pl_mr_used < MRP_PL_MAX_MRS) {
+			s = &region[mrp_pl_mr_used++];
+		} else {
+			break;
+		}
+		if (!m) {
+			m = s;
+		} else {
+			s->next = t->free;
+			t->free = s;
+			t->nfree++;
+		}
+		n++;
+	}
+out:
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	return m;
 }
 
-static void mrp_pl_mr_put(struct mrp_pl_mr *m)
+/* t keeps too many free slots (it deregisters what others register): a batch back. */
+static MRP_NOINLINE void mrp_pl_mr_flush(struct mrp_pl_thr *t)
 {
-	memset(&m->mr, 0, sizeof(m->mr));
-	m->pd = NULL;
-	m->live = false;
-	m->next = mrp_pl_mr_free;
-	mrp_pl_mr_free = (uint32_t)(m - mrp_pl_mrs);
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	for (int i = 0; i < MRP_PL_THR_BATCH && t->free; i++) {
+		struct mrp_pl_mr *s = t->free;
+
+		t->free = s->next;
+		t->nfree--;
+		s->next = mrp_pl_mr_free;
+		mrp_pl_mr_free = s;
+	}
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
 }
 
-static struct mrp_pl_pd *mrp_pl_pd_find(struct ibv_pd *pd)
+/*
+ * A slot deregistered by a thread without a block yet: onto the block it
+ * claims now, or the shared list.
+ */
+static MRP_NOINLINE void mrp_pl_mr_put_slow(struct mrp_pl_mr *m)
+{
+	struct mrp_pl_thr *t = mrp_pl_thr_get();
+
+	if (t) {
+		m->next = t->free;
+		t->free = m;
+		t->nfree++;
+		return;
+	}
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	m->next = mrp_pl_mr_free;
+	mrp_pl_mr_free = m;
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
+}
+
+/* The real deregistration, for an MR that is not a served one. */
+static MRP_NOINLINE int mrp_pl_dereg_real(struct ibv_mr *mr)
+{
+	return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
+}
+
+/* pd's entry, or NULL (pd NULL: a free entry). No lock: see mrp_pl_pd. */
+static inline struct mrp_pl_pd *mrp_pl_pd_find(const struct ibv_pd *pd)
 {
 	for (int i = 0; i < MRP_MAX_PDS; i++)
-		if (mrp_pl_pds[i].pd == pd)
+		if (atomic_load_explicit(&mrp_pl_pds[i].pd, memory_order_acquire) == pd)
 			return &mrp_pl_pds[i];
 	return NULL;
 }
@@ -203,146 +413,211 @@ static struct mrp_pl_pd *mrp_pl_pd_find(struct ibv_pd *pd)
  * access: local write, plus, with MRPOOL_PRELOAD_REMOTE=arena, exactly the
  * remote rights of this first registration (remote), so that no served
  * MR's rkey grants more than was asked for; registrations in pd asking for
- * other remote rights are passed on. A failed attach is remembered (entry
- * marked failed) and not retried: every later registration in pd is passed
- * on without another try, until pd is deallocated. NULL when the table is
- * full. mrp_pl_lock held.
+ * other remote rights are passed on. With arena keys for remote access the
+ * first remote registration attaches: NULL for a local one before it;
+ * without, only a local one does (NULL for a remote one). A failed attach
+ * is remembered (slot -1) and not retried: every later registration in pd
+ * is passed on without another try, until pd is deallocated. NULL when
+ * the table is full.
  */
-static struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool, struct ibv_pd *pd,
-					  unsigned int remote)
+static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
+						       struct ibv_pd *pd, unsigned int remote)
 {
-	struct mrp_pl_pd *e = mrp_pl_pd_find(pd);
 	unsigned int access = MRP_PL_LOCAL | remote;
+	struct mrp_pl_pd *e;
 	int ret;
 
-	if (e)
-		return e;
-	e = mrp_pl_pd_find(NULL);
-	if (!e)
+	/* remote access by default: passed on, the PD not attached for it */
+	if (mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA ? !remote : remote)
 		return NULL;
+	pthread_mutex_lock(&mrp_pl_lock);
+	e = mrp_pl_pd_find(pd);
+	if (e || !(e = mrp_pl_pd_find(NULL)))
+		goto out;
 	mrp_pl_enter();
 	ret = mrp_attach_pd(pool, pd, access);
+	e->slot = ret ? -1 : mrp_pd_slot(pool, pd);
 	mrp_pl_leave();
-	e->pd = pd;
 	e->ctx = pd->context;
 	e->access = access;
-	e->live = 0;
-	e->failed = ret != 0;
+	atomic_store_explicit(&e->pd, pd, memory_order_release);
+out:
+	pthread_mutex_unlock(&mrp_pl_lock);
 	return e;
 }
 
-/* mrp_pl_lock held. */
+/* mrp_pl_lock held: the entry is free again, the PD detached from the pool. */
 static void mrp_pl_pd_detach(struct mrp_pl_pd *e)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 
-	if (pool && !e->failed) {
+	if (pool && e->slot >= 0) {
 		mrp_pl_enter();
-		mrp_detach_pd(pool, e->pd);
+		mrp_detach_pd(pool, atomic_load_explicit(&e->pd, memory_order_relaxed));
 		mrp_pl_leave();
 	}
-	memset(e, 0, sizeof(*e));
+	atomic_store_explicit(&e->pd, NULL, memory_order_release);
 }
 
 /*
- * The keys for [addr, addr + len) in pd if the pool can serve it (see the
- * top of the file), with pd attached and its entry in *out; false if not.
- * mrp_pl_lock held.
+ * The arena lacks keys in the PD's slot (registered lazily, or the PD is
+ * dead): the library's lookup registers it there now, or fails.
  */
-static bool mrp_pl_servable(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-			    unsigned int access, struct mrp_pl_pd **out,
-			    struct mrp_buf *keys)
+static MRP_NOINLINE int mrp_pl_keys_slow(struct mrp_pool *pool, struct ibv_pd *pd,
+					 void *addr, struct mrp_key *k)
 {
-	struct mrp_arena *a = mrp_pl_arena(addr);
-	struct mrp_pool *pool;
-	unsigned int remote;
-	struct mrp_pl_pd *e;
+	struct mrp_buf b;
 	int ret;
 
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-	remote = access & MRP_PL_REMOTE_ALL;
-	if (!a || !pd || !len || iova != (uintptr_t)addr ||
-	    len > mrp_pl_buf_left(a, addr))
-		return false;
-	if (remote && mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA)
-		return false;
-	pool = mrp_pl_pool();
-	if (!pool || a->pool != pool)
-		return false;
-	/* with arena keys for remote access, the first remote registration attaches */
-	if (!remote && mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA && !mrp_pl_pd_find(pd))
-		return false;
-	e = mrp_pl_pd_attach(pool, pd, remote);
-	/* other flags (ODP, MW binding, zero-based): never in e->access */
-	if (!e || e->failed || (access & ~e->access & ~(unsigned int)MRP_PL_LOCAL))
-		return false;
-	/* remote: the very rights the arena grants, no fewer (no upgrade) */
-	if (remote && remote != (e->access & MRP_PL_REMOTE_ALL))
-		return false;
-	/* the arena's keys in pd, registering it there now if it lacks them */
 	mrp_pl_enter();
-	ret = mrp_lookup(pool, addr, pd, keys);
+	ret = mrp_lookup(pool, addr, pd, &b);
 	mrp_pl_leave();
 	if (ret)
-		return false;
-	*out = e;
-	return true;
-}
-
-/* A served MR, or NULL: the caller registers for real. */
-static struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len,
-				   uint64_t iova, unsigned int access)
-{
-	struct mrp_pl_pd *e;
-	struct mrp_pl_mr *m = NULL;
-	struct mrp_buf keys;
-
-	if (mrp_pl_internal() || !mrp_pl_arena(addr))
-		return NULL;
-	pthread_mutex_lock(&mrp_pl_lock);
-	if (mrp_pl_servable(pd, addr, len, iova, access, &e, &keys))
-		m = mrp_pl_mr_get();
-	if (m) {
-		m->mr.context = pd->context;
-		m->mr.pd = pd;
-		m->mr.addr = addr;
-		m->mr.length = len;
-		m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
-		m->mr_type = 0;
-		m->access = (int)access;
-		m->mr.lkey = keys.lkey;
-		/* no remote access asked for: no rkey, whatever the arena's */
-		m->mr.rkey = access & MRP_PL_REMOTE_ALL ? keys.rkey : 0;
-		m->pd = e;
-		e->live++;
-	}
-	pthread_mutex_unlock(&mrp_pl_lock);
-	return m ? &m->mr : NULL;
+		return ret;
+	k->lkey = b.lkey;
+	k->rkey = b.rkey;
+	return 0;
 }
 
 /*
- * Calls from the program count; the library's own do not, nor those
- * libibverbs makes inside a call passed on to it (its ibv_reg_mr calls
- * ibv_reg_mr_iova2, which reaches the shim again: the pass-throughs run
- * between mrp_pl_enter() and mrp_pl_leave()).
+ * A served MR, or NULL: the caller registers for real (see the top of the
+ * file for which are served). The pool is the arena's: the shim's map
+ * holds its own pool's arenas only, and an arena exists only in a pool
+ * that opened; in a forked child the pool is the parent's, and nothing is
+ * served. Inlined twice: with slow false (the exported functions' own
+ * path) it makes no call and takes no lock, and gives up (NULL) where a
+ * slow path would be needed: a PD not attached yet, an arena without its
+ * keys in the PD, the thread without a free slot; the caller then tail
+ * calls the copy with slow true, which takes those paths, or passes on.
  */
-static void mrp_pl_note(bool served)
+static inline __attribute__((always_inline))
+struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+			    unsigned int access, const bool slow)
 {
-	if (!mrp_pl_internal())
-		mrp_pl_count_reg(served);
+	struct mrp_arena *a = mrp_pl_arena(addr);
+	unsigned int remote;
+	struct mrp_pl_thr *t;
+	struct mrp_pool *pool;
+	struct mrp_pl_pd *e;
+	struct mrp_pl_mr *m;
+	struct mrp_key k;
+
+	if (!a || !pd || !len || iova != (uintptr_t)addr || mrp_pl_internal())
+		return NULL;
+	pool = a->pool;
+	if (unlikely(mrp_forked(pool)) || len > mrp_pl_buf_left(a, addr))
+		return NULL;
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	remote = access & MRP_PL_REMOTE_ALL;
+	e = mrp_pl_pd_find(pd);
+	if (unlikely(!e) && (!slow || !(e = mrp_pl_pd_attach(pool, pd, remote))))
+		return NULL;
+	/*
+	 * Exactly the rights asked for: local write alone (the lkey, no rkey),
+	 * or all of the arena's (the rkey too). No attach failure either
+	 * (slot -1), which no arena's reg_mask has.
+	 */
+	if (access != MRP_PL_LOCAL && access != e->access)
+		return NULL;
+	if (likely(e->slot >= 0 && mrp_arena_has(a, e->slot)))
+		k = a->keys[e->slot];
+	else if (!slow || e->slot < 0 || mrp_pl_keys_slow(pool, pd, addr, &k))
+		return NULL;
+	if (unlikely(!mrp_arena_hold(a)))
+		return NULL;		/* trim took it: the buffer is not the program's */
+	t = mrp_pl_self;
+	m = t->free;
+	if (likely(m)) {
+		t->free = m->next;
+		t->nfree--;
+	} else if (!slow || !(t = mrp_pl_thr_get()) || !(m = mrp_pl_mr_refill(t))) {
+		mrp_arena_unhold(a);
+		return NULL;
+	}
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
+	m->mr.lkey = k.lkey;
+	/* no remote access asked for: no rkey, whatever the arena's */
+	m->mr.rkey = remote ? k.rkey : 0;
+	m->mr_type = 0;
+	m->access = (int)access;
+	m->next = NULL;			/* the provider bytes all zero again */
+	/* the fields above before the slot reads as live (ibv_dealloc_pd) */
+	atomic_store_explicit(&m->arena, a, memory_order_release);
+	mrp_inc(&t->served);
+	return &m->mr;
+}
+
+/*
+ * A registration passed on is counted, if it is the program's: not the
+ * library's own, nor those libibverbs makes inside a call passed on to it
+ * (its ibv_reg_mr calls ibv_reg_mr_iova2, which reaches the shim again:
+ * the pass-throughs run between mrp_pl_enter() and mrp_pl_leave()).
+ */
+static void mrp_pl_count_passed(void)
+{
+	struct mrp_pl_thr *t;
+
+	if (mrp_pl_internal())
+		return;
+	t = mrp_pl_self;
+	if (unlikely(t == &mrp_pl_thr_empty)) {
+		/*
+		 * A thread's first: the program's first registration opens the
+		 * pool, as its first large allocation does (the stats page shows
+		 * it with MRPOOL_PRELOAD_MIN=0 too).
+		 */
+		(void)mrp_pl_pool();
+		t = mrp_pl_thr_claim();
+	}
+	if (t)
+		mrp_inc(&t->passed);
+	else
+		mrp_add(&mrp_pl_orphan_passed, 1);
+}
+
+/*
+ * The three registration calls: served without a call, else (noinline)
+ * served by the slow paths, or counted and passed on.
+ */
+static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr(struct ibv_pd *pd, void *addr,
+						      size_t length, int access)
+{
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr,
+					 (unsigned int)access, true);
+
+	if (mr)
+		return mr;
+	mrp_pl_count_passed();
+	mrp_pl_enter();
+	mr = MRP_PL_REAL(reg_mr, NULL, pd, addr, length, access);
+	mrp_pl_leave();
+	return mr;
 }
 
 MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 					int access)
 {
 	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr,
-					 (unsigned int)access);
+					 (unsigned int)access, false);
 
-	mrp_pl_note(mr != NULL);
+	return likely(mr) ? mr : mrp_pl_pass_reg_mr(pd, addr, length, access);
+}
+
+static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, void *addr,
+							   size_t length, uint64_t iova,
+							   int access)
+{
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
+
 	if (mr)
 		return mr;
+	mrp_pl_count_passed();
 	mrp_pl_enter();
-	mr = MRP_PL_REAL(reg_mr, NULL, pd, addr, length, access);
+	mr = MRP_PL_REAL(reg_mr_iova, NULL, pd, addr, length, iova, access);
 	mrp_pl_leave();
 	return mr;
 }
@@ -350,13 +625,22 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t le
 MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 					     uint64_t iova, int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access);
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, false);
 
-	mrp_pl_note(mr != NULL);
+	return likely(mr) ? mr : mrp_pl_pass_reg_mr_iova(pd, addr, length, iova, access);
+}
+
+static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+							    size_t length, uint64_t iova,
+							    unsigned int access)
+{
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access, true);
+
 	if (mr)
 		return mr;
+	mrp_pl_count_passed();
 	mrp_pl_enter();
-	mr = MRP_PL_REAL(reg_mr_iova, NULL, pd, addr, length, iova, access);
+	mr = MRP_PL_REAL(reg_mr_iova2, NULL, pd, addr, length, iova, access);
 	mrp_pl_leave();
 	return mr;
 }
@@ -364,33 +648,41 @@ MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size
 MRP_PL_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 					      uint64_t iova, unsigned int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access);
+	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access, false);
 
-	mrp_pl_note(mr != NULL);
-	if (mr)
-		return mr;
-	mrp_pl_enter();
-	mr = MRP_PL_REAL(reg_mr_iova2, NULL, pd, addr, length, iova, access);
-	mrp_pl_leave();
-	return mr;
+	return likely(mr) ? mr : mrp_pl_pass_reg_mr_iova2(pd, addr, length, iova, access);
 }
 
+/*
+ * A served MR: its slot's arena exchanged for NULL. A slot already free
+ * (deregistered before, or by another thread at the same time) or an
+ * address inside one: EINVAL.
+ */
 MRP_PL_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	struct mrp_pl_mr *m = (struct mrp_pl_mr *)mr;
+	struct mrp_pl_thr *t;
+	struct mrp_arena *a;
+	uintptr_t off;
 
-	if (!mrp_pl_served_mr(mr))
-		return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
-	pthread_mutex_lock(&mrp_pl_lock);
-	/* deregistered already (or not a slot): the free list must not see it twice */
-	if (!mrp_pl_mr_live(mr)) {
-		pthread_mutex_unlock(&mrp_pl_lock);
+	if (unlikely(!mrp_pl_served_mr(mr, &off)))
+		return mrp_pl_dereg_real(mr);
+	if (unlikely(off % sizeof(*m)))
 		return EINVAL;
+	a = atomic_exchange_explicit(&m->arena, NULL, memory_order_acq_rel);
+	if (unlikely(!a))
+		return EINVAL;
+	mrp_arena_unhold(a);
+	/* onto this thread's free slots */
+	t = mrp_pl_self;
+	if (unlikely(t == &mrp_pl_thr_empty)) {
+		mrp_pl_mr_put_slow(m);
+		return 0;
 	}
-	if (m->pd)
-		m->pd->live--;
-	mrp_pl_mr_put(m);
-	pthread_mutex_unlock(&mrp_pl_lock);
+	m->next = t->free;
+	t->free = m;
+	if (unlikely(++t->nfree > MRP_PL_THR_MAX))
+		mrp_pl_mr_flush(t);
 	return 0;
 }
 
@@ -403,11 +695,34 @@ MRP_PL_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			       void *addr, size_t length, int access)
 {
-	if (!mrp_pl_served_mr(mr))
+	uintptr_t off;
+
+	if (!mrp_pl_served_mr(mr, &off))
 		return MRP_PL_REAL(rereg_mr, IBV_REREG_MR_ERR_INPUT, mr, flags, pd,
 					   addr, length, access);
 	errno = EOPNOTSUPP;
 	return IBV_REREG_MR_ERR_INPUT;
+}
+
+/*
+ * Does pd have served MRs the program holds? Every slot ever handed out
+ * is looked at: ibv_dealloc_pd() is rare, the served pair frequent (it
+ * keeps no count per PD). A registration in pd racing this is the
+ * program's race, as with real MRs.
+ */
+static bool mrp_pl_pd_busy(const struct ibv_pd *pd)
+{
+	struct mrp_pl_mr *region = atomic_load_explicit(&mrp_pl_mrs, memory_order_acquire);
+	uint32_t used;
+
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	used = mrp_pl_mr_used;
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
+	for (uint32_t i = 0; region && i < used; i++)
+		if (atomic_load_explicit(&region[i].arena, memory_order_acquire) &&
+		    region[i].mr.pd == pd)
+			return true;
+	return false;
 }
 
 MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
@@ -416,7 +731,7 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 	pthread_mutex_lock(&mrp_pl_lock);
 	e = pd ? mrp_pl_pd_find(pd) : NULL;
-	if (e && e->live) {
+	if (e && mrp_pl_pd_busy(pd)) {
 		pthread_mutex_unlock(&mrp_pl_lock);
 		return EBUSY;
 	}
@@ -426,19 +741,19 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	return MRP_PL_REAL(dealloc_pd, ENOSYS, pd);
 }
 
+/*
+ * The context's PDs are detached; served MRs left in them are the
+ * program's leak: their keys are gone with the arenas' MRs there, their
+ * arenas stay held until they are deregistered.
+ */
 MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	pthread_mutex_lock(&mrp_pl_lock);
 	for (int i = 0; ctx && i < MRP_MAX_PDS; i++) {
 		struct mrp_pl_pd *e = &mrp_pl_pds[i];
 
-		if (!e->pd || e->ctx != ctx)
-			continue;
-		/* served MRs left in it are the program's leak: orphan them */
-		for (uint32_t s = 0; e->live && s < mrp_pl_mr_used; s++)
-			if (mrp_pl_mrs[s].pd == e)
-				mrp_pl_mrs[s].pd = NULL;
-		mrp_pl_pd_detach(e);
+		if (atomic_load_explicit(&e->pd, memory_order_relaxed) && e->ctx == ctx)
+			mrp_pl_pd_detach(e);
 	}
 	pthread_mutex_unlock(&mrp_pl_lock);
 	return MRP_PL_REAL(close_device, ENOSYS, ctx);

@@ -727,13 +727,19 @@ TEST(registration_counters)
 {
 	char line[512];
 
+	/* served: the two with local write; passed: remote, access 0, glibc's */
 	ASSERT_EQ(0, run_mode("reg", NULL, NULL, line, sizeof(line)));
-	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
-	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
 	/* remote access served too with arena keys */
 	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line)));
-	EXPECT_EQ(4, field(line, "registrations served ")) TH_LOG("%s", line);
-	EXPECT_EQ(1, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+	/* no pool memory: all passed on, and the first opened the pool */
+	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_MIN=0", NULL, line, sizeof(line)));
+	EXPECT_EQ(0, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(5, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "backend anon")) TH_LOG("%s", line);
 }
 
 /*
@@ -817,6 +823,54 @@ TEST(security_default)
 }
 
 /*
+ * The access of a served MR is exactly the one asked for (review row 8):
+ * the arena's registration grants local write, so only a registration
+ * asking for local write alone is served; one without it (access 0, remote
+ * read alone) would get a writable lkey and is passed on, as are extra
+ * flags the arena's MR lacks (on-demand paging, zero-based, memory window
+ * binding). Optional flags (relaxed ordering) are no right: served.
+ */
+TEST(served_access_exact)
+{
+	static const unsigned int passed[] = {
+		0, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_MW_BIND,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+	};
+	struct ibv_pd *pd = new_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *mr, *l;
+
+	ASSERT_TRUE(in_pool(p));
+	l = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);	/* attaches the PD */
+	ASSERT_TRUE(served(l));
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+		/* the function, not verbs.h's macro: the flags as given */
+		mr = (ibv_reg_mr)(pd, p, 100, (int)passed[i]);
+		ASSERT_NE(NULL, mr);
+		EXPECT_FALSE(served(mr)) TH_LOG("access %#x", passed[i]);
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+		mr = ibv_reg_mr_iova2(pd, p, 100, (uintptr_t)p, passed[i]);
+		ASSERT_NE(NULL, mr);
+		EXPECT_FALSE(served(mr)) TH_LOG("iova2, access %#x", passed[i]);
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+	mr = ibv_reg_mr_iova2(pd, p, 100, (uintptr_t)p,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+	EXPECT_TRUE(served(mr));
+	EXPECT_EQ(l->lkey, mr->lkey);
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	/* the arena's MR stays local write only */
+	EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE, mr_access(pd, p));
+	EXPECT_EQ(0, ibv_dereg_mr(l));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(p);
+	free(pd);
+}
+
+/*
  * MRPOOL_PRELOAD_REMOTE=arena grants no right that was not asked for: the
  * arenas get the first remote registration's rights, others pass on.
  */
@@ -826,8 +880,8 @@ TEST(remote_arena_no_upgrade)
 	int st = run_mode("remote", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
 
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
-	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
-	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(4, field(line, "passed ")) TH_LOG("%s", line);
 }
 
 /*
@@ -878,6 +932,334 @@ TEST(double_dereg)
 	EXPECT_EQ(0, ibv_dealloc_pd(pd));
 	free(p);
 	free(pd);
+}
+
+/*
+ * Only a range inside one pool buffer is served: up to a class buffer's
+ * last byte, not into the next buffer; up to a large block's arena end,
+ * not past it into whatever follows; never a zero length. The rest is
+ * passed on.
+ */
+TEST(served_range)
+{
+	struct ibv_pd *pd = new_pd();
+	char *a = malloc(128 * 1024), *b = malloc(128 * 1024), *big = malloc(3u << 20);
+	size_t bigsz = malloc_usable_size(big);
+	struct ibv_mr *mr;
+
+	ASSERT_TRUE(in_pool(a) && in_pool(b) && in_pool(big));
+	mr = ibv_reg_mr(pd, a, 128 * 1024, IBV_ACCESS_LOCAL_WRITE);	/* all of it */
+	EXPECT_TRUE(served(mr));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	mr = ibv_reg_mr(pd, a + 128 * 1024 - 1, 1, IBV_ACCESS_LOCAL_WRITE);	/* its last byte */
+	EXPECT_TRUE(served(mr));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	mr = ibv_reg_mr(pd, a + 4096, 128 * 1024 - 4095, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	EXPECT_FALSE(served(mr));	/* one byte into whatever follows the buffer */
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	if (b == a + 128 * 1024 || a == b + 128 * 1024) {	/* neighbours: across both */
+		char *lo = a < b ? a : b;
+
+		mr = ibv_reg_mr(pd, lo + 4096, 128 * 1024, IBV_ACCESS_LOCAL_WRITE);
+		ASSERT_NE(NULL, mr);
+		EXPECT_FALSE(served(mr));
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+	mr = ibv_reg_mr(pd, big, bigsz, IBV_ACCESS_LOCAL_WRITE);	/* a whole arena */
+	EXPECT_TRUE(served(mr));
+	EXPECT_EQ(bigsz, mr->length);
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	mr = ibv_reg_mr(pd, big + 4096, bigsz, IBV_ACCESS_LOCAL_WRITE);	/* past its arena */
+	ASSERT_NE(NULL, mr);
+	EXPECT_FALSE(served(mr));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	mr = ibv_reg_mr(pd, a, 0, IBV_ACCESS_LOCAL_WRITE);
+	EXPECT_FALSE(served(mr));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	free(a);
+	free(b);
+	free(big);
+	free(pd);
+}
+
+/*
+ * A served MR holds its arena: the program frees the buffers under two
+ * served MRs (a large block's arena, a class buffer's) and keeps the MRs
+ * past the trim delay; the arenas stay mapped and registered. Once the MRs
+ * are deregistered, the large block's arena is trimmed (its MR goes).
+ */
+TEST(served_holds_arena)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("served_trim", "MRPOOL_TRIM_DELAY_MS=20", NULL, line, sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
+}
+
+/* Two threads that deregister one served MR at once (double_dereg_threads). */
+struct dereg_race {
+	pthread_barrier_t go, done;
+	struct ibv_mr *_Atomic mr;
+	_Atomic int ok, inval, other;
+	_Atomic bool stop;
+	struct ibv_pd *pd;
+	char *buf;
+	struct ibv_mr *mine[2][100];	/* per thread, registered at the end */
+};
+
+struct dereg_racer_arg {
+	struct dereg_race *r;
+	int idx;
+};
+
+static void *dereg_racer(void *arg)
+{
+	struct dereg_racer_arg *a = arg;
+	struct dereg_race *r = a->r;
+
+	for (;;) {
+		int ret;
+
+		pthread_barrier_wait(&r->go);
+		if (atomic_load(&r->stop))
+			break;
+		ret = ibv_dereg_mr(atomic_load(&r->mr));
+		if (!ret)
+			atomic_fetch_add(&r->ok, 1);
+		else if (ret == EINVAL)
+			atomic_fetch_add(&r->inval, 1);
+		else
+			atomic_fetch_add(&r->other, 1);
+		pthread_barrier_wait(&r->done);
+	}
+	/* the slots each one won went onto its own list: each comes back once */
+	for (int i = 0; i < 100; i++)
+		r->mine[a->idx][i] = ibv_reg_mr(r->pd, r->buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	return NULL;
+}
+
+/*
+ * A served MR deregistered by two threads at the same instant: the slot's
+ * arena is taken by one atomic exchange, so exactly one call returns 0 and
+ * the other EINVAL, every time; no slot lands on two free lists (every MR
+ * registered afterwards, in any thread, is a different one).
+ */
+TEST(double_dereg_threads)
+{
+	struct dereg_racer_arg args[2];
+	struct dereg_race r[1] = { 0 };
+	struct ibv_mr *after[300], *all[500];
+	const int n = 2000;
+	pthread_t t[2];
+	int k = 0;
+
+	r->pd = new_pd();
+	r->buf = malloc(100000);
+	ASSERT_TRUE(in_pool(r->buf));
+	pthread_barrier_init(&r->go, NULL, 3);
+	pthread_barrier_init(&r->done, NULL, 3);
+	for (int i = 0; i < 2; i++) {
+		args[i].r = r;
+		args[i].idx = i;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, dereg_racer, &args[i]));
+	}
+	for (int i = 0; i < n; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(r->pd, r->buf, 100, IBV_ACCESS_LOCAL_WRITE);
+
+		ASSERT_TRUE(served(mr));
+		atomic_store(&r->mr, mr);
+		pthread_barrier_wait(&r->go);
+		pthread_barrier_wait(&r->done);
+	}
+	atomic_store(&r->stop, true);
+	pthread_barrier_wait(&r->go);
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+	EXPECT_EQ(n, atomic_load(&r->ok));
+	EXPECT_EQ(n, atomic_load(&r->inval));
+	EXPECT_EQ(0, atomic_load(&r->other));
+	for (int i = 0; i < 300; i++) {
+		after[i] = ibv_reg_mr(r->pd, r->buf, 64, IBV_ACCESS_LOCAL_WRITE);
+		ASSERT_TRUE(served(after[i]));
+		all[k++] = after[i];
+	}
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 100; j++) {
+			ASSERT_TRUE(served(r->mine[i][j]));
+			all[k++] = r->mine[i][j];
+		}
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < i; j++)
+			ASSERT_NE(all[i], all[j]);	/* one slot handed out twice */
+	for (int i = 0; i < k; i++)
+		EXPECT_EQ(0, ibv_dereg_mr(all[i]));
+	EXPECT_EQ(0, ibv_dealloc_pd(r->pd));
+	pthread_barrier_destroy(&r->go);
+	pthread_barrier_destroy(&r->done);
+	free(r->buf);
+	free(r->pd);
+}
+
+/* One of served_threads' workers: what it registers, its neighbour deregisters. */
+struct served_worker {
+	pthread_barrier_t *round;
+	struct ibv_pd *pd;
+	char *buf;			/* its own pool buffer */
+	struct ibv_mr *mrs[100];	/* this round's */
+	struct served_worker *next;	/* deregisters ours */
+	int bad;
+};
+
+static void *served_worker(void *arg)
+{
+	struct served_worker *w = arg;
+
+	for (int round = 0; round < 50; round++) {
+		for (int i = 0; i < 100; i++) {
+			struct ibv_mr *mr = ibv_reg_mr(w->pd, w->buf + i, 100, IBV_ACCESS_LOCAL_WRITE);
+
+			if (!served(mr) || mr->addr != w->buf + i || mr->length != 100 ||
+			    mr->pd != w->pd || mr->rkey)
+				w->bad++;
+			w->mrs[i] = mr;
+		}
+		pthread_barrier_wait(w->round);
+		for (int i = 0; i < 100; i++)	/* the neighbour's: across threads */
+			if (ibv_dereg_mr(w->next->mrs[i]))
+				w->bad++;
+		pthread_barrier_wait(w->round);
+	}
+	return NULL;
+}
+
+/*
+ * Four threads register served MRs and deregister each other's (slots
+ * move between threads' lists and the shared one): each MR is right, the
+ * 400 alive at once are all different, none is deregistered twice.
+ */
+TEST(served_threads)
+{
+	struct served_worker w[4];
+	pthread_barrier_t round;
+	struct ibv_pd *pd = new_pd();
+	pthread_t t[4];
+
+	pthread_barrier_init(&round, NULL, 4);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct served_worker){ .round = &round, .pd = pd, .buf = malloc(100000) };
+		ASSERT_TRUE(in_pool(w[i].buf));
+	}
+	for (int i = 0; i < 4; i++) {
+		w[i].next = &w[(i + 1) % 4];
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, served_worker, &w[i]));
+	}
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, w[i].bad);
+	}
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));	/* none left */
+	for (int i = 0; i < 4; i++)
+		free(w[i].buf);
+	pthread_barrier_destroy(&round);
+	free(pd);
+}
+
+/*
+ * The counters are per thread and summed for the report: threads that
+ * registered and exited count (their blocks are taken over by the next
+ * threads, counters and all).
+ */
+TEST(registration_counters_threads)
+{
+	char line[512];
+
+	ASSERT_EQ(0, run_mode("reg_threads", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(80, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(8, field(line, "passed ")) TH_LOG("%s", line);
+}
+
+/* served_fork's threads: served pairs until stop. */
+struct served_churn {
+	struct ibv_pd *pd;
+	char *buf;
+	_Atomic bool stop;
+	_Atomic int bad;
+};
+
+static void *served_churn(void *arg)
+{
+	struct served_churn *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		struct ibv_mr *mr = ibv_reg_mr(c->pd, c->buf, 100, IBV_ACCESS_LOCAL_WRITE);
+
+		if (!served(mr) || ibv_dereg_mr(mr))
+			atomic_fetch_add(&c->bad, 1);
+	}
+	return NULL;
+}
+
+static void *passed_once(void *arg)
+{
+	struct served_churn *c = arg;
+	char small[64];
+	struct ibv_mr *mr = ibv_reg_mr(c->pd, small, sizeof(small), IBV_ACCESS_LOCAL_WRITE);
+
+	return mr && !served(mr) && !ibv_dereg_mr(mr) ? NULL : arg;
+}
+
+/*
+ * Forks while other threads make served pairs (the slots' lock is held
+ * across the fork): in each child nothing is served (a registration of
+ * the parent's pool memory is passed on), a served MR of the parent's
+ * deregisters, and a new thread registers (it takes over a block the
+ * parent's threads left).
+ */
+TEST(served_fork)
+{
+	struct served_churn c = { .pd = new_pd(), .buf = malloc(100000) };
+	struct ibv_mr *mine;
+	pthread_t t[2];
+	int bad = 0, st;
+
+	ASSERT_TRUE(in_pool(c.buf));
+	mine = ibv_reg_mr(c.pd, c.buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(served(mine));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, served_churn, &c));
+	for (int i = 0; i < 50; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			struct ibv_mr *mr = ibv_reg_mr(c.pd, c.buf, 100, IBV_ACCESS_LOCAL_WRITE);
+			pthread_t u;
+			void *r;
+
+			if (!mr || served(mr) || ibv_dereg_mr(mr))
+				_exit(1);
+			if (ibv_dereg_mr(mine))
+				_exit(2);
+			if (pthread_create(&u, NULL, passed_once, &c) || pthread_join(u, &r) || r)
+				_exit(3);
+			_exit(0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	atomic_store(&c.stop, true);
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(0, atomic_load(&c.bad));
+	EXPECT_EQ(0, ibv_dereg_mr(mine));
+	EXPECT_EQ(0, ibv_dealloc_pd(c.pd));
+	free(c.buf);
+	free(c.pd);
 }
 
 /* A PD the pool could not attach is not tried again at every registration. */
@@ -1029,6 +1411,18 @@ static void *free_it(void *p)
 	return NULL;
 }
 
+/* reg_threads: 10 registrations served and one passed on, then exit. */
+static void *reg_thread(void *arg)
+{
+	void **a = arg;
+	char small[64];
+
+	for (int i = 0; i < 10; i++)
+		ibv_dereg_mr(ibv_reg_mr(a[0], a[1], 100, IBV_ACCESS_LOCAL_WRITE));
+	ibv_dereg_mr(ibv_reg_mr(a[0], small, sizeof(small), IBV_ACCESS_LOCAL_WRITE));
+	return NULL;
+}
+
 /* Modes run_mode() starts. */
 static int mode_main(const char *mode)
 {
@@ -1167,7 +1561,8 @@ static int mode_main(const char *mode)
 			return 13;
 		if (!served(l1) || l1->rkey)
 			return 14;
-		if (!served(r2) || r2->rkey != r->rkey)
+		/* remote read without local write: the arena's lkey writes */
+		if (!r2 || served(r2))
 			return 15;
 		ibv_dereg_mr(l0);
 		ibv_dereg_mr(r);
@@ -1252,13 +1647,65 @@ static int mode_main(const char *mode)
 		}
 		return 0;
 	}
+	if (!strcmp(mode, "served_trim")) {
+		int (*covers)(struct ibv_pd *, const void *, size_t, uint32_t, uint32_t) =
+			dlsym(RTLD_DEFAULT, "fake_mr_covers");
+		struct ibv_pd *pd = new_pd();
+		char *big = malloc(3u << 20), *mid = malloc(100000);
+		volatile uintptr_t ub, um;
+		struct ibv_mr *mb, *mm;
+		uint32_t kb, km;
+
+		if (!covers || !in_pool(big) || !in_pool(mid))
+			return 1;
+		mb = ibv_reg_mr(pd, big + 4096, 8192, IBV_ACCESS_LOCAL_WRITE);
+		mm = ibv_reg_mr(pd, mid, 100000, IBV_ACCESS_LOCAL_WRITE);
+		if (!served(mb) || !served(mm))
+			return 2;
+		kb = mb->lkey;
+		km = mm->lkey;
+		/* the addresses, as the MRs keep them: not the pointers freed */
+		ub = (uintptr_t)big;
+		um = (uintptr_t)mid;
+		free(big);		/* the program keeps the MRs */
+		free(mid);
+		usleep(300 * 1000);	/* 15 trim delays */
+		if (!covers(pd, (void *)(ub + 4096), 8192, kb, 0) ||
+		    !covers(pd, (void *)um, 100000, km, 0))
+			return 3;	/* the arenas' MRs went under the served ones */
+		if (*(volatile char *)(ub + 4096) != *(volatile char *)(ub + 4096))
+			return 4;	/* mapped: the read does not fault */
+		if (ibv_dereg_mr(mb) || ibv_dereg_mr(mm))
+			return 5;
+		/* no hold left: trimmed (within 5 s, whatever the load) */
+		for (int i = 0; covers(pd, (void *)(ub + 4096), 8192, kb, 0); i++) {
+			if (i == 100)
+				return 6;
+			usleep(50 * 1000);
+		}
+		return ibv_dealloc_pd(pd) ? 7 : 0;
+	}
+	if (!strcmp(mode, "reg_threads")) {
+		struct ibv_pd *pd = new_pd();
+		char *p = malloc(100000);
+
+		for (int i = 0; i < 8; i++) {
+			pthread_t t;
+
+			if (pthread_create(&t, NULL, reg_thread, (void *[]){ pd, p }) ||
+			    pthread_join(t, NULL))
+				return 1;
+		}
+		return ibv_dealloc_pd(pd);
+	}
 	if (!strcmp(mode, "reg")) {
 		struct ibv_pd *pd = new_pd();
 		char *p = malloc(100000), *s = malloc(10);
 		struct ibv_mr *m[5];
 
 		/* 1 remote in the pool (first: it attaches the PD with
-		 * MRPOOL_PRELOAD_REMOTE=arena), 3 local in the pool, 1 outside */
+		 * MRPOOL_PRELOAD_REMOTE=arena), 2 local write and 1 read-only
+		 * (access 0: never served) in the pool, 1 outside */
 		m[3] = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 		m[0] = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE);
 		m[1] = ibv_reg_mr(pd, p, 100, 0);

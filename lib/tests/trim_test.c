@@ -18,6 +18,7 @@
 
 #include "kselftest_harness.h"
 #include "helpers.h"
+#include "internal.h"
 
 /* What ucm_vm_munmap() below was told: UCX's entry point, found by dlsym. */
 static void *ucm_addr;
@@ -73,6 +74,43 @@ TEST(trim_keeps_live)
 	EXPECT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH));
 	ASSERT_EQ(0, mrp_free(pool, live.addr));
 	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * A held arena (the preload shim holds one for each served MR pointing
+ * into it) is not trimmed, however idle: neither a class arena whose
+ * buffers are all free nor a parked large one. Once the last hold is
+ * dropped, trim releases it.
+ */
+TEST(trim_keeps_held)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_arena *ca, *la;
+	struct mrp_buf c, l;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &c));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &l));
+	ca = mrp_arena_of((uintptr_t)c.addr);
+	la = mrp_arena_of((uintptr_t)l.addr);
+	ASSERT_TRUE(ca && la && ca != la);
+	ASSERT_TRUE(mrp_arena_hold(ca));
+	ASSERT_TRUE(mrp_arena_hold(la));
+	ASSERT_TRUE(mrp_arena_hold(la));
+	ASSERT_EQ(0, mrp_free(pool, c.addr));
+	ASSERT_EQ(0, mrp_free(pool, l.addr));	/* parked */
+	EXPECT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(2, test_stats(pool).arenas);
+	memset(c.addr, 1, 65536);		/* still mapped */
+	memset(l.addr, 1, 3 << 20);
+	mrp_arena_unhold(ca);
+	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	mrp_arena_unhold(la);
+	EXPECT_EQ(0, mrp_trim(pool, MRP_TRIM_FLUSH));	/* one hold left */
+	mrp_arena_unhold(la);
+	EXPECT_EQ(1, mrp_trim(pool, MRP_TRIM_FLUSH));
+	EXPECT_EQ(0, test_stats(pool).arenas);
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
@@ -454,6 +492,8 @@ TEST(dereg_failure)
 	EXPECT_EQ(1, st.arenas);
 	EXPECT_EQ(0, st.arenas_trimmed);
 	EXPECT_EQ(1, fake_live);		/* the MR that would not go */
+	/* trim took it: no hold on it succeeds (the shim passes on) */
+	EXPECT_FALSE(mrp_arena_hold(mrp_arena_of(old1)));
 	for (int i = 0; i < 600; i++) {	/* more than one arena's worth */
 		ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &y));
 		ASSERT_FALSE(in_range(y.addr, old1, 2 << 20));

@@ -6,8 +6,9 @@
 # Open MPI's NetPIPE between two guests (6.1 and 6.12) with each engine
 # registering per message, under the shim and with its own cache
 # (selftests/mpi_netpipe_test with MRPOOL_MPI_MEASURE=1; make check runs
-# only its integrity run), the fastpath scenario on the host
-# (tools/bench/fastpath.sh), then the report (tools/bench/report.sh).
+# only its integrity run), the fastpath and served scenarios on the host
+# (tools/bench/fastpath.sh, served.sh), then the report
+# (tools/bench/report.sh).
 # Everything goes to results/bench/ (git-ignored): report.md, a CSV per
 # table, a PNG per plot, the VMs' logs in vm/ and mpi/, each part's wall
 # and CPU time in times.tsv (tools/timing.sh). The report is written even
@@ -53,6 +54,11 @@ say "host: fastpath"
 t0=$SECONDS
 tools/bench/fastpath.sh >"$res/host-fastpath.csv" || { st=1; say "fastpath failed"; }
 timing_row step fastpath $((SECONDS - t0)) - ""
+
+say "host: served"
+t0=$SECONDS
+tools/bench/served.sh >"$res/host-served.csv" || { st=1; say "served failed"; }
+timing_row step served $((SECONDS - t0)) - ""
 echo "host load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
 
 tools/bench/report.sh "$res"

@@ -5,8 +5,8 @@
 # written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
 #   report.sh DIR
 # DIR holds vm/{alloc,reg,rdma}.csv, vm/guest.txt, vm/peers.txt (from
-# tools/bench/guest.sh in the VM), host-fastpath.csv and host.txt (from
-# tools/bench/bench.sh on the host). A missing input becomes a line in the
+# tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv and
+# host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
 # report saying so, never a silent gap.
 set -euo pipefail
 
@@ -76,6 +76,11 @@ rdma_table() {
 fastpath_table() {
 	awk -F, -v OFS=, 'NR == 1 { print "size,pattern,allocator,instructions/pair,ns/pair (wall),ns/pair (CPU),instructions ÷ glibc,CPU ns ÷ glibc"; next }
 		{ print $3, $4, $2, $5, $6, $7, $8, $9 }' "$dir/host-fastpath.csv"
+}
+
+served_table() {
+	awk -F, -v OFS=, 'NR == 1 { print "registration,memory,instructions/pair,ns/pair (CPU),instructions ÷ passed"; next }
+		{ print $2, $3, $4, $5, $6 }' "$dir/host-served.csv"
 }
 
 # Plots: one data file per series (gnuplot reads whitespace columns).
@@ -285,6 +290,24 @@ GP
 		echo "![fastpath](fastpath.png)"
 	else
 		echo "No fastpath figures: fastpath.sh did not run or failed."
+	fi
+	echo
+
+	echo "## served: a registration under the shim, on the host"
+	echo
+	echo "tools/bench/served.sh: one ibv_reg_mr + ibv_dereg_mr pair (4 KiB, local write) of a program"
+	echo "under libmrpool-preload, instructions from callgrind (only the loop collected, divided by"
+	echo "its iterations) and ns per pair (CPU time, best of 5 rounds). \`served\`: inside a pool"
+	echo "buffer, answered from the arena's MR; \`passed\`: the same of glibc memory, passed on. The"
+	echo "host has no device: lib/tests/fake_verbs.c takes what is passed on (a lock, a calloc and a"
+	echo "list insert), so the passed row is a floor; a device's registration adds a system call and"
+	echo "the pin."
+	echo
+	if have "$dir/host-served.csv"; then
+		served_table >"$dir/served.csv"
+		csv_md "$dir/served.csv"
+	else
+		echo "No served figures: served.sh did not run or failed."
 	fi
 } >"$md"
 rm -f "$dir"/.plot-*.dat
