@@ -5,8 +5,8 @@
 #   make              module (kmod/mrpool.ko), lib/, tools/, selftests/
 #   make demo         the demo's deps (tools/deps.sh --demo) + module, lib and
 #                     tools + boot the VM + RDMA transfer through the pool
-#   make check        deps + build (for the 6.1 and 6.12 guests) + every test;
-#                     last line "N passed, N failed, N skipped"
+#   make check        deps + build (for the 6.1, 6.12 and 7.3 guests) + every
+#                     test; last line "N passed, N failed, N skipped"
 #   make check-quick  build + host tests (plain, ASan) + static checks + the VM
 #                     tests a change touches (TESTS="a_test b_test" names them;
 #                     tools/check-quick.sh): minutes, for the inner loop
@@ -120,11 +120,12 @@ demo:
 	$(MAKE) -f $(TOP)/Makefile module lib tools KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	tools/vm/run --name demo -- tools/demo/demo.sh
 
-# Both builds at once, on every core; tools/check.sh times them from
-# MRPOOL_MAKE_START (when make began: deps too).
+# The builds at once, on every core (modules-new: for the 7.3 guest, in
+# its chroot, TAP in .cache/newkernel.tap for the summary); tools/check.sh
+# times them from MRPOOL_MAKE_START (when make began: deps too).
 check: export MRPOOL_MAKE_START := $(shell date +%s)
 check: deps
-	$(MAKE) -j$$(nproc) -f $(TOP)/Makefile all modules-6.12 \
+	$(MAKE) -j$$(nproc) -f $(TOP)/Makefile all modules-6.12 modules-new \
 		KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
 	tools/check.sh
 

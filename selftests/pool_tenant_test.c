@@ -341,6 +341,9 @@ static void read_inherited(volatile uint8_t *p)
 /*
  * MADV_DOFORK clears the VM_DONTCOPY the module sets, so a child inherits
  * the VMA: it must not fault in the parent's pages (SIGBUS instead).
+ * Kernels after 6.12 refuse MADV_DOFORK on a VM_SPECIAL mapping (7.3's
+ * madvise_vma_behavior(); up to 6.12 only VM_IO was refused): a slice
+ * (VM_DONTEXPAND) then never reaches a child, and there is nothing to test.
  */
 TEST_F(tenant, dofork_child_gets_sigbus)
 {
@@ -353,7 +356,11 @@ TEST_F(tenant, dofork_child_gets_sigbus)
 	p = pool_map(self->fd, &a);
 	ASSERT_NE(MAP_FAILED, p);
 	p[0] = 0x42;
-	ASSERT_EQ(0, madvise(p, a.length, MADV_DOFORK));
+	if (madvise(p, a.length, MADV_DOFORK)) {
+		ASSERT_EQ(EINVAL, errno);
+		EXPECT_EQ(0, munmap(p, a.length));
+		SKIP(return, "the kernel refuses MADV_DOFORK on VM_SPECIAL mappings (mm/madvise.c after 6.12): a child never inherits a slice");
+	}
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)

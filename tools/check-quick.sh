@@ -19,8 +19,8 @@
 #   tools/vm/, selftests/*.h    the module's core tests
 # A binary that runs only in a dedicated run (selftests/vm-runs) is run
 # in the default guest anyway, as make check-quick is for iterating.
-# MRPOOL_QUICK_KERNELS (default 6.1; "6.1 6.12" for both) picks the
-# guests.
+# MRPOOL_QUICK_KERNELS (default 6.1; "6.1 6.12 7.3" for all three) picks
+# the guests (7.3 needs make modules-new).
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +54,10 @@ if ((${#tests[@]})); then
 		case $k in
 		6.1) only+=" vm:selftests" ;;
 		6.12) only+=" vm:selftests-6.12" ;;
-		*) echo "check-quick: MRPOOL_QUICK_KERNELS: 6.1, 6.12" >&2; exit 2 ;;
+		7.3 | new)
+			n=$(sed -n 's/^NEW_SERIES := //p' .cache/newkernel.mk 2>/dev/null)
+			only+=" vm:selftests-${n:-new}" ;;
+		*) echo "check-quick: MRPOOL_QUICK_KERNELS: 6.1, 6.12, 7.3" >&2; exit 2 ;;
 		esac
 	done
 	echo "[check-quick] VM tests: ${tests[*]} (kernels ${MRPOOL_QUICK_KERNELS:-6.1})"

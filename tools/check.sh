@@ -3,8 +3,10 @@
 #
 # The project's test command (make check runs it after deps and the build):
 # host unit tests, checkpatch --strict and sparse over the module, the
-# selftests inside the VM on both guest kernels (6.1 and 6.12), the
-# packages, and one VM job from a copy of the tree under /tmp. The work is
+# selftests inside the VM on three guest kernels (Debian 12's 6.1 and
+# 6.12, Debian 13 backports' newest: 7.3), the module built against the
+# newest kernels (make modules-new's TAP), the packages, and one VM job
+# from a copy of the tree under /tmp. The work is
 # a list of jobs run side by side, one more at once than the machine has
 # cores (tools/jobs.sh; MRPOOL_CHECK_JOBS=1 runs them one by one): each
 # job's log is results/check/jobs/NAME.log, each step's and VM run's wall
@@ -16,7 +18,7 @@
 #
 # MRPOOL_CHECK_LIST=1 lists the jobs in the order they would start.
 # MRPOOL_CHECK_ONLY="NAME ..." runs only the jobs named (shell patterns:
-# 'vm:selftests*' host static), MRPOOL_CHECK_TESTS only those binaries in
+# 'vm:selftests*' 'vm:*-7.3' host static), MRPOOL_CHECK_TESTS only those binaries in
 # the default VM run, MRPOOL_CHECK_HOST only those variants of the host
 # tests (make check-quick sets all three: tools/check-quick.sh).
 #
@@ -128,9 +130,16 @@ job_arm64() {
 }
 
 # The scheduler itself (tools/jobs-test.sh), man pages, checkpatch
-# --strict and sparse.
+# --strict and sparse, and the builds against the newest kernels (make
+# check ran make modules-new before this script: its TAP).
 job_static() {
 	local pages p warn lines srcs name st checked
+	if [ -f .cache/newkernel.tap ]; then
+		say "the module against the newest kernels (make modules-new: .cache/newkernel.tap)"
+		cp -f .cache/newkernel.tap "$out/newkernel.tap"
+		cat "$out/newkernel.tap"
+		sum newkernel "" 1 0 "$out/newkernel.tap"
+	fi
 	say "the job scheduler on fake jobs (tools/jobs-test.sh)"
 	tools/jobs-test.sh >"$out/jobs-test.tap" 2>&1
 	st=$?
@@ -316,9 +325,12 @@ job_anywhere() {
 
 # Which jobs run: all, or those MRPOOL_CHECK_ONLY names (shell patterns).
 wanted() {	# name
-	local p
+	local p pats
 	[ -n "${MRPOOL_CHECK_ONLY:-}" ] || return 0
-	for p in $MRPOOL_CHECK_ONLY; do
+	# Split into words without pathname expansion: under nullglob a
+	# pattern no file matches ('vm:*-7.3') would vanish.
+	read -ra pats <<<"$MRPOOL_CHECK_ONLY"
+	for p in "${pats[@]}"; do
 		# shellcheck disable=SC2053
 		[[ $1 == $p ]] && return 0
 	done
@@ -335,10 +347,15 @@ add() {	# name class function [args...]
 add deb hostroot job_deb
 
 # VM runs: the default one, plus selftests/vm-runs (NAME|VM OPTIONS|CMD
-# [|skips]), each on both guest kernels: Debian 12's 6.1 and its 6.12. A
-# run whose options name its kernels (--kernel 6.1,6.12 for two hosts, or
-# --kernel 6.12 for one) runs once, on those. MRPOOL_CHECK_TESTS narrows
-# the default run to those binaries.
+# [|skips]), each on every guest kernel: Debian 12's 6.1 and its 6.12, and
+# Debian 13 backports' newest (the series tools/newkernel/build.sh
+# --fetch wrote in .cache/newkernel.mk: 7.3, runs NAME-7.3; NAME-new
+# when none was fetched, which then fails saying so). A run whose options
+# name its kernels (--kernel 6.1,6.12 for two hosts, or --kernel 6.12
+# for one) runs once, on those. MRPOOL_CHECK_TESTS narrows the default
+# run to those binaries.
+newk=$(sed -n 's/^NEW_SERIES := //p' .cache/newkernel.mk 2>/dev/null)
+kernels=(6.1 6.12 "${newk:-new}")
 runs=("selftests||selftests/run.sh ${MRPOOL_CHECK_TESTS:-}")
 while IFS= read -r l; do
 	# A run named "-NAME" is off: its binaries stay out of the default
@@ -354,7 +371,7 @@ for r in "${runs[@]}"; do
 		add "vm:$name" vm job_vm "$name" "" "$strict" "$opts" "$cmd"
 		continue
 	fi
-	for kernel in 6.1 6.12; do
+	for kernel in "${kernels[@]}"; do
 		n=$name
 		[ "$kernel" = 6.1 ] || n+=-$kernel
 		add "vm:$n" vm job_vm "$n" "$kernel" "$strict" "$opts" "$cmd"
@@ -374,6 +391,7 @@ estimate() {	# job
 	case $1 in
 	vm:selftests) echo 370 ;;
 	vm:selftests-6.12) echo 320 ;;
+	vm:selftests-7.3) echo 330 ;;
 	host | arm64) echo 230 ;;
 	vm:reliability*) echo 190 ;;
 	vm:mpi) echo 180 ;;
@@ -435,6 +453,14 @@ say "failures:"
 grep '^not ok' "$out/summary.tap" || echo "(none)"
 say "skipped:"
 grep '# SKIP' "$out/summary.tap" || echo "(none)"
+# A guest that died before its job or hung in its boot was booted again
+# (job_vm, tools/vm/run): it passed the second time, or failed above;
+# either way, every such boot is listed here, with its console kept.
+say "guests booted again:"
+{
+	grep -h 'booting once more' "$out/steps.tap"
+	grep -h '^# .*booted again' "$out"/vm-*-vm.tap
+} 2>/dev/null | grep . || echo "(none)"
 say "took $((SECONDS - start)) s${MRPOOL_MAKE_START:+ ($(($(date +%s) - MRPOOL_MAKE_START)) s since make check began)}; TAP and logs in results/check/ (summary.tap: one line per test)"
 timing_report
 cat "$out/counts"

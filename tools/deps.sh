@@ -6,7 +6,10 @@
 #
 #   Debian packages  qemu, busybox, rdma-core, perftest, kernel headers, ...
 #   .cache/guest/    the guest kernels (linux-image-<abi>: Debian 12's 6.1 and
-#                    its 6.12 from the security suite), unpacked, depmod'ed
+#                    its 6.12 from the security suite), unpacked, depmod'ed;
+#                    and Debian 13 backports' newest (7.3), with the chroot
+#                    its modules build in (tools/newkernel/build.sh --fetch:
+#                    .cache/newkernel.mk, the chroot in /var/cache/mrpool)
 #   .cache/ksrc/     kselftest headers and checkpatch.pl from linux-source-6.1
 #   .cache/env.mk    KABI, KDIR, GUEST_ROOT (and *_612 for 6.12), KSFT_DIR,
 #                    CHECKPATCH for make
@@ -160,6 +163,15 @@ else
 	say "kselftest harness and checkpatch.pl: cached"
 fi
 
+# The third guest kernel, Debian 13 backports' newest (7.3), and the chroot
+# of that suite its modules build in (its linux-kbuild needs a newer glibc
+# than this host's): make check, not make demo. The script's own apt
+# resolves and fetches them; the host's apt sources stay as they are.
+if [ "$mode" != --demo ]; then
+	say "the newest kernel for the third guest (tools/newkernel/build.sh --fetch)"
+	"$top/tools/newkernel/build.sh" --out "$cache" --fetch | sed 's/^/[deps] /'
+fi
+
 {
 	echo "# written by tools/deps.sh${1:+ $1}"
 	echo "KABI := $kabi"
@@ -176,4 +188,6 @@ fi
 	fi
 } >"$cache/env.mk.tmp"
 mv "$cache/env.mk.tmp" "$cache/env.mk"
-say "ready: guest kernels $kabi${kabi612:+ and $kabi612}"
+newkabi=
+[ "$mode" = --demo ] || newkabi=$(sed -n 's/^NEW_KABI := //p' "$cache/newkernel.mk" 2>/dev/null)
+say "ready: guest kernels $kabi${kabi612:+, $kabi612}${newkabi:+, $newkabi}"

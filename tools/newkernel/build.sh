@@ -25,12 +25,23 @@
 # kabi; each make's log is beside them (make-*.log). A build that leaves
 # any "warning:" in its log fails, as one that fails outright.
 #
+# The TAP is kept in OUT/newkernel.tap too (make check's summary reads it).
+#
 #   tools/newkernel/build.sh [--out OUT] [--target trixie-backports|sid]
+#   tools/newkernel/build.sh [--out OUT] --fetch
 #
 # OUT defaults to the checkout's .cache. --target builds that one only (sid
-# then builds even when it is not newer). TAP on stdout, progress on
-# stderr; status 1 if a build failed, 4 if a prerequisite is missing
-# (root, mmdebstrap, unshare, git, a Debian mirror in the host's apt).
+# then builds even when it is not newer). --fetch builds nothing: it makes
+# (or finds) trixie-backports' chroot and fetches that kernel for the
+# guest (tools/vm/run --kernel 7.3): linux-image-<abi> is only a
+# metapackage of linux-binary-<abi> (the kernel, at
+# usr/lib/modules/<abi>/vmlinuz) and linux-modules-<abi>, both downloaded
+# by the script's apt and unpacked into OUT/guest/<abi> (lib -> usr/lib,
+# depmod'ed), and OUT/newkernel.mk names them: NEW_KABI, NEW_ROOT and
+# NEW_SERIES (7.3), read by tools/vm/run and tools/check.sh.
+# tools/deps.sh runs --fetch. TAP on stdout, progress on stderr; status 1
+# if a build or the fetch failed, 4 if a prerequisite is missing (root,
+# mmdebstrap, unshare, git, a Debian mirror in the host's apt).
 # The first run (two chroots' downloads) and a cached rebuild take the
 # times README.md's kernel section gives.
 set -euo pipefail
@@ -38,7 +49,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${MRPOOL_CACHE:-/var/cache/mrpool}
 out=$top/.cache
-only=
+only='' fetch=0
 flavour=$(dpkg --print-architecture)
 # What the chroots hold besides the buildd variant (build-essential):
 # the headers are added per target.
@@ -46,12 +57,13 @@ include=libibverbs-dev
 
 say() { printf '[newkernel] %s\n' "$*" >&2; }
 skip() { say "$*"; exit 4; }
-usage() { echo "usage: $0 [--out DIR] [--target trixie-backports|sid]" >&2; exit 2; }
+usage() { echo "usage: $0 [--out DIR] [--target trixie-backports|sid | --fetch]" >&2; exit 2; }
 
 while (($#)); do
 	case $1 in
 	--out) out=${2:-}; shift 2 || usage; [ -n "$out" ] || usage ;;
 	--target) only=${2:-}; shift 2 || usage ;;
+	--fetch) fetch=1; shift ;;
 	*) usage ;;
 	esac
 done
@@ -59,6 +71,7 @@ case $only in
 '' | trixie-backports | sid) ;;
 *) usage ;;
 esac
+[ "$fetch" = 0 ] || [ -z "$only" ] || usage
 
 ((EUID == 0)) || skip "needs root (mmdebstrap's root mode, mounts in the chroot)"
 for c in mmdebstrap unshare chroot git; do
@@ -218,14 +231,15 @@ in_chroot() {
 			HOME=/root LC_ALL=C "$@"' sh "$@"
 }
 
-n=0 failed=0
+n=0 failed=0 tapf=
+emit() { echo "$*"; [ -z "$tapf" ] || echo "$*" >>"$tapf"; }
 tap() {	# tap OK|FAIL|SKIP TEXT...
 	local text=${*:2}
 	n=$((n + 1))
 	case $1 in
-	OK) echo "ok $n - $text" ;;
-	FAIL) echo "not ok $n - $text"; failed=1 ;;
-	SKIP) echo "ok $n # SKIP $text" ;;
+	OK) emit "ok $n - $text" ;;
+	FAIL) emit "not ok $n - $text"; failed=1 ;;
+	SKIP) emit "ok $n # SKIP $text" ;;
 	esac
 }
 
@@ -254,14 +268,83 @@ build() {
 			tap OK "$name builds against $abi with no warning"
 		else
 			tap FAIL "$name builds against $abi with no warning"
-			grep -iE 'warning:|error' "$log" | head -n 20 | sed 's/^/# /' || true
-			echo "# log: $log"
+			grep -iE 'warning:|error' "$log" | head -n 20 |
+				while IFS= read -r l; do emit "# $l"; done
+			emit "# log: $log"
 		fi
 	done
 	exec 9>&-
 }
 
+# fetch_guest: trixie-backports' chroot and its newest kernel for the
+# guest, unpacked into OUT/guest/ABI, named in OUT/newkernel.mk.
+fetch_guest() {
+	local conf=$cache/newkernel-apt/trixie-backports/apt.conf guest dl pkgs p
+	resolve trixie-backports || { tap FAIL "trixie-backports: the newest kernel headers resolve"; return 0; }
+	chroot_for trixie-backports "$abi" "$ver" ||
+		{ tap FAIL "trixie-backports: a chroot with linux-headers-$abi"; return 0; }
+	exec 9>&-
+	tap OK "trixie-backports: a chroot with linux-headers-$abi ($ver)"
+	guest=$out/guest/$abi
+	if [ -f "$guest/.done" ]; then
+		say "guest kernel $abi: cached"
+	else
+		say "fetching the guest kernel $abi"
+		# What linux-image-ABI depends on of its own version (the
+		# kernel and its modules), or the image itself where it holds
+		# them (the older layout).
+		pkgs=$(apt-cache -c "$conf" depends "linux-image-$abi" 2>/dev/null |
+			sed -n "s/^ *Depends: \(linux-\(binary\|modules\)-$abi\)\$/\1/p")
+		[ -n "$pkgs" ] || pkgs=linux-image-$abi
+		rm -rf "$guest" && mkdir -p "$guest"
+		dl=$(mktemp -d "$out/guest/.dl.XXXXXX")
+		# shellcheck disable=SC2086  # package names
+		if ! (cd "$dl" && apt-get -c "$conf" download -q $pkgs >"$dl/download.log" 2>&1); then
+			cat "$dl/download.log" >&2
+			rm -rf "$dl"
+			tap FAIL "the guest kernel $abi downloads ($pkgs)"
+			return 0
+		fi
+		for p in "$dl"/*.deb; do dpkg -x "$p" "$guest"; done
+		rm -rf "$dl"
+		# Debian 13 keeps modules in usr/lib only: depmod -b and the
+		# guest (tools/vm/guest.sh) look below lib/.
+		[ -e "$guest/lib" ] || ln -s usr/lib "$guest/lib"
+		# What the kernel builds in, the modules' order and its config
+		# come with its headers (in the chroot), not with its modules:
+		# without them modprobe finds no virtio_pci (built in).
+		for p in modules.order modules.builtin modules.builtin.modinfo config; do
+			[ ! -f "$root/usr/lib/modules/$abi/$p" ] ||
+				cp "$root/usr/lib/modules/$abi/$p" "$guest/lib/modules/$abi/"
+		done
+		depmod -b "$guest" "$abi"
+		touch "$guest/.done"
+	fi
+	if [ -f "$guest/lib/modules/$abi/vmlinuz" ] || [ -f "$guest/boot/vmlinuz-$abi" ]; then
+		tap OK "the guest kernel $abi is unpacked in $guest"
+	else
+		tap FAIL "the guest kernel $abi is unpacked in $guest (no vmlinuz)"
+		return 0
+	fi
+	{
+		echo "# written by tools/newkernel/build.sh --fetch"
+		echo "NEW_KABI := $abi"
+		echo "NEW_ROOT := $guest"
+		echo "NEW_SERIES := $(upstream "$abi" | cut -d. -f1,2)"
+	} >"$out/newkernel.mk.tmp"
+	mv "$out/newkernel.mk.tmp" "$out/newkernel.mk"
+}
+
 start=$SECONDS abi='' ver='' root=
+mkdir -p "$out"
+if ((fetch)); then
+	fetch_guest
+	echo "1..$n"
+	say "took $((SECONDS - start)) s"
+	exit "$failed"
+fi
+tapf=$out/newkernel.tap
+: >"$tapf"
 if [ "$only" != sid ]; then
 	build trixie-backports
 fi
@@ -281,6 +364,6 @@ elif [ -z "$only" ]; then
 			"nothing more to build"
 	fi
 fi
-echo "1..$n"
+emit "1..$n"
 say "took $((SECONDS - start)) s"
 exit "$failed"
