@@ -74,7 +74,7 @@
 	X(DEVICES, 2) X(KEYS, 3) X(EXPORT, 3) X(BUF_MMAP, 3)		\
 	X(BUF_CLOSE, 2) X(BUF_SYNC, 1) X(BAD_CMD, 4) X(BAD_PTR, 5)	\
 	X(FOREIGN, 5) X(FORK, 1) X(REOPEN, 1) X(STATS, 2) X(MR_REG, 2)	\
-	X(MR_DEREG, 2)
+	X(MR_DEREG, 2) X(RDONLY, 2)
 #define FZ_ENUM(n, w) FZ_OP_##n,
 #define FZ_WEIGHT(n, w) w,
 #define FZ_NAME(n, w) #n,
@@ -89,7 +89,7 @@ static const bool fz_must_succeed[FZ_NOPS] = {
 	[FZ_OP_DEVICES] = true, [FZ_OP_KEYS] = true, [FZ_OP_EXPORT] = true,
 	[FZ_OP_BUF_MMAP] = true, [FZ_OP_BUF_CLOSE] = true, [FZ_OP_FORK] = true,
 	[FZ_OP_REOPEN] = true, [FZ_OP_STATS] = true, [FZ_OP_MR_REG] = true,
-	[FZ_OP_MR_DEREG] = true,
+	[FZ_OP_MR_DEREG] = true, [FZ_OP_RDONLY] = true,
 };
 
 /* A slice id and token a worker holds, for the others to try. */
@@ -1586,6 +1586,81 @@ static void op_reopen(struct fz *z)
 		fz_open_file(z, fdi);
 }
 
+/*
+ * A file of this process opened read-only: it may query, but no request
+ * that changes the pool or hands out memory goes through it, not even
+ * for a live slice of the worker's, which stays live (a later FREE of it
+ * through its own file must succeed: op_free checks that).
+ */
+static void op_rdonly(struct fz *z)
+{
+	struct fz_slice *s = fz_pick_slice(z, true);
+	union {
+		struct mrpool_alloc a;
+		struct mrpool_free f;
+		struct mrpool_export_dmabuf e;
+		struct mrpool_query q;
+	} *r = (void *)z->arg;
+	unsigned long cmd;
+	int fd, ret, want = -EBADF;
+	void *p;
+
+	fz_call(z);
+	fd = open(POOL_DEV, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fz_violation(z, "opening " POOL_DEV " read-only: errno %d",
+			     errno);
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	switch (fz_below(z, 5)) {
+	case 0:
+		r->a.size = sizeof(r->a);
+		r->a.bytes = z->chunk;
+		r->a.node = MRPOOL_NODE_ANY;
+		cmd = MRPOOL_IOC_ALLOC;
+		break;
+	case 1:
+		r->f.size = sizeof(r->f);
+		r->f.slice_id = s ? s->id : fz_random_id(z);
+		cmd = MRPOOL_IOC_FREE;
+		break;
+	case 2:
+		r->e.size = sizeof(r->e);
+		r->e.slice_id = s ? s->id : fz_random_id(z);
+		cmd = MRPOOL_IOC_EXPORT_DMABUF;
+		break;
+	case 3:
+		r->q.size = sizeof(r->q);
+		cmd = MRPOOL_IOC_QUERY;
+		want = 0;
+		break;
+	default:
+		/* A live slice's token maps nothing through it. */
+		cmd = 0;
+		fz_call(z);
+		p = mmap(NULL, s ? s->len : z->chunk, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, fd, s ? (off_t)s->off : fz_random_off(z));
+		ret = p == MAP_FAILED ? -errno : 0;
+		if (!ret)
+			munmap(p, s ? s->len : z->chunk);
+		want = -EACCES;
+		break;
+	}
+	if (cmd)
+		ret = fz_ioctl(z, fd, cmd, r);
+	if (cmd == MRPOOL_IOC_QUERY && ret && ret != -EBADF && ret != -EPERM)
+		fz_errno_ok(z, "QUERY through a read-only file", ret);
+	else if (ret == want)
+		z->rep->ok[FZ_OP_RDONLY]++;
+	else
+		fz_violation(z, "read-only file: %s gave %d, not %d",
+			     cmd ? "ioctl" : "mmap", ret, want);
+	if (cmd == MRPOOL_IOC_EXPORT_DMABUF && !ret)
+		close(r->e.fd);
+	close(fd);
+}
+
 /* The stats page: map it (rightly or not) and scribble on it. */
 static void op_stats(struct fz *z)
 {
@@ -1696,6 +1771,7 @@ static void fz_op(struct fz *z, int op)
 	case FZ_OP_STATS: op_stats(z); break;
 	case FZ_OP_MR_REG: op_mr_reg(z); break;
 	case FZ_OP_MR_DEREG: op_mr_dereg(z); break;
+	case FZ_OP_RDONLY: op_rdonly(z); break;
 	}
 }
 
