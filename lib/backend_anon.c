@@ -2,9 +2,11 @@
 /*
  * Standalone backend: the library's own anonymous memory, for hosts without
  * the mrpool module. Hugetlb pages when the host has some reserved, else
- * THP (MADV_HUGEPAGE), kept out of children (MADV_DONTFORK, like slices),
- * and pinned with mlock() when RLIMIT_MEMLOCK allows: weaker than the
- * module (no NUMA placement, no contiguity, no host-wide accounting).
+ * THP (MADV_HUGEPAGE), kept out of children (MADV_DONTFORK, like slices)
+ * unless the pool gives them a copy (pool->fork_copy: the kernel then
+ * copies pinned pages for the child, mlock is not inherited), and pinned
+ * with mlock() when RLIMIT_MEMLOCK allows: weaker than the module (no NUMA
+ * placement, no contiguity, no host-wide accounting).
  */
 #include <errno.h>
 #include <sys/mman.h>
@@ -54,7 +56,7 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 	}
 	/* before the first touch (mlock, prefault): where pages are placed */
 	mrp_numa_prefer(m, size, pool->node);
-	if (madvise(m, size, MADV_DONTFORK)) {
+	if (!pool->fork_copy && madvise(m, size, MADV_DONTFORK)) {
 		int err = errno;
 
 		munmap(m, size);

@@ -334,6 +334,7 @@ struct mrp_cfg {
 	bool dmabuf;			/* MRPOOL_DMABUF: try ibv_reg_dmabuf_mr */
 	int numa_node;			/* MRPOOL_NUMA_NODE: MRP_NUMA_* or a node */
 	bool fine;			/* MRPOOL_CLASSES=fine: MRP_CLASSES_FINE */
+	bool fork_copy;			/* MRPOOL_FORK=copy: MRP_FORK_COPY asked */
 };
 
 /* A region a backend hands out. */
@@ -347,7 +348,7 @@ struct mrp_region {
 /*
  * Backend contract: map() returns size bytes aligned to align (a power of
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
- * not inherited across fork, or a negative errno; unmap() returns them;
+ * not inherited across fork (unless pool->fork_copy), or a negative errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
  * Both are called with pool->lock held. fini() with forked set must not
@@ -421,6 +422,7 @@ struct mrp_pool {
 	int fd;				/* kernel backend */
 	size_t granule;			/* arena sizes are multiples of this */
 	bool hugetlb_failed;		/* anon: MAP_HUGETLB refused once */
+	bool fork_copy;			/* anon: arenas inherited, fixed at open */
 	_Atomic bool hugepages;		/* anon: THP or hugetlb in use */
 	unsigned int fork_gen;		/* mrp_fork_gen at open */
 
@@ -776,6 +778,7 @@ void *mrp_os_map_aligned(size_t size, size_t align, int prot, int flags,
 			 int fd, off_t off);
 void mrp_os_unmap(void *addr, size_t len);
 void mrp_os_unmap_resolve(void);
+bool mrp_os_fork_copies_pinned(void);
 size_t mrp_os_page_size(void);
 /* numa.c */
 #define MRP_NUMA_MAX	1023	/* highest node number taken (MAX_NUMNODES) */

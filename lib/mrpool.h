@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define MRP_VERSION_MAJOR	1
-#define MRP_VERSION_MINOR	6
+#define MRP_VERSION_MINOR	7
 /* Compile-time version: compare with mrp_version() for the loaded one. */
 #define MRP_VERSION		((MRP_VERSION_MAJOR << 16) | MRP_VERSION_MINOR)
 
@@ -88,6 +88,7 @@ enum {
 	MRP_POOL_ATTR_DMABUF		= 1 << 12,	/* since 1.3 */
 	MRP_POOL_ATTR_NUMA_NODE		= 1 << 13,	/* since 1.4 */
 	MRP_POOL_ATTR_CLASSES		= 1 << 14,	/* since 1.6 */
+	MRP_POOL_ATTR_FORK		= 1 << 15,	/* since 1.7 */
 };
 
 /* mrp_pool_attr.numa_node besides a node number. */
@@ -97,6 +98,10 @@ enum {
 /* mrp_pool_attr.classes (MRPOOL_CLASSES=pow2|fine). */
 #define MRP_CLASSES_POW2	0	/* powers of two 4 KiB..2 MiB */
 #define MRP_CLASSES_FINE	1	/* and 5/4, 6/4, 7/4 of each doubling 64K..512K */
+
+/* mrp_pool_attr.fork (MRPOOL_FORK=none|copy), mrp_stats.fork. */
+#define MRP_FORK_NONE	0	/* a child inherits no arena */
+#define MRP_FORK_COPY	1	/* a child gets its own copy of anon arenas */
 
 /*
  * Pool attributes. A field is used only when its bit is set in comp_mask;
@@ -157,6 +162,20 @@ struct mrp_pool_attr {
 					 * a whole number of pages. A fine buffer
 					 * is aligned to the lowest set bit of its
 					 * size (80 KiB: 16 KiB). Since 1.6 */
+	int fork;			/* MRPOOL_FORK (none or copy): what a child
+					 * made with fork(2) gets of the arenas,
+					 * default MRP_FORK_NONE: nothing (their
+					 * range is unmapped there). MRP_FORK_COPY:
+					 * a private copy of each arena of the anon
+					 * backend, unlocked and unregistered, where
+					 * the kernel copies DMA-pinned pages at fork
+					 * rather than share them (libibverbs'
+					 * ibv_is_fork_initialized() says
+					 * IBV_FORK_UNNEEDED); elsewhere, and on the
+					 * kernel backend, a request that cannot be
+					 * kept: the pool opens as with
+					 * MRP_FORK_NONE, and mrp_stats() says which
+					 * holds. Since 1.7 */
 };
 
 /* Access flags for mrp_attach_pd() are IBV_ACCESS_* from <infiniband/verbs.h>. */
@@ -233,7 +252,10 @@ struct mrp_stats {
 	int32_t numa_node;		/* the node new arenas are placed on,
 					 * -1 for no preference (see numa_node
 					 * in mrp_pool_attr) */
-	uint32_t reserved;
+	/* since 1.7 */
+	uint32_t fork;			/* MRP_FORK_COPY when a child gets its own
+					 * copy of the arenas, else MRP_FORK_NONE
+					 * (see fork in mrp_pool_attr) */
 };
 
 /* Library version, MRP_VERSION layout. */

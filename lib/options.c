@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-#define MRP_ATTR_ALL	((MRP_POOL_ATTR_CLASSES << 1) - 1)
+#define MRP_ATTR_ALL	((MRP_POOL_ATTR_FORK << 1) - 1)
 
 /* Parse "123", "64K", "4M", "1G" (decimal; nothing that would overflow). */
 int mrp_parse_size(const char *s, size_t *out)
@@ -138,6 +138,22 @@ static int mrp_env_classes(bool *fine)
 	return 0;
 }
 
+/* MRPOOL_FORK: none or copy. */
+static int mrp_env_fork(bool *copy)
+{
+	const char *s = getenv("MRPOOL_FORK");
+
+	if (!s)
+		return 0;
+	if (!strcasecmp(s, "none"))
+		*copy = false;
+	else if (!strcasecmp(s, "copy"))
+		*copy = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int mrp_set_device(struct mrp_cfg *cfg, const char *dev)
 {
 	if (!dev || strlen(dev) >= sizeof(cfg->device))
@@ -175,6 +191,7 @@ static int mrp_cfg_env(struct mrp_cfg *cfg, const char **bad)
 	MRP_ENV("MRPOOL_DMABUF", mrp_env_bool("MRPOOL_DMABUF", &cfg->dmabuf));
 	MRP_ENV("MRPOOL_NUMA_NODE", mrp_env_numa(&cfg->numa_node));
 	MRP_ENV("MRPOOL_CLASSES", mrp_env_classes(&cfg->fine));
+	MRP_ENV("MRPOOL_FORK", mrp_env_fork(&cfg->fork_copy));
 	return 0;
 }
 
@@ -250,6 +267,11 @@ int mrp_cfg_load(struct mrp_cfg *cfg, const struct mrp_pool_attr *attr, const ch
 		if (attr->classes != MRP_CLASSES_POW2 && attr->classes != MRP_CLASSES_FINE)
 			return -EINVAL;
 		cfg->fine = attr->classes == MRP_CLASSES_FINE;
+	}
+	if (m & MRP_POOL_ATTR_FORK) {
+		if (attr->fork != MRP_FORK_NONE && attr->fork != MRP_FORK_COPY)
+			return -EINVAL;
+		cfg->fork_copy = attr->fork == MRP_FORK_COPY;
 	}
 	if (ret)
 		return ret;

@@ -15,6 +15,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -60,6 +61,24 @@ void mrp_os_unmap(void *addr, size_t len)
 	if (fn)
 		fn(addr, len);
 	munmap(addr, len);
+}
+
+/*
+ * Does the kernel give a child its own copy of the pages pinned for DMA at
+ * fork (Linux 5.9 on), so the parent keeps the pinned page, and with it
+ * every registration over it? libibverbs asks the kernel (RDMA netlink's
+ * copy-on-fork attribute) in ibv_is_fork_initialized(): IBV_FORK_UNNEEDED
+ * is that answer. IBV_FORK_ENABLED means ibv_fork_init() ran on a kernel
+ * that did not say so; a libibverbs older than rdma-core 35 has no such
+ * call: both are no. Looked up rather than linked, for those older ones;
+ * dlsym(), so called where the library holds no lock (see above).
+ */
+bool mrp_os_fork_copies_pinned(void)
+{
+	enum ibv_fork_status (*fn)(void);
+
+	*(void **)&fn = dlsym(RTLD_DEFAULT, "ibv_is_fork_initialized");
+	return fn && fn() == IBV_FORK_UNNEEDED;
 }
 
 /* Another thread took the hole between munmap and mmap: try again. */

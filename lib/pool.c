@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -277,6 +278,14 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	ret = mrp_backend_init(pool);
 	if (ret)
 		goto free_pool;
+	/*
+	 * A child may have a copy of the arenas only where that copy cannot
+	 * take the parent's pinned pages away from its registrations: anon
+	 * memory, on a kernel that copies DMA-pinned pages at fork. A slice
+	 * is the module's, never the child's to copy or share.
+	 */
+	pool->fork_copy = pool->cfg.fork_copy && pool->ops->kind == MRP_KIND_ANON &&
+			  mrp_os_fork_copies_pinned();
 	/* arenas are whole backend granules (2 MiB, or the module's chunk) */
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);
@@ -395,6 +404,9 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 			 * struct (of this pool or one opened after).
 			 */
 			mrp_map_set(&mrp_map, a->base, a->size, NULL);
+			/* with MRP_FORK_COPY the range holds the child's copy */
+			if (pool->fork_copy)
+				munmap((void *)a->base, a->size);
 			mrp_arena_free(a);
 		} else if (mrp_arena_destroy(pool, a))
 			mrp_arena_forget(pool, a);	/* retired: memory left as is */

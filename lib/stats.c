@@ -102,6 +102,7 @@ MRP_EXPORT int mrp_stats(struct mrp_pool *pool, struct mrp_stats *out, size_t si
 	pthread_mutex_lock(&pool->lock);
 	st.bytes_mapped = pool->mapped;
 	st.numa_node = pool->node;
+	st.fork = pool->fork_copy ? MRP_FORK_COPY : MRP_FORK_NONE;
 	st.bytes_locked = pool->locked_bytes;
 	st.arenas = pool->narenas;
 	st.arenas_trimmed = mrp_get(&pool->trimmed);

@@ -8,12 +8,19 @@
  * the shim passes everything on. No fallback buffers (MRPOOL_FALLBACK is
  * ignored): every pool buffer must lie in an arena, the test free() makes.
  *
- * Fork: pool memory is not inherited (slices are VM_DONTCOPY, anonymous
- * arenas MADV_DONTFORK), so in a child the shim serves nothing from the
- * pool and passes every registration on; the parent's arenas are covered
- * with inaccessible placeholders so that no mapping of the child lands
- * there while the shim still takes pointers into them for pool buffers
- * (free() of one is a no-op in the child, a read of one faults).
+ * Fork: a program forked under the shim must find in the child every block
+ * it had, as under glibc. The shim asks for MRP_FORK_COPY (unless
+ * MRPOOL_FORK says otherwise): on the anonymous backend, where the kernel
+ * copies DMA-pinned pages at fork, a child gets its own copy of each
+ * arena, unlocked and unregistered, and the parent keeps its pages and
+ * registrations. Slices of the module are never inherited (VM_DONTCOPY),
+ * nor are anonymous arenas where the kernel would let a child's copy-on-
+ * write take a pinned page from the parent (MADV_DONTFORK): there the
+ * parent's arenas are covered in the child with inaccessible placeholders
+ * so that no mapping of the child lands where the shim still takes
+ * pointers for pool buffers (a read of one faults). Either way, in a child
+ * the shim serves nothing from the pool and passes every registration on,
+ * and free() of a parent's block is a no-op (a copy stays until exit).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -141,6 +148,12 @@ static MRP_NOINLINE void mrp_pl_open(void)
 	struct mrp_pool *pool;
 	int cancel;
 
+	/* children keep their blocks where that can be (see the top) */
+	if (!getenv("MRPOOL_FORK")) {
+		attr.comp_mask |= MRP_POOL_ATTR_FORK;
+		attr.fork = MRP_FORK_COPY;
+	}
+
 	/*
 	 * Opening the kernel backend's device is a cancellation point: a
 	 * thread cancelled there would leave the state OPENING, and the
@@ -220,12 +233,13 @@ static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t
 }
 
 /*
- * A fork with pool blocks live: the child has none of them (see the top of
- * the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
+ * A fork with pool blocks live: the child has a copy of them or none (see
+ * the top of the file). Counted for the report; with MRPOOL_PRELOAD_DEBUG, said once
  * on stderr (write(2): no allocation in a fork handler).
  */
 static void mrp_pl_fork_parent(void)
 {
+	struct mrp_pool *pool = mrp_pl_pool_peek();
 	static atomic_bool warned;
 	uint64_t allocs, frees, live;
 	char line[256];
@@ -233,7 +247,7 @@ static void mrp_pl_fork_parent(void)
 
 	mrp_pl_verbs_fork_parent();
 	/* the library's parent handler ran first: its locks are free again */
-	mrp_pl_pool_counts(mrp_pl_pool_peek(), &allocs, &frees);
+	mrp_pl_pool_counts(pool, &allocs, &frees);
 	live = allocs > frees ? allocs - frees : 0;
 	if (!live)
 		return;
@@ -241,16 +255,18 @@ static void mrp_pl_fork_parent(void)
 	if (!mrp_pl_cfg.debug || atomic_exchange(&warned, true))
 		return;
 	n = snprintf(line, sizeof(line),
-		     "mrpool-preload: pid %d forked with %llu blocks from the pool live: "
-		     "the child does not inherit them (a read faults, see mrpool-run(1))\n",
-		     (int)getpid(), (unsigned long long)live);
+		     "mrpool-preload: pid %d forked with %llu blocks from the pool live: %s\n",
+		     (int)getpid(), (unsigned long long)live, pool->fork_copy ?
+		     "the child has its own copy of them" :
+		     "the child does not inherit them (a read faults, see mrpool-run(1))");
 	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* nowhere to say it */
 	}
 }
 
 /*
- * In the child: the parent's arenas are gone; keep their ranges reserved.
+ * In the child: the parent's arenas are gone, unless the pool gave the
+ * child a copy of them; keep their ranges reserved.
  * The library's child handler ran first (registered first, see
  * mrp_pl_init): the pool's lock is free again and the list is as the
  * parent left it between two operations (its prepare handler held the
@@ -262,8 +278,8 @@ static void mrp_pl_fork_child(void)
 	struct mrp_arena *a;
 
 	mrp_pl_verbs_fork_child();
-	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN)
-		return;
+	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN || pool->fork_copy)
+		return;		/* no pool, or the arenas are the child's copy */
 	pthread_mutex_lock(&pool->lock);
 	for (a = pool->arenas; a; a = a->next)
 		mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |

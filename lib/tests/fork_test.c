@@ -19,6 +19,54 @@
 #include "helpers.h"
 #include "internal.h"
 
+static int fork_mode(struct mrp_pool *pool)
+{
+	struct mrp_stats st;
+
+	memset(&st, 0, sizeof(st));
+	return mrp_stats(pool, &st, sizeof(st)) ? -1 : (int)st.fork;
+}
+
+/*
+ * MRP_FORK_COPY (MRPOOL_FORK=copy) is kept only where libibverbs says the
+ * kernel copies DMA-pinned pages at fork: this binary has no libibverbs,
+ * so the pool opens as with MRP_FORK_NONE and says so (the shim's tests
+ * and the VM's lib_fork_copy_test take the path where it is kept). Values
+ * other than none and copy are refused, from the attribute and the
+ * environment alike; the default is none.
+ */
+TEST(fork_setting)
+{
+	struct mrp_pool_attr a = { .comp_mask = MRP_POOL_ATTR_FORK, .fork = MRP_FORK_COPY };
+	struct mrp_pool *pool;
+
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	EXPECT_EQ(MRP_FORK_NONE, fork_mode(pool));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+
+	pool = test_pool(&a);
+	ASSERT_NE(NULL, pool);
+	EXPECT_EQ(MRP_FORK_NONE, fork_mode(pool));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+
+	a.fork = 2;
+	errno = 0;
+	EXPECT_EQ(NULL, test_pool(&a));
+	EXPECT_EQ(EINVAL, errno);
+
+	setenv("MRPOOL_FORK", "always", 1);
+	errno = 0;
+	EXPECT_EQ(NULL, test_pool(NULL));
+	EXPECT_EQ(EINVAL, errno);
+	setenv("MRPOOL_FORK", "COPY", 1);
+	pool = test_pool(NULL);
+	unsetenv("MRPOOL_FORK");
+	ASSERT_NE(NULL, pool);
+	EXPECT_EQ(MRP_FORK_NONE, fork_mode(pool));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
 /*
  * The pool's file is closed in a child at fork: once the parent closes its
  * own copy, the file is gone although the child lives on. With the

@@ -4,6 +4,9 @@
  * built with fake_verbs.c into a shared object preloaded after the shim,
  * so that the shim's dlsym(RTLD_NEXT) finds these (no RDMA device here).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include <infiniband/verbs.h>
 
 #undef ibv_reg_mr_iova
@@ -41,4 +44,16 @@ int ibv_close_device(struct ibv_context *ctx)
 	(void)ctx;
 	fake_close_devices++;
 	return 0;
+}
+
+/*
+ * What libibverbs says of fork: the kernel copies DMA-pinned pages for the
+ * child (IBV_FORK_UNNEEDED, as every kernel the project tests does), or,
+ * with FAKE_FORK=disabled, a kernel that does not say so.
+ */
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	const char *s = getenv("FAKE_FORK");
+
+	return s && !strcmp(s, "disabled") ? IBV_FORK_DISABLED : IBV_FORK_UNNEEDED;
 }
