@@ -171,7 +171,9 @@ struct mrp_pool_attr {
 					 * the kernel copies DMA-pinned pages at fork
 					 * rather than share them (libibverbs'
 					 * ibv_is_fork_initialized() says
-					 * IBV_FORK_UNNEEDED); elsewhere, and on the
+					 * IBV_FORK_UNNEEDED, or without the RDMA
+					 * stack loaded the release is 5.13 or
+					 * later); elsewhere, and on the
 					 * kernel backend, a request that cannot be
 					 * kept: the pool opens as with
 					 * MRP_FORK_NONE, and mrp_stats() says which

@@ -20,8 +20,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -65,20 +67,38 @@ void mrp_os_unmap(void *addr, size_t len)
 
 /*
  * Does the kernel give a child its own copy of the pages pinned for DMA at
- * fork (Linux 5.9 on), so the parent keeps the pinned page, and with it
- * every registration over it? libibverbs asks the kernel (RDMA netlink's
+ * fork, so the parent keeps the pinned page, and with it every
+ * registration over it? libibverbs asks the kernel (RDMA netlink's
  * copy-on-fork attribute) in ibv_is_fork_initialized(): IBV_FORK_UNNEEDED
- * is that answer. IBV_FORK_ENABLED means ibv_fork_init() ran on a kernel
- * that did not say so; a libibverbs older than rdma-core 35 has no such
- * call: both are no. Looked up rather than linked, for those older ones;
- * dlsym(), so called where the library holds no lock (see above).
+ * is that answer. Without the RDMA stack loaded the kernel cannot be asked
+ * (IBV_FORK_DISABLED), yet a later ib_core would pin through the same mm:
+ * then its release decides, from 5.13 on, the release rdma-core trusts
+ * (anon ptes since 5.9, THP and hugetlb since 5.11). IBV_FORK_ENABLED
+ * means ibv_fork_init() ran and libibverbs marks its MRs DONTFORK itself.
+ * Looked up rather than linked, for a libibverbs older than rdma-core 35
+ * (no such call: the release alone); dlsym(), so called where the library
+ * holds no lock (see above).
  */
+static bool mrp_os_release_at_least(unsigned int major, unsigned int minor)
+{
+	unsigned int ma, mi;
+	struct utsname u;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u", &ma, &mi) != 2)
+		return false;
+	return ma > major || (ma == major && mi >= minor);
+}
+
 bool mrp_os_fork_copies_pinned(void)
 {
 	enum ibv_fork_status (*fn)(void);
+	enum ibv_fork_status st;
 
 	*(void **)&fn = dlsym(RTLD_DEFAULT, "ibv_is_fork_initialized");
-	return fn && fn() == IBV_FORK_UNNEEDED;
+	st = fn ? fn() : IBV_FORK_DISABLED;
+	if (st == IBV_FORK_UNNEEDED)
+		return true;
+	return st == IBV_FORK_DISABLED && mrp_os_release_at_least(5, 13);
 }
 
 /* Another thread took the hole between munmap and mmap: try again. */

@@ -101,6 +101,22 @@ job_host() {
 	sum mrpoolctl "" 1 0 "$out/host-mrpoolctl.tap"
 }
 
+# Python's own test suite (multiprocessing with fork, subprocess, mmap,
+# bytes), unmodified, with and without the preload shim on the anonymous
+# backend: the same outcome case by case, the pool used, forks made with
+# pool blocks live (lib/tests/python_suite.sh). Mostly waiting: about a
+# third of a core for three and a half minutes.
+job_pysuite() {
+	local st
+	say "Python's test suite with and without the shim (lib/tests/python_suite.sh)"
+	lib/tests/python_suite.sh >"$out/host-pysuite.tap" 2>&1
+	st=$?
+	if [ "$st" != 0 ] && ! grep -q '^not ok' "$out/host-pysuite.tap"; then
+		step "lib/tests/python_suite.sh: exited with status $st without a failed test" 1
+	fi
+	sum lib pysuite 1 1 "$out/host-pysuite.tap"
+}
+
 # arm64: the library's tests cross-built (-Werror) and run on arm64
 # kernels in qemu-system-aarch64, with preload_test: Debian's 6.1 (4 KiB
 # pages, 48-bit VA: the library's memory lies above 2^47) and its 6.12
@@ -379,6 +395,7 @@ for r in "${runs[@]}"; do
 done
 add vm:anywhere vm job_anywhere
 add host host job_host
+add pysuite host job_pysuite
 add arm64 host job_arm64
 add static host job_static
 add ofa host job_ofa
@@ -392,7 +409,7 @@ estimate() {	# job
 	vm:selftests) echo 370 ;;
 	vm:selftests-6.12) echo 320 ;;
 	vm:selftests-7.3) echo 330 ;;
-	host | arm64) echo 230 ;;
+	host | arm64 | pysuite) echo 230 ;;
 	vm:reliability*) echo 190 ;;
 	vm:mpi) echo 180 ;;
 	static | ofa) echo 120 ;;

@@ -50,12 +50,15 @@ pkgs=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
 # rdma-core and the verbs, CM and perftest tools, the 6.12 headers (zstd
 # for its guest's vmlinux, which nothing here depends on), the static
 # checkers, the 32-bit compat test's compiler, valgrind, man, pyverbs,
-# Open MPI and NetPIPE, the packaging tools.
+# Open MPI and NetPIPE, the packaging tools, and Python's own test suite
+# (the modules that stress the allocator and fork, run with and without
+# the preload shim: lib/tests/python_suite.sh).
 if [ "$mode" != --demo ]; then
 	pkgs+=(zstd rdma-core librdmacm-dev ibverbs-utils perftest rdmacm-utils
 	       libnl-3-dev libnl-route-3-dev linux-headers-6.12-amd64 sparse dkms
 	       build-essential perl gcc-12-multilib valgrind groff-base man-db
-	       python3-pyverbs openmpi-bin netpipe-openmpi debhelper dh-dkms lintian)
+	       python3-pyverbs openmpi-bin netpipe-openmpi debhelper dh-dkms lintian
+	       libpython3.11-testsuite)
 fi
 # --bench (make bench only, never make check): UCX and libfabric as the
 # alloc scenario's peers (headers for tools/bench/mrpool-scenarios; ucx_info

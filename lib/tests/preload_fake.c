@@ -48,12 +48,13 @@ int ibv_close_device(struct ibv_context *ctx)
 
 /*
  * What libibverbs says of fork: the kernel copies DMA-pinned pages for the
- * child (IBV_FORK_UNNEEDED, as every kernel the project tests does), or,
- * with FAKE_FORK=disabled, a kernel that does not say so.
+ * child (IBV_FORK_UNNEEDED, as every kernel the project tests does with
+ * ib_core loaded); with FAKE_FORK=enabled, ibv_fork_init() ran on a kernel
+ * that does not say so (libibverbs' own DONTFORK bookkeeping is on).
  */
 enum ibv_fork_status ibv_is_fork_initialized(void)
 {
 	const char *s = getenv("FAKE_FORK");
 
-	return s && !strcmp(s, "disabled") ? IBV_FORK_DISABLED : IBV_FORK_UNNEEDED;
+	return s && !strcmp(s, "enabled") ? IBV_FORK_ENABLED : IBV_FORK_UNNEEDED;
 }

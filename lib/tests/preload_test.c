@@ -498,8 +498,9 @@ TEST(fork_child)
 }
 
 /*
- * Where the kernel does not copy pinned pages at fork (FAKE_FORK=disabled
- * stands for it), or with MRPOOL_FORK=none, a child gets none of the
+ * Where the kernel does not copy pinned pages at fork (FAKE_FORK=enabled:
+ * libibverbs' fork support is on instead), or with MRPOOL_FORK=none, a
+ * child gets none of the
  * pool's memory (MADV_DONTFORK): a read of a parent's block faults, its
  * range stays reserved, the parent's block is untouched.
  */
@@ -507,7 +508,7 @@ TEST(fork_child_no_copy)
 {
 	char line[512];
 
-	EXPECT_EQ(0, run_mode("fork_nocopy", "FAKE_FORK=disabled", NULL, line, sizeof(line)));
+	EXPECT_EQ(0, run_mode("fork_nocopy", "FAKE_FORK=enabled", NULL, line, sizeof(line)));
 	EXPECT_EQ(0, run_mode("fork_nocopy", "MRPOOL_FORK=none", NULL, line, sizeof(line)));
 }
 
