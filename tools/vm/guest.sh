@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# Runs inside the guest, chrooted into the host's root, as root. Brings up
+# Runs inside the guest, with the host's root as its root (tools/vm/init), as root. Brings up
 # the RDMA stack and mrpool, runs the job, records its exit status.
 # /mnt is the run's results folder (read-write); /mnt/env says what to do.
 # The guest's own checks go to /mnt/guest.tap as TAP lines: the unload of
