@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,9 @@ static int userns_child(uid_t uid)
 	char map[64];
 
 	if (uid && (setgroups(0, NULL) || setgid(uid) || setuid(uid)))
+		return 1;
+	/* a uid change made the task undumpable: /proc/self root's again */
+	if (prctl(PR_SET_DUMPABLE, 1))
 		return 1;
 	if (unshare(CLONE_NEWUSER))
 		return errno == EPERM ? 2 : 3;
