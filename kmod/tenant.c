@@ -12,6 +12,17 @@
  *
  * Both counters are per user: RLIMIT_MEMLOCK is compared with the user's
  * locked_vm, as io_uring does. Charges are in chunks, bytes for display.
+ *
+ * The user of a task in a user namespace is the owner of its outermost
+ * namespace below the initial one: whoever made the container, not the
+ * kuid a uid inside maps to. Each uid of a subordinate range
+ * (/etc/subuid, newuidmap) is a kuid of its own, with a user_struct and a
+ * locked_vm of its own: charged to those, one user with 65536 subuids
+ * would have 65536 shares of max_user_mb and of RLIMIT_MEMLOCK. A
+ * tenant's locked_vm is that of the task that made the tenant: the
+ * owner's own when one of the owner's tasks opened the device first, else
+ * that of the first uid of the namespace to do so; every uid charged to
+ * the tenant draws on that one count.
  */
 #include "mrpool.h"
 
@@ -28,6 +39,7 @@
 struct mrpool_tenant {
 	struct list_head node;		/* mrpool_tenants */
 	refcount_t ref;			/* charged chunks, clients, lookups */
+	kuid_t uid;			/* who is charged (see above) */
 	struct user_struct *user;	/* a reference; locked_vm is charged */
 	unsigned long chunks;		/* charged: live to quarantined */
 	unsigned long quarantined;	/* of those, in quarantine */
@@ -39,6 +51,23 @@ static LIST_HEAD(mrpool_tenants);
 /* The list, and the counts of every tenant; see mrpool.h. */
 static DEFINE_SPINLOCK(mrpool_tenants_lock);
 
+/*
+ * The kuid the calling task is charged as: its own in the initial user
+ * namespace, else the owner of the outermost namespace above it (below
+ * the initial one). An owner is a kuid of the parent namespace, so the
+ * outermost one's is of the initial namespace.
+ */
+static kuid_t mrpool_tenant_uid(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+
+	if (ns == &init_user_ns)
+		return current_user()->uid;
+	while (ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return ns->owner;
+}
+
 /**
  * mrpool_tenant_get - the calling task's user, with a reference
  *
@@ -47,19 +76,21 @@ static DEFINE_SPINLOCK(mrpool_tenants_lock);
 struct mrpool_tenant *mrpool_tenant_get(void)
 {
 	struct user_struct *user = current_user();
+	kuid_t uid = mrpool_tenant_uid();
 	struct mrpool_tenant *t, *new;
 
 	new = mrpool_kzalloc(sizeof(*new), GFP_KERNEL);
 	spin_lock(&mrpool_tenants_lock);
 	list_for_each_entry(t, &mrpool_tenants, node) {
 		/* A tenant whose last reference is going is skipped. */
-		if (t->user == user && refcount_inc_not_zero(&t->ref))
+		if (uid_eq(t->uid, uid) && refcount_inc_not_zero(&t->ref))
 			goto found;
 	}
 	t = new;
 	new = NULL;
 	if (t) {
 		refcount_set(&t->ref, 1);
+		t->uid = uid;
 		t->user = get_uid(user);
 		list_add_tail(&t->node, &mrpool_tenants);
 	}
@@ -199,7 +230,7 @@ void mrpool_tenants_show(struct seq_file *m)
 	spin_lock(&mrpool_tenants_lock);
 	list_for_each_entry(t, &mrpool_tenants, node)
 		seq_printf(m, "%u %llu %llu %llu\n",
-			   from_kuid_munged(&init_user_ns, t->user->uid),
+			   from_kuid_munged(&init_user_ns, t->uid),
 			   mrpool_pool_bytes(t->chunks),
 			   mrpool_pool_bytes(t->quarantined),
 			   mrpool_pool_bytes(t->memlock));

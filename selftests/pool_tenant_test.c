@@ -4,8 +4,9 @@
  * quarantined chunks (a page reference that outlives a FREE), the per-user
  * cap that more opens and forks cannot multiply, slices returned when the
  * file closes although another slice stays mapped or exported, a forked
- * child that cannot fault in its parent's slice (MADV_DOFORK), and kernel
- * addresses hidden from the unprivileged.
+ * child that cannot fault in its parent's slice (MADV_DOFORK), kernel
+ * addresses hidden from the unprivileged, and the uids of a user namespace
+ * charged to its owner.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <grp.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
@@ -65,8 +68,11 @@ struct abuse_report {
 	struct mrpool_query q_after;
 };
 
-/* bytes quarantined_bytes of @uid in debugfs users; -1 if not listed. */
-static long long user_quarantined(unsigned int uid)
+/*
+ * @uid's row of debugfs users: bytes charged (@quarantined: of those in
+ * quarantine); -1 if not listed.
+ */
+static long long user_row(unsigned int uid, bool quarantined)
 {
 	unsigned long long bytes, q, ml;
 	char line[256];
@@ -80,9 +86,19 @@ static long long user_quarantined(unsigned int uid)
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
 		    && u == uid)
-			ret = (long long)q;
+			ret = (long long)(quarantined ? q : bytes);
 	fclose(f);
 	return ret;
+}
+
+static long long user_quarantined(unsigned int uid)
+{
+	return user_row(uid, true);
+}
+
+static long long user_bytes(unsigned int uid)
+{
+	return user_row(uid, false);
 }
 
 /*
@@ -229,6 +245,123 @@ static int in_child(int (*fn)(uint64_t), uint64_t chunk)
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -ECHILD;
 	return -WEXITSTATUS(status);
+}
+
+/*
+ * Uids of a user namespace are charged to its owner. OWNER makes a user
+ * namespace whose uids 0..99 are the subordinate kuids SUBUID..SUBUID+99
+ * (root writes the map, as newuidmap does for a user's /etc/subuid range);
+ * three of them each open the device and ALLOC a chunk. With max_user_mb
+ * at two chunks the third gets -EDQUOT: a subuid is not a share of its
+ * own, and debugfs users lists the charge under OWNER, none under a subuid.
+ */
+#define OWNER		4242
+#define SUBUID		200000
+#define NSUIDS		3
+
+/* In the namespace, as uid @u: ALLOC a chunk, say the result, hold it. */
+static void subuid_child(unsigned int u, uint64_t chunk, int out, int hold)
+{
+	struct mrpool_alloc a;
+	int fd, ret;
+	char c;
+
+	if (setgid(u) || setuid(u))
+		ret = -EPERM;
+	else if ((fd = pool_open()) < 0)
+		ret = -errno;
+	else
+		ret = pool_alloc(fd, chunk, &a);
+	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+		_exit(1);
+	(void)!read(hold, &c, 1);	/* until the test ends */
+	_exit(0);
+}
+
+/* OWNER's namespace; the children's results go to @out. */
+static void owner_child(uint64_t chunk, int ready, int mapped, int out, int hold)
+{
+	struct rlimit r = { RLIM_INFINITY, RLIM_INFINITY };
+	char c;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &r) || setgroups(0, NULL) ||
+	    setgid(OWNER) || setuid(OWNER) || unshare(CLONE_NEWUSER))
+		_exit(1);
+	if (write(ready, "u", 1) != 1 || read(mapped, &c, 1) != 1)
+		_exit(2);
+	for (unsigned int u = 1; u <= NSUIDS; u++) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			subuid_child(u, chunk, out, hold);
+		if (pid < 0)
+			_exit(3);
+	}
+	(void)!read(hold, &c, 1);
+	while (wait(NULL) > 0)
+		;
+	_exit(0);
+}
+
+static int write_map(pid_t pid, const char *which, const char *map)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, which);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, map, strlen(map)) != (ssize_t)strlen(map))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+TEST_F(tenant, subuids_charged_to_owner)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	int ready[2], mapped[2], res[2], hold[2], ok = 0, dquot = 0, ret;
+	char map[64], c;
+	pid_t pid;
+
+	ASSERT_EQ(-1, user_bytes(OWNER)) TH_LOG("OWNER holds pool memory already");
+	ASSERT_EQ(0, pool_set_param("max_user_mb", 2 * chunk / MIB));
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(mapped));
+	ASSERT_EQ(0, pipe(res));
+	ASSERT_EQ(0, pipe(hold));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(hold[1]);
+		owner_child(chunk, ready[1], mapped[0], res[1], hold[0]);
+	}
+	close(hold[0]);
+	close(res[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	snprintf(map, sizeof(map), "0 %u 100\n", SUBUID);
+	ASSERT_EQ(0, write_map(pid, "uid_map", map));
+	ASSERT_EQ(0, write_map(pid, "gid_map", map));
+	ASSERT_EQ(1, write(mapped[1], "m", 1));
+	for (int i = 0; i < NSUIDS; i++) {
+		ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+		ok += ret == 0;
+		dquot += ret == -EDQUOT;
+	}
+	EXPECT_EQ(2, ok);
+	EXPECT_EQ(1, dquot);
+	EXPECT_EQ((long long)(2 * chunk), user_bytes(OWNER));
+	for (unsigned int u = 1; u <= NSUIDS; u++)
+		EXPECT_EQ(-1, user_bytes(SUBUID + u));
+	close(hold[1]);		/* every child lets go and exits */
+	EXPECT_EQ(pid, waitpid(pid, NULL, 0));
+	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) <= 0, 20000));
+	close(ready[0]);
+	close(ready[1]);
+	close(mapped[0]);
+	close(mapped[1]);
+	close(res[0]);
 }
 
 /* max_user_mb caps a user over all its files and processes. */
