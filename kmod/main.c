@@ -132,7 +132,39 @@ static const struct kernel_param_ops mrpool_user_mb_ops = {
 
 module_param_cb(max_user_mb, &mrpool_user_mb_ops, &mrpool_max_user_mb, 0644);
 MODULE_PARM_DESC(max_user_mb,
-		 "MiB of the pool one user may hold (slices, mappings, dma-bufs, quarantine), 0 = no cap (default 0) [writable]");
+		 "MiB of the pool one user may hold (slices, mappings, dma-bufs, quarantine), 0 = max_user_pct of max_mb for users without CAP_IPC_LOCK (default 0) [writable]");
+
+/*
+ * A fresh host's default: a user charged to RLIMIT_MEMLOCK (no
+ * CAP_IPC_LOCK) holds at most half of max_mb, so the first local user to
+ * allocate cannot take the whole pool from the services it is for; those
+ * hold CAP_IPC_LOCK (they may pin any memory anyway) and are bounded by
+ * max_user_mb alone.
+ */
+unsigned int mrpool_max_user_pct = 50;
+
+static int mrpool_set_user_pct(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(val, 0, &v);
+	if (ret)
+		return ret;
+	if (!v || v > 100)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_max_user_pct, v);
+	return 0;
+}
+
+static const struct kernel_param_ops mrpool_user_pct_ops = {
+	.set = mrpool_set_user_pct,
+	.get = param_get_uint,
+};
+
+module_param_cb(max_user_pct, &mrpool_user_pct_ops, &mrpool_max_user_pct, 0644);
+MODULE_PARM_DESC(max_user_pct,
+		 "Percent of max_mb one user without CAP_IPC_LOCK may hold while max_user_mb is 0, 100 = all (default 50) [writable]");
 
 unsigned int mrpool_quarantine_event_pct = 10;
 
@@ -193,8 +225,9 @@ static int __init mrpool_check_params(void)
 	}
 	if (mrpool_idle_trim_sec > MRPOOL_TRIM_SEC_MAX ||
 	    mrpool_max_user_mb > MRPOOL_PARAM_MB_MAX ||
+	    !mrpool_max_user_pct || mrpool_max_user_pct > 100 ||
 	    mrpool_quarantine_event_pct > 100) {
-		pr_err("idle_trim_sec, max_user_mb or quarantine_event_pct out of range\n");
+		pr_err("idle_trim_sec, max_user_mb, max_user_pct or quarantine_event_pct out of range\n");
 		return -EINVAL;
 	}
 	return 0;

@@ -76,6 +76,7 @@ extern unsigned int mrpool_chunk_kb;
 extern int mrpool_numa_node;
 extern unsigned int mrpool_idle_trim_sec;
 extern unsigned int mrpool_max_user_mb;
+extern unsigned int mrpool_max_user_pct;
 extern unsigned int mrpool_quarantine_event_pct;
 extern bool mrpool_pmd_map;
 extern bool mrpool_shmem_chunks;

@@ -26,6 +26,7 @@
  */
 #include "mrpool.h"
 
+#include <linux/math64.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/refcount.h>
@@ -120,7 +121,11 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
  *	CAP_IPC_LOCK); pass it back to mrpool_tenant_uncharge() or
  *	mrpool_chunk_charge()
  *
- * Return: 0; -EDQUOT past max_user_mb; -ENOMEM past RLIMIT_MEMLOCK.
+ * The cap is max_user_mb; while that is 0, a caller charged to
+ * RLIMIT_MEMLOCK is capped at max_user_pct of max_mb, and one with
+ * CAP_IPC_LOCK is not capped (see main.c).
+ *
+ * Return: 0; -EDQUOT past the cap; -ENOMEM past RLIMIT_MEMLOCK.
  */
 int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 			 bool *memlock)
@@ -131,6 +136,9 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 	int ret = 0;
 
 	*memlock = !capable(CAP_IPC_LOCK);
+	if (!cap && *memlock)
+		cap = div_u64((u64)READ_ONCE(mrpool_max_mb) * SZ_1M *
+			      READ_ONCE(mrpool_max_user_pct), 100);
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 
 	spin_lock(&mrpool_tenants_lock);

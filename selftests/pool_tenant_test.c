@@ -364,6 +364,61 @@ TEST_F(tenant, subuids_charged_to_owner)
 	close(res[0]);
 }
 
+/*
+ * A fresh host's default (max_user_mb 0): a user charged to RLIMIT_MEMLOCK
+ * holds at most max_user_pct of max_mb, however high its rlimit; a caller
+ * with CAP_IPC_LOCK is not capped by it. max_user_pct is 1..100.
+ */
+static int pct_child(uint64_t bytes, uint64_t chunk)
+{
+	struct rlimit r = { RLIM_INFINITY, RLIM_INFINITY };
+	struct mrpool_alloc a, b;
+	int fd, ret;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &r) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		return 1;
+	fd = pool_open();
+	if (fd < 0)
+		return 2;
+	if (pool_alloc(fd, bytes, &a))
+		return 3;
+	ret = pool_alloc(fd, chunk, &b);
+	close(fd);
+	return ret == -EDQUOT ? 0 : 4;
+}
+
+TEST_F(tenant, default_share_of_max_mb)
+{
+	long long pct = pool_param("max_user_pct"), max_mb = pool_param("max_mb");
+	uint64_t chunk = self->q0.chunk_size, share, n;
+	struct mrpool_alloc a;
+	int st;
+	pid_t pid;
+
+	ASSERT_LT(0, pct) TH_LOG("no max_user_pct parameter");
+	EXPECT_EQ(50, pct);
+	EXPECT_EQ(-EINVAL, pool_set_param("max_user_pct", 0));
+	EXPECT_EQ(-EINVAL, pool_set_param("max_user_pct", 101));
+	ASSERT_EQ(0, pool_set_param("max_user_mb", 0));
+	ASSERT_EQ(0, pool_set_param("max_user_pct", 10));
+	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+	share = (uint64_t)max_mb * MIB / 10;
+	n = share / chunk;
+	ASSERT_LT(0ULL, n);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(pct_child(n * chunk, chunk));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	/* root holds CAP_IPC_LOCK: past the share */
+	EXPECT_EQ(0, pool_alloc(self->fd, (n + 1) * chunk, &a));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+	EXPECT_EQ(0, pool_set_param("max_user_pct", pct));
+	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+}
+
 /* max_user_mb caps a user over all its files and processes. */
 TEST_F(tenant, user_cap_across_opens_and_forks)
 {
