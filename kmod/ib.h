@@ -177,10 +177,12 @@ extern atomic_t mrpool_ib_fail_reg;
 extern atomic_t mrpool_ib_fail_complete;
 extern atomic_t mrpool_ib_fail_complete_after;
 extern atomic_t mrpool_ib_fail_dereg;
+extern atomic_t mrpool_ib_fail_dereg_final;
 extern u32 mrpool_ib_wr_timeout_ms;
 
 int mrpool_ib_init(void);
 void mrpool_ib_exit(void);
+void mrpool_ib_exit_leaked(void);
 int mrpool_ib_chunk_added(struct mrpool_chunk *c);
 bool mrpool_ib_chunk_removing(struct mrpool_chunk *c);
 void mrpool_ib_chunk_leaked(struct mrpool_chunk *c);

@@ -30,13 +30,17 @@ static int mrpool_ib_node_cached = NUMA_NO_NODE;
 /*
  * debugfs knobs: the next N device setups (chunk registrations, calls to
  * ib_dereg_mr()) fail; the next N completions of the internal QPs are
- * swallowed, after the first fail_ib_complete_after are delivered.
+ * swallowed, after the first fail_ib_complete_after are delivered;
+ * fail_ib_dereg_final: the next N last-chance deregistrations, made when a
+ * device goes (or the module unloads), fail as a device that refuses them
+ * would, leaking the MR.
  */
 atomic_t mrpool_ib_fail_setup = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_reg = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_complete = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_complete_after = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_dereg = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_dereg_final = ATOMIC_INIT(0);
 /* A local work request completes in microseconds; seconds mean never. */
 u32 mrpool_ib_wr_timeout_ms = 5000;
 
@@ -501,7 +505,9 @@ forget_chunks:
  *
  * Call before the pool frees its chunks. Removes every device (invalidating
  * and deregistering all cached MRs); no kernel buffer can be out, each
- * holds a module reference.
+ * holds a module reference. The chunks whose MR a device would not
+ * deregister stay recorded for the pool, which keeps them for good:
+ * mrpool_ib_exit_leaked() after it has freed the rest.
  */
 void mrpool_ib_exit(void)
 {
@@ -509,5 +515,10 @@ void mrpool_ib_exit(void)
 	mrpool_ib_debugfs_exit();
 	mrpool_ib_sysfs_exit();
 	xa_destroy(&mrpool_ib_chunks);
+}
+
+/* After the pool freed its chunks: none is looked up any more. */
+void mrpool_ib_exit_leaked(void)
+{
 	xa_destroy(&mrpool_ib_leaked);
 }

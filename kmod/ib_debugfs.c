@@ -17,7 +17,7 @@ static struct dentry *mrpool_ib_debugfs_dir;
 static const char *const mrpool_ib_debugfs_files[] = {
 	"mrs", "ib_devices", "ib_stats", "fail_ib_setup", "fail_ib_reg",
 	"fail_ib_complete", "fail_ib_complete_after", "fail_ib_dereg",
-	"wr_timeout_ms",
+	"fail_ib_dereg_final", "wr_timeout_ms",
 };
 
 /*
@@ -137,6 +137,8 @@ void mrpool_ib_debugfs_init(void)
 				&mrpool_ib_fail_complete_after);
 	debugfs_create_atomic_t("fail_ib_dereg", 0600, dir,
 				&mrpool_ib_fail_dereg);
+	debugfs_create_atomic_t("fail_ib_dereg_final", 0600, dir,
+				&mrpool_ib_fail_dereg_final);
 	debugfs_create_u32("wr_timeout_ms", 0600, dir, &mrpool_ib_wr_timeout_ms);
 }
 

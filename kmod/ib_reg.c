@@ -772,7 +772,10 @@ static bool mrpool_ib_mr_final(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 	int ret;
 
 	if (m->mr) {
-		ret = ib_dereg_mr(m->mr);
+		if (mrpool_should_fail(&mrpool_ib_fail_dereg_final))
+			ret = -EBUSY;
+		else
+			ret = ib_dereg_mr(m->mr);
 		if (ret) {
 			atomic64_inc(&d->dereg_failures);
 			pr_warn("%s: MR %#x cannot be deregistered (%d): leaking it and its PD\n",

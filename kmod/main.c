@@ -284,12 +284,15 @@ static int __init mrpool_init(void)
 	return 0;
 
 undo_ib:
+	/* Prefill may have armed the trim and defrag workers: stop them first. */
+	mrpool_pool_quiesce();
 	mrpool_ib_exit();
 undo_debugfs:
 	mrpool_debugfs_exit();
 	mrpool_nl_exit();
 undo_pool:
 	mrpool_pool_exit();
+	mrpool_ib_exit_leaked();
 	return ret;
 }
 
@@ -317,7 +320,9 @@ static void __exit mrpool_exit(void)
 	mrpool_ib_exit();
 	/* The last events (devices removed) are out; no worker sends more. */
 	mrpool_nl_exit();
+	/* Keeps the chunks a device would not deregister (ib side's record). */
 	mrpool_pool_exit();
+	mrpool_ib_exit_leaked();
 }
 
 module_init(mrpool_init);
