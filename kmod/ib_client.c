@@ -143,8 +143,9 @@ struct mrpool_ib_dev *mrpool_ib_dev_find(struct ib_device *ibdev)
 	struct mrpool_ib_dev *d;
 
 	lockdep_assert_held(&mrpool_ib_lock);
+	/* d->ibdev is cleared under d->lock alone (teardown): read once. */
 	list_for_each_entry(d, &mrpool_ib_devs, link)
-		if (d->ibdev == ibdev)
+		if (READ_ONCE(d->ibdev) == ibdev)
 			return d;
 	return NULL;
 }
@@ -300,9 +301,15 @@ static void mrpool_ib_rename(struct ib_device *ibdev, void *client_data)
 	struct mrpool_ib_dev *d = client_data;
 	int ret;
 
+	/*
+	 * Written under both locks, as d->state is: the device list's
+	 * readers hold mrpool_ib_lock, debugfs holds d->lock (the outer one).
+	 */
+	mutex_lock(&d->lock);
 	mutex_lock(&mrpool_ib_lock);
 	strscpy(d->name, dev_name(&ibdev->dev), sizeof(d->name));
 	mutex_unlock(&mrpool_ib_lock);
+	mutex_unlock(&d->lock);
 	if (d->in_sysfs) {
 		ret = kobject_rename(&d->kobj, d->name);
 		if (ret)

@@ -828,5 +828,5 @@ void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d)
 	}
 	mrpool_ib_dev_release(d);
 	mrpool_ib_set_state(d, MRPOOL_IB_REMOVED, "%s", "device removed");
-	d->ibdev = NULL;
+	WRITE_ONCE(d->ibdev, NULL);	/* read under mrpool_ib_lock alone */
 }

@@ -135,7 +135,8 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 	unsigned long limit, cur, new;
 	int ret = 0;
 
-	*memlock = !capable(CAP_IPC_LOCK);
+	/* Which limit applies, not a refusal: no audit record per ALLOC. */
+	*memlock = !ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK);
 	if (!cap && *memlock)
 		cap = div_u64((u64)READ_ONCE(mrpool_max_mb) * SZ_1M *
 			      READ_ONCE(mrpool_max_user_pct), 100);
