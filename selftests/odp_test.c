@@ -265,8 +265,9 @@ TEST_F(odp, probe_matches_registration)
 	if (mr)
 		ibv_dereg_mr(mr);
 	if (!(self->caps.general & IBV_ODP_SUPPORT)) {
-		/* ib_check_mr_access(): no ODP in the device, EOPNOTSUPP */
-		EXPECT_EQ(EOPNOTSUPP, err);
+		/* refused: EOPNOTSUPP (ib_check_mr_access), EINVAL on 6.1's rxe */
+		TH_LOG("ODP registration refused: %s", strerror(err));
+		EXPECT_TRUE(err == EOPNOTSUPP || err == EINVAL);
 		return;
 	}
 	EXPECT_EQ(0, err);
