@@ -165,12 +165,14 @@ stress: deps
 slice: deps
 	tools/slices.sh $(if $(filter ci,$(SLICE)),ci,run $(SLICE))
 
-# alloc, reg and rdma in one VM run, fastpath and served on the host (served
+# alloc, reg, rdma and odp in one VM run, odp in the 7.3 guest (its
+# modules: make modules-new), fastpath and served on the host (served
 # preloads the shim with the host tests' fake verbs), then the report
 # (tools/bench/bench.sh). Figures only: nothing asserted, not in check.
 bench:
 	tools/deps.sh --bench
 	$(MAKE) -f $(TOP)/Makefile all KDIR=$$(sed -n 's/^GUEST_KDIR := //p' .cache/env.mk)
+	$(MAKE) -f $(TOP)/Makefile modules-new
 	$(MAKE) -C tools/bench scenarios
 	$(MAKE) -C lib build/preload_fake_verbs.so
 	tools/bench/bench.sh

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * mrpool-scenarios: the scenarios of `make bench` that need an RDMA device
- * (alloc, reg, rdma; the fast path is mrpool-bench's). Shared declarations:
+ * (alloc, reg, rdma, odp; the fast path is mrpool-bench's). Shared declarations:
  * the clock, latency samples, CSV output, the registration counter and the
  * peers of the alloc scenario.
  *
@@ -82,5 +82,7 @@ extern const struct peer peer_fabric_reg, peer_fabric_hit;
 int scen_alloc(const struct bench_env *env);
 int scen_reg(const struct bench_env *env, size_t max_size);
 int scen_rdma(const struct bench_env *env);
+/* ODP beside the pool, THP anon and per-message registration (scen_odp.c). */
+int scen_odp(const struct bench_env *env, size_t max_size);
 
 #endif /* BENCH_H */

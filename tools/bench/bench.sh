@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# `make bench`: the alloc, reg and rdma scenarios in one VM run
-# (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko),
+# `make bench`: the alloc, reg, rdma and odp scenarios in one VM run
+# (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko;
+# rxe there has no ODP: the odp rows say SKIP and why), the odp scenario
+# again in the 7.3 guest (rxe's explicit ODP, 6.15+; results/bench/vm-7.3/),
 # Open MPI's NetPIPE between two guests (6.1 and 6.12) with each engine
 # registering per message, under the shim and with its own cache
 # (selftests/mpi_netpipe_test with MRPOOL_MPI_MEASURE=1; make check runs
@@ -42,6 +44,13 @@ t0=$SECONDS
 tools/vm/run --name bench/vm --no-debug --params "max_mb=768" --timeout 3600 \
 	-- tools/bench/guest.sh || { st=1; say "the VM run failed: see results/bench/vm/"; }
 timing_row vm bench/vm $((SECONDS - t0)) - "$(timing_vm_detail "$res/vm")"
+
+say "VM 7.3: odp, ODP beside the pool (results/bench/vm-7.3/)"
+t0=$SECONDS
+tools/vm/run --name bench/vm-7.3 --kernel 7.3 --no-debug --params "max_mb=768" --timeout 3600 \
+	-- env MRPOOL_BENCH_SCENARIOS=odp tools/bench/guest.sh ||
+	{ st=1; say "the 7.3 VM run failed: see results/bench/vm-7.3/"; }
+timing_row vm bench/vm-7.3 $((SECONDS - t0)) - "$(timing_vm_detail "$res/vm-7.3")"
 
 say "VM: NetPIPE between two guests, three ways of registering (results/bench/mpi/)"
 t0=$SECONDS

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # The VM half of `make bench` (tools/bench/bench.sh starts it with
-# tools/vm/run): runs the alloc, reg and rdma scenarios of mrpool-scenarios
-# on rxe0 with mrpool.ko loaded, and records what the report must say about
-# the guest and the peers' settings. Writes to $MRPOOL_RESULTS (the run's
-# results folder): alloc.csv, reg.csv, rdma.csv, guest.txt, peers.txt.
+# tools/vm/run): runs the scenarios of mrpool-scenarios named in
+# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp) on rxe0 with
+# mrpool.ko loaded, and records what the report must say about the guest
+# and the peers' settings. Writes to $MRPOOL_RESULTS (the run's results
+# folder): SCENARIO.csv for each, guest.txt, peers.txt.
 # Exit status: 0, or 1 if a scenario failed (the others still run).
 set -u
 out=${MRPOOL_RESULTS:?run me through tools/vm/run}
@@ -48,6 +49,10 @@ echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
 	FI_LOG_LEVEL=info "$bin" -t 0.05 -p fabric alloc 2>&1 >/dev/null |
 		grep -iE 'cache|monitor' | sed 's/^libfabric:[0-9]*:[0-9]*:://' | sort | uniq -c | sort -rn | head -n 20
 } >"$out/peers.txt" 2>&1
+{
+	echo "## ODP (ibv_devinfo -v)"
+	ibv_devinfo -v -d rxe0 2>&1 | grep -i -A4 'odp' | head -n 40
+} >"$out/odp-caps.txt" 2>&1
 
 # One process per family of alloc peers (-p matches peer names): UCX's
 # memory hooks stay installed after ucp_cleanup() and would sit in every
@@ -69,11 +74,12 @@ run_alloc() {
 	done
 }
 
-for scen in alloc reg rdma; do
+read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp}"
+for scen in "${scens[@]}"; do
 	echo "[bench] $scen (budget ${budget} s a measurement)"
 	t0=$SECONDS
 	case $scen in
-	reg) args=(-m "${MRPOOL_BENCH_MAX_SIZE:-$((256 << 20))}") ;;
+	reg | odp) args=(-m "${MRPOOL_BENCH_MAX_SIZE:-$((256 << 20))}") ;;
 	rdma) args=(-t "$(awk -v b="$budget" 'BEGIN { print b * 3 }')") ;;
 	esac
 	if [ "$scen" = alloc ]; then

@@ -2,10 +2,11 @@
 /*
  * mrpool-scenarios: the scenarios of `make bench` that need an RDMA device.
  *
- *   mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma
+ *   mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma|odp
  *
  * -t is the time budget of one measurement (default 1), -m the largest
- * size of the reg scenario (default 256 MiB), -p runs only the alloc
+ * size of the reg and odp scenarios (default 256 MiB; odp also stops at a
+ * third of MemAvailable), -p runs only the alloc
  * scenario's peers whose name contains PEER (for a diagnostic run). Output: CSV on stdout (see
  * each scen_*.c). Not installed: tools/bench/bench.sh runs it in the VM.
  */
@@ -20,7 +21,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma\n");
+	fprintf(stderr, "usage: mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma|odp\n");
 	exit(2);
 }
 
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
 		ret = scen_reg(&env, max_size);
 	else if (!strcmp(argv[optind], "rdma"))
 		ret = scen_rdma(&env);
+	else if (!strcmp(argv[optind], "odp"))
+		ret = scen_odp(&env, max_size);
 	else
 		usage();
 	rdt_dev_close(&dev);

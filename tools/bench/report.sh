@@ -4,7 +4,7 @@
 # Turns one `make bench` run into DIR/report.md: every table is also
 # written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
 #   report.sh DIR
-# DIR holds vm/{alloc,reg,rdma}.csv, vm/guest.txt, vm/peers.txt (from
+# DIR holds vm/{alloc,reg,rdma,odp}.csv, vm-7.3/odp.csv, vm/guest.txt, vm/peers.txt (from
 # tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv and
 # host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
 # report saying so, never a silent gap.
@@ -71,6 +71,37 @@ rdma_table() {
 			print f[i, 3], f[i, 2], f[i, 4], f[i, 5], f[i, 6], f[i, 7], f[i, 8],
 			      (f[i, 5] > 0 ? sprintf("%.1fx", pool[f[i, 3]] / f[i, 5]) : "-"), f[i, 9]
 		}' "$vm/rdma.csv"
+}
+
+# odp (scen_odp.c): one table per part of FILE; v1..v3 named per part,
+# ratios against the row it is compared to at the same size (and op).
+odp_table() {	# file part
+	awk -F, -v OFS=, -v part="$2" 'NR == 1 || $2 != part { next }
+		{ n++; for (i = 1; i <= NF; i++) f[n, i] = $i
+		  ok = ($9 == "ok")
+		  if (part == "reg" && $3 ~ /^THP anon/ && ok) base[$4] = $6
+		  if (part ~ /^first/ && $3 ~ /^THP anon/ && ok) base[$4] = $6
+		  if (part == "rate" && $3 == "pool buffers" && ok) base[$4] = $6
+		  if (part == "fallback" && $3 ~ /^fallback, ODP/ && ok) base[$4] = $6 }
+		function sz(b) { return b >= 1048576 ? (b / 1048576) " MiB" : (b >= 1024 ? (b / 1024) " KiB" : b) }
+		function r(a, b) { return (a > 0 && b > 0) ? sprintf("%.2fx", a / b) : "-" }
+		END {
+		  if (part == "reg") print "size,memory,rounds,registration p50 us,deregistration p50 us,reg ÷ THP anon reg,status"
+		  else if (part ~ /^first/) print "size,target memory,rounds,first access p50 us,second access p50 us,prefetch p50 us,first ÷ THP anon first,status"
+		  else if (part == "rate") print "size,source and target,messages,messages/s,p50 us,p99 us,pool msg/s ÷ this,status"
+		  else if (part == "pin") print "size,memory,VmPin + kB,VmLck + kB,module used_bytes + kB,status"
+		  else if (part == "fallback") print "size,fallback buffer,buffers,whole life p50 us,registration p50 us,first WRITE p50 us,life ÷ ODP life,status"
+		  for (i = 1; i <= n; i++) {
+			s = (f[i, 4] == 0 && f[i, 3] ~ /implicit/) ? "whole space" : sz(f[i, 4])
+			if (f[i, 9] !~ /^ok/) { print s, f[i, 3], "-", "-", "-", "-", "-", f[i, 9]; continue }
+			st = f[i, 9]
+			if (part == "reg") print s, f[i, 3], f[i, 5], f[i, 6], f[i, 7], r(f[i, 6], base[f[i, 4]]), st
+			else if (part ~ /^first/) print s, f[i, 3], f[i, 5], f[i, 6], f[i, 7], (f[i, 8] > 0 ? f[i, 8] : "-"), r(f[i, 6], base[f[i, 4]]), st
+			else if (part == "rate") print s, f[i, 3], f[i, 5], f[i, 6], f[i, 7], f[i, 8], r(base[f[i, 4]], f[i, 6]), st
+			else if (part == "pin") print s, f[i, 3], f[i, 6], f[i, 7], f[i, 8], st
+			else print s, f[i, 3], f[i, 5], f[i, 6], f[i, 7], f[i, 8], r(f[i, 6], base[f[i, 4]]), st
+		  }
+		}' "$1"
 }
 
 fastpath_table() {
@@ -255,6 +286,79 @@ GP
 	fi
 	echo
 
+	echo "## odp: On-Demand Paging beside the pool, THP anon and registration per message"
+	echo
+	odp=$dir/vm-7.3/odp.csv
+	echo "tools/bench/scen_odp.c in the 7.3 guest (rxe has explicit ODP since 6.15, prefetch since"
+	echo "6.17), results/bench/vm-7.3/. The device's ODP is probed (ibv_query_device_ex: odp_caps),"
+	echo "never assumed; the rows compared are measured round by round in turn, in one process."
+	echo "\\`ODP\\` registers memory never touched with IBV_ACCESS_ON_DEMAND: nothing is pinned, the"
+	echo "device faults pages in when an RDMA operation reaches them. Device caps as probed:"
+	echo "$(awk -F, '$2 == "caps" { printf "%s: general_caps 0x%x, RC 0x%x, UD 0x%x (%s)", $3, $6, $7, $8, $9 }' "$odp" 2>/dev/null)."
+	if [ -s "$vm/odp.csv" ]; then
+		echo "On Debian 12's 6.1 (the alloc/reg/rdma guest) every ODP row is a SKIP:"
+		echo "$(awk -F, '$2 == "caps" { print $9 }' "$vm/odp.csv")."
+	fi
+	echo
+	if have "$odp"; then
+		echo "### registration by size"
+		echo
+		echo "One registration and deregistration, medians of 5 rounds (3 from 64 MiB): ODP of untouched"
+		echo "memory, ibv_reg_mr of prefaulted THP anon, and a pool buffer (mrp_alloc with the PD's"
+		echo "keys: the arena was registered once; deregistration is mrp_free). Implicit ODP only where"
+		echo "the device reports IBV_ODP_SUPPORT_IMPLICIT."
+		echo
+		odp_table "$odp" reg >"$dir/odp-reg.csv"
+		csv_md "$dir/odp-reg.csv"
+		echo
+		for op in WRITE READ; do
+			echo "### the first RDMA $op into untouched memory"
+			echo
+			if [ $op = WRITE ]; then
+				echo "One 1 KiB WRITE (a single packet) from a pinned source to the start of every page of a"
+				echo "target registered just before, the range's pages in turn: ODP untouched (the responder"
+				echo "faults each page in), ODP after ibv_advise_mr(PREFETCH_WRITE, FLUSH) (its own time in the"
+				echo "prefetch column), pinned THP anon; the same again (mapped) beside. Single packets at page"
+				echo "starts: rxe's ODP on 7.3.4 copies each packet at the start of its page (selftests/odp_test),"
+				echo "so only these arrive intact there; a fault is one per page either way."
+			else
+				echo "One 1 KiB READ at every page, from a pinned source into the target memory (the requester"
+				echo "faults it in), as above."
+			fi
+			odp_table "$odp" "first $op" >"$dir/odp-first-$op.csv"
+			csv_md "$dir/odp-first-$op.csv"
+			echo
+		done
+		echo "### steady-state RC WRITE"
+		echo
+		echo "One message in flight, source and target of the same kind, every page mapped before the"
+		echo "clock starts; five rounds of a fifth of the budget each, the kinds in turn. \\`register"
+		echo "each\\`: the source malloc'd and registered for its message, the target a pool buffer."
+		echo
+		odp_table "$odp" rate >"$dir/odp-rate.csv"
+		csv_md "$dir/odp-rate.csv"
+		echo
+		echo "### memory pinned"
+		echo
+		echo "64 MiB registered and RDMA-written in 64 KiB steps, what it adds to VmPin and VmLck"
+		echo "(/proc/self/status) and to the module's used_bytes (the pool's pages are pinned by"
+		echo "mrpool.ko, counted there, not in the process)."
+		echo
+		odp_table "$odp" pin >"$dir/odp-pin.csv"
+		csv_md "$dir/odp-pin.csv"
+		echo
+		echo "### the library's fallback buffer: pinned or ODP"
+		echo
+		echo "lib/reg.c's fallback (arenas ran out, MRPOOL_FALLBACK): a fresh mapping, MADV_DONTFORK,"
+		echo "ibv_reg_mr; here also the buffer's first RDMA WRITE (its whole length), then"
+		echo "ibv_dereg_mr and munmap. Today's pinned registration against IBV_ACCESS_ON_DEMAND."
+		echo
+		odp_table "$odp" fallback >"$dir/odp-fallback.csv"
+		csv_md "$dir/odp-fallback.csv"
+	else
+		echo "No odp figures from the 7.3 guest: the run did not get that far ($(tail -n 2 "$dir/vm-7.3/odp.err" 2>/dev/null | tr '\n' ' '))."
+	fi
+	echo
 	echo "## mpi: Open MPI's NetPIPE between two guests"
 	echo
 	echo "NPopenmpi between a 6.1 and a 6.12 guest over rxe on an emulated Ethernet segment"

@@ -218,6 +218,46 @@ struct rdt_thp {
 int rdt_thp_map(struct rdt_thp *t, size_t len, bool shmem);
 void rdt_thp_unmap(struct rdt_thp *t);
 
+/**
+ * struct rdt_odp - a device's On-Demand Paging capabilities (odp.c)
+ * @supported:	general caps has IBV_ODP_SUPPORT and RC has what was asked
+ * @implicit:	IBV_ODP_SUPPORT_IMPLICIT (addr 0, length SIZE_MAX)
+ * @general:	odp_caps.general_caps
+ * @rc:		odp_caps.per_transport_caps.rc_odp_caps (IBV_ODP_SUPPORT_*)
+ * @ud:		... ud_odp_caps
+ * @why:	when not @supported: the reason, for a SKIP line or a report
+ */
+struct rdt_odp {
+	bool supported;
+	bool implicit;
+	uint64_t general;
+	uint32_t rc, ud;
+	char why[128];
+};
+
+/**
+ * rdt_odp_probe - ask the device (ibv_query_device_ex) what ODP it has
+ * @ctx:	verbs context
+ * @need_rc:	IBV_ODP_SUPPORT_* bits RC must have (WRITE, READ, SEND...)
+ * @odp:	(out) the capabilities; @odp->why says what is missing
+ *
+ * Returns 0 when ODP with @need_rc is supported, -EOPNOTSUPP when not,
+ * or -errno of the query.
+ */
+int rdt_odp_probe(struct ibv_context *ctx, uint32_t need_rc, struct rdt_odp *odp);
+
+/**
+ * rdt_odp_prefetch - ibv_advise_mr(PREFETCH[_WRITE], IBV_ADVISE_MR_FLAG_FLUSH)
+ * of [@addr, @addr + @len) in the ODP MR @mr: returns when it is mapped
+ * @write:	PREFETCH_WRITE (pages made writable), else PREFETCH
+ *
+ * Where the provider library has no advise_mr (rdma-core 44's rxe), the
+ * uverbs command is issued directly. Returns 0 or -errno (-EOPNOTSUPP
+ * where the kernel's driver has no prefetch either).
+ */
+int rdt_odp_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, void *addr, size_t len,
+		     bool write);
+
 /* pattern.c: fill @len bytes with the pattern of @seed, or compare them to it. */
 void rdt_pattern_fill(void *buf, size_t len, unsigned int seed);
 bool rdt_pattern_same(const void *buf, size_t len, unsigned int seed);
