@@ -4,8 +4,10 @@
  * mrpool-run(1)). The shim carries its own copy of the library's objects
  * (linked from the same sources, every symbol hidden) and one pool:
  *
- *   real.c    the functions it interposes on, found with dlsym(RTLD_NEXT),
- *             and a static buffer for the allocations dlsym makes first
+ *   real.c    the functions it interposes on, found with dlsym(RTLD_NEXT)
+ *             by the first call that needs them (the constructor's or an
+ *             earlier one), and a static buffer for the allocations dlsym
+ *             makes first
  *   shim.c    settings, the pool (opened on first use), fork, counters
  *   malloc.c  the allocator entry points: large requests from the pool
  *   verbs.c   registrations inside a pool buffer served by its arena's MR
@@ -59,12 +61,12 @@ void *mrp_pl_boot_alloc(size_t size, size_t align);
 size_t mrp_pl_boot_size(const void *p);
 
 /*
- * Real allocator entry points, resolved on first use: true once they are,
- * false inside dlsym while this thread resolves them (the caller then
- * serves itself from the static buffer). free is stored last, with
- * release (real.c): the acquire here makes the other pointers visible with
- * it, also on a weakly ordered CPU (arm64) to a thread an early
- * constructor started (a plain load on x86).
+ * Real allocator entry points and libibverbs' functions, resolved on first
+ * use: true once they are, false inside dlsym while this thread resolves
+ * them (the caller then serves itself from the static buffer). free is
+ * stored last, with release (real.c): the acquire here makes the other
+ * pointers visible with it, also on a weakly ordered CPU (arm64) to a
+ * thread an early constructor started (a plain load on x86).
  */
 static inline bool mrp_pl_ready(void)
 {
@@ -115,6 +117,22 @@ extern struct mrp_pl_counters mrp_pl_count;
 
 void mrp_pl_load_cfg(void);
 struct mrp_pool *mrp_pl_pool(void);
+void mrp_pl_setup_slow(void);
+extern _Atomic bool mrp_pl_set_up;
+
+/*
+ * What the shim's constructor sets up, for a call that comes before it (a
+ * constructor of the program's libraries, or a thread one started): the
+ * real functions resolved (mrp_pl_ready()), the library's fork handlers
+ * and the shim's after them. Once, under pthread_once; then one load. The
+ * pool opens after it, so a path that found the pool open never waits here.
+ */
+static inline void mrp_pl_setup(void)
+{
+	if (likely(atomic_load_explicit(&mrp_pl_set_up, memory_order_acquire)))
+		return;
+	mrp_pl_setup_slow();
+}
 
 /*
  * Is this call the library's own (inside a call of the shim's into it, or

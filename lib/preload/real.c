@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The real functions behind the shim's: dlsym(RTLD_NEXT) once, on the
- * first call of any allocator entry point (constructors of other libraries
- * may allocate before ours runs). dlsym itself may allocate (its error
- * buffer): while it runs, the calling thread's allocations come from a
- * small static buffer, never freed, so resolving cannot recurse.
+ * first call of any allocator entry point or registration call, whichever
+ * comes first (constructors of other libraries may allocate or register
+ * before ours runs, and may start threads that do): the allocator's and
+ * libibverbs' together (mrp_pl_verbs_resolve()), before the pool can open,
+ * so never under a lock of the shim's or the library's. dlsym itself may
+ * allocate (its error buffer): while it runs, the calling thread's
+ * allocations come from a small static buffer, never freed, so resolving
+ * cannot recurse.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -70,9 +74,13 @@ static void mrp_pl_resolve_once(void)
 	r.valloc = dlsym(RTLD_NEXT, "valloc");
 	r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
 	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
+	mrp_pl_verbs_resolve();
 	mrp_pl_load_cfg();
 	mrp_pl_resolving = false;
-	/* free last: mrp_pl_ready() tests it without the once */
+	/*
+	 * free last: mrp_pl_ready() tests it without the once, and its
+	 * acquire makes libibverbs' functions visible with the allocator's
+	 */
 	mrp_pl_real.malloc = r.malloc;
 	mrp_pl_real.calloc = r.calloc;
 	mrp_pl_real.realloc = r.realloc;

@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,10 @@
 struct mrp_pl_cfg mrp_pl_cfg;
 __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
 struct mrp_pl_counters mrp_pl_count;
+
+/* mrp_pl_setup() has run: set once, with release, at its end */
+_Atomic bool mrp_pl_set_up;
+static pthread_once_t mrp_pl_setup_once = PTHREAD_ONCE_INIT;
 
 enum { MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
 static _Atomic int mrp_pl_state;		/* the first user opens the pool */
@@ -147,6 +152,9 @@ static MRP_NOINLINE void mrp_pl_open(void)
 	};
 	struct mrp_pool *pool;
 	int cancel;
+
+	/* the fork handlers before there is a pool for them to guard */
+	mrp_pl_setup();
 
 	/* children keep their blocks where that can be (see the top) */
 	if (!getenv("MRPOOL_FORK")) {
@@ -268,7 +276,7 @@ static void mrp_pl_fork_parent(void)
  * In the child: the parent's arenas are gone, unless the pool gave the
  * child a copy of them; keep their ranges reserved.
  * The library's child handler ran first (registered first, see
- * mrp_pl_init): the pool's lock is free again and the list is as the
+ * mrp_pl_setup_run()): the pool's lock is free again and the list is as the
  * parent left it between two operations (its prepare handler held the
  * lock across the fork). This is the child's only thread.
  */
@@ -381,15 +389,36 @@ static void mrp_pl_uninherit(void)
  * mrp_fork_lock) inside it, the order every other path takes them in
  * (verbs.c holds mrp_pl_lock while it attaches PDs and registers arenas);
  * child handlers run in order, so the library's has made the pool
- * consistent when the shim's runs. libibverbs' functions are looked up
- * here, once, where no lock of ours is held (verbs.c).
+ * consistent when the shim's runs. Their allocations (glibc's list of
+ * handlers) are the real allocator's: a large one would open the pool,
+ * which comes here again.
  */
-__attribute__((constructor)) static void mrp_pl_init(void)
+static void mrp_pl_setup_run(void)
 {
 	mrp_pl_ready();
-	mrp_pl_verbs_resolve();
-	mrp_pl_uninherit();
+	mrp_pl_enter();
 	/* on failure no pool opens, and the library registered no handlers */
 	(void)mrp_global_init();
 	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
+	mrp_pl_leave();
+	atomic_store_explicit(&mrp_pl_set_up, true, memory_order_release);
+}
+
+void mrp_pl_setup_slow(void)
+{
+	pthread_once(&mrp_pl_setup_once, mrp_pl_setup_run);
+}
+
+/*
+ * The loader runs the constructors of a program's libraries before those
+ * of preloaded objects, and such a constructor may allocate, register, or
+ * start a thread that does: what this one sets up, the first call that
+ * needs it sets up too (mrp_pl_setup(), mrp_pl_ready()). Only taking the
+ * shim out of LD_PRELOAD waits for it: a program executed by an earlier
+ * constructor still has the shim.
+ */
+__attribute__((constructor)) static void mrp_pl_init(void)
+{
+	mrp_pl_setup();
+	mrp_pl_uninherit();
 }

@@ -134,7 +134,7 @@ static __thread struct mrp_pl_thr *mrp_pl_self __attribute__((tls_model("initial
 	&mrp_pl_thr_empty;
 static struct mrp_pl_thr *_Atomic mrp_pl_thrs;	/* every block, pushed at the head */
 static pthread_key_t mrp_pl_thr_key;		/* its destructor gives the block up */
-static bool mrp_pl_thr_key_ok;			/* set by the constructor */
+static bool mrp_pl_thr_key_ok;			/* set with mrp_pl_verbs, below */
 
 /*
  * mrp_pl_lock: the PD table's writers, ibv_dealloc_pd() and
@@ -157,12 +157,21 @@ static struct mrp_pl_mr *mrp_pl_mr_free;	/* shared free list, slot lock */
 static _Atomic uint64_t mrp_pl_orphan_passed;
 
 /*
- * libibverbs' functions, found once by the constructor (mrp_pl_verbs_resolve):
- * never looked up later, when the caller may hold a lock (the library
- * registers arenas under pool->lock, through the shim's ibv_reg_mr) that a
- * thread in dlopen(), holding the dynamic linker's lock dlsym() needs,
- * may be waiting for. Written before any other thread can exist here,
- * then read-only; NULL if this libibverbs lacks one (ENOSYS then).
+ * libibverbs' functions, found once with the allocator's (real.c), by the
+ * process's first allocation or registration call, whichever comes first:
+ * a program's libraries' constructors run before the shim's, and may
+ * register (or start a thread that does) before anything else. That is
+ * before the pool can open: never when the caller may hold a lock (the
+ * library registers arenas under pool->lock, through the shim's
+ * ibv_reg_mr) that a thread in dlopen(), holding the dynamic linker's lock
+ * dlsym() needs, may be waiting for. Written inside that pthread_once,
+ * published by mrp_pl_ready()'s release and acquire, then read-only; read
+ * only after mrp_pl_setup() (each exported function's slow path calls it
+ * before it takes a lock). NULL if this libibverbs lacks one (ENOSYS then).
+ *
+ * The served pair needs none of it: it serves only inside an arena, which
+ * exists once the pool opened, after mrp_pl_setup(); before, it finds no
+ * arena and falls into a slow path.
  */
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -177,6 +186,7 @@ static struct {
 
 static void mrp_pl_thr_exit(void *arg);
 
+/* From real.c's resolution, with the allocator's functions. */
 void mrp_pl_verbs_resolve(void)
 {
 	*(void **)&mrp_pl_verbs.reg_mr = mrp_pl_verbs_sym("ibv_reg_mr");
@@ -379,8 +389,10 @@ static MRP_NOINLINE void mrp_pl_mr_flush(struct mrp_pl_thr *t)
  */
 static MRP_NOINLINE void mrp_pl_mr_put_slow(struct mrp_pl_mr *m)
 {
-	struct mrp_pl_thr *t = mrp_pl_thr_get();
+	struct mrp_pl_thr *t;
 
+	mrp_pl_setup();		/* the thread key */
+	t = mrp_pl_thr_get();
 	if (t) {
 		m->next = t->free;
 		t->free = m;
@@ -396,6 +408,7 @@ static MRP_NOINLINE void mrp_pl_mr_put_slow(struct mrp_pl_mr *m)
 /* The real deregistration, for an MR that is not a served one. */
 static MRP_NOINLINE int mrp_pl_dereg_real(struct ibv_mr *mr)
 {
+	mrp_pl_setup();
 	return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
 }
 
@@ -586,9 +599,10 @@ static void mrp_pl_count_passed(void)
 static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr(struct ibv_pd *pd, void *addr,
 						      size_t length, int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr,
-					 (unsigned int)access, true);
+	struct ibv_mr *mr;
 
+	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr, (unsigned int)access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
@@ -611,8 +625,10 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, vo
 							   size_t length, uint64_t iova,
 							   int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
+	struct ibv_mr *mr;
 
+	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
@@ -634,8 +650,10 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, v
 							    size_t length, uint64_t iova,
 							    unsigned int access)
 {
-	struct ibv_mr *mr = mrp_pl_serve(pd, addr, length, iova, access, true);
+	struct ibv_mr *mr;
 
+	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mr = mrp_pl_serve(pd, addr, length, iova, access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
@@ -697,6 +715,7 @@ MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 {
 	uintptr_t off;
 
+	mrp_pl_setup();
 	if (!mrp_pl_served_mr(mr, &off))
 		return MRP_PL_REAL(rereg_mr, IBV_REREG_MR_ERR_INPUT, mr, flags, pd,
 					   addr, length, access);
@@ -729,6 +748,7 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	struct mrp_pl_pd *e;
 
+	mrp_pl_setup();
 	pthread_mutex_lock(&mrp_pl_lock);
 	e = pd ? mrp_pl_pd_find(pd) : NULL;
 	if (e && mrp_pl_pd_busy(pd)) {
@@ -748,6 +768,7 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
  */
 MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
+	mrp_pl_setup();
 	pthread_mutex_lock(&mrp_pl_lock);
 	for (int i = 0; ctx && i < MRP_MAX_PDS; i++) {
 		struct mrp_pl_pd *e = &mrp_pl_pds[i];
