@@ -202,19 +202,22 @@ static void mrp_pl_fork_prepare(void)
 	mrp_pl_verbs_fork_prepare();
 }
 
-/* The pool's allocations and frees so far (0, 0 without a pool of ours). */
-static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees)
+/* The pool's allocations, frees and bytes in use (0 without a pool of ours). */
+static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees,
+			       uint64_t *in_use)
 {
 	struct mrp_stats st;
 
 	*allocs = 0;
 	*frees = 0;
+	*in_use = 0;
 	if (!pool)
 		return;
 	mrp_pl_enter();
 	if (!mrp_stats(pool, &st, sizeof(st))) {
 		*allocs = st.allocs;
 		*frees = st.frees;
+		*in_use = st.bytes_in_use;
 	}
 	mrp_pl_leave();
 }
@@ -227,13 +230,13 @@ static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t
 static void mrp_pl_fork_parent(void)
 {
 	static atomic_bool warned;
-	uint64_t allocs, frees, live;
+	uint64_t allocs, frees, in_use, live;
 	char line[256];
 	int n;
 
 	mrp_pl_verbs_fork_parent();
 	/* the library's parent handler ran first: its locks are free again */
-	mrp_pl_pool_counts(mrp_pl_pool_peek(), &allocs, &frees);
+	mrp_pl_pool_counts(mrp_pl_pool_peek(), &allocs, &frees, &in_use);
 	live = allocs > frees ? allocs - frees : 0;
 	if (!live)
 		return;
@@ -279,11 +282,11 @@ static void mrp_pl_fork_child(void)
 __attribute__((destructor)) static void mrp_pl_fini(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
-	uint64_t allocs, frees, served, passed;
-	char line[512];
+	uint64_t allocs, frees, in_use, served, passed;
+	char line[640];
 	int fd, n;
 
-	mrp_pl_pool_counts(pool, &allocs, &frees);
+	mrp_pl_pool_counts(pool, &allocs, &frees, &in_use);
 	mrp_pl_verbs_counts(&served, &passed);
 	if (pool) {
 		mrp_pl_enter();
@@ -294,7 +297,8 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		return;
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
-		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu, "
+		     "allocations from the pool %llu (refused %llu), frees to the pool %llu, "
+		     "bytes in use %llu, forks with pool blocks %llu, "
 		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
@@ -302,6 +306,8 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     (unsigned long long)passed,
 		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
+		     (unsigned long long)frees,
+		     (unsigned long long)in_use,
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copied),

@@ -570,13 +570,18 @@ TEST(fork_warns)
 	EXPECT_EQ(NULL, strstr(strstr(buf, "live") + 1, "forked with")) TH_LOG("twice: %s", buf);
 }
 
-/* The report counts pool allocations; MRPOOL_PRELOAD_MIN=0 makes none. */
+/*
+ * The report counts pool allocations, frees and the bytes still in use;
+ * MRPOOL_PRELOAD_MIN=0 makes none.
+ */
 TEST(min_zero_and_report)
 {
 	char line[512];
 
 	ASSERT_EQ(0, run_mode("alloc10", NULL, NULL, line, sizeof(line)));
 	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ(10, field(line, "frees to the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "bytes in use ")) TH_LOG("%s", line);
 	EXPECT_NE(NULL, strstr(line, "backend anon"));
 	ASSERT_EQ(0, run_mode("alloc10", "MRPOOL_PRELOAD_MIN=0", NULL, line, sizeof(line)));
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
