@@ -71,6 +71,7 @@ static void mrp_pl_resolve_once(void)
 	r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
 	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
 	mrp_pl_load_cfg();
+	mrp_pl_tls_init();
 	mrp_pl_resolving = false;
 	/* free last: mrp_pl_ready() tests it without the once */
 	mrp_pl_real.malloc = r.malloc;
