@@ -196,13 +196,14 @@ static inline __attribute__((always_inline)) uintptr_t mrp_pl_sp(void)
 
 /*
  * Is this call inside one of the thread's calls into the library (see
- * struct mrp_pl_tls)? One load when not. Inlined into the entry points,
- * whose frame (CFA) the answer takes when the thread is inside.
+ * struct mrp_pl_tls)? One compare with memory when not (a plain read, as
+ * of pending below: a signal handler leaves in as it found it, or clears
+ * a top left behind, which the slow path reads again). Inlined into the
+ * entry points, whose frame (CFA) the answer takes when the thread is in.
  */
 static inline __attribute__((always_inline)) bool mrp_pl_inside(void)
 {
-	return unlikely(__atomic_load_n(&mrp_pl_tls.in, __ATOMIC_RELAXED)) &&
-	       mrp_pl_inside_slow((uintptr_t)__builtin_dwarf_cfa());
+	return unlikely(mrp_pl_tls.in) && mrp_pl_inside_slow((uintptr_t)__builtin_dwarf_cfa());
 }
 
 /*
