@@ -1440,6 +1440,27 @@ TEST(exit_in_shim_frees_at_exit)
 }
 
 /*
+ * A handler on an alternate signal stack above the thread's stack,
+ * raised inside a call the shim passes on, frees a pool block: its frame
+ * is above the call's, as after a jump, but the thread is on its
+ * alternate stack, so the free waits for the call to return (not taken
+ * for a call left behind, which would enter the library while inside).
+ */
+TEST(altstack_handler_above_defers)
+{
+	char line[768];
+	int st;
+
+	st = run_mode("altstack", NULL, NULL, line, sizeof(line));
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 20)
+		SKIP(return, "no free range above the thread's stack for the alternate stack");
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	expect_all_back(_metadata, line);
+	EXPECT_EQ(1, field(line, "(deferred ")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "calls abandoned ")) TH_LOG("%s", line);
+}
+
+/*
  * A double free still aborts at the second free() when the first was
  * deferred: both inside the shim, or the second after the jump out.
  */
@@ -1656,6 +1677,47 @@ static void *exiter(void *arg)
 	return (void *)2;	/* the handler ends the thread: never here */
 }
 
+/* altstack: the SIGUSR2 handler runs on an alternate stack above */
+static volatile uintptr_t alt_handler_sp;
+
+static void alt_free(int sig)
+{
+	char here;
+
+	(void)sig;
+	alt_handler_sp = (uintptr_t)&here;
+	free(jump_blocks[0]);
+}
+
+static void *alt_thread(void *arg)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	const size_t len = 256 << 10;
+	struct ibv_pd *pd = arg;
+	void *alt = MAP_FAILED;
+	char small[64];
+	stack_t ss;
+
+	for (uintptr_t off = 64u << 20; off <= (64ull << 30) && alt == MAP_FAILED; off *= 2)
+		alt = mmap((void *)((sp + off) & ~(uintptr_t)0xffff), len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (alt == MAP_FAILED)
+		return (void *)20;
+	ss = (stack_t){ .ss_sp = alt, .ss_size = len };
+	if (sigaltstack(&ss, NULL))
+		return (void *)21;
+	jump_blocks[0] = malloc(100000);
+	if (!in_pool(jump_blocks[0]))
+		return (void *)22;
+	ibv_reg_mr_iova(pd, small, sizeof(small), (uintptr_t)small, IBV_ACCESS_LOCAL_WRITE);
+	ss = (stack_t){ .ss_flags = SS_DISABLE };
+	sigaltstack(&ss, NULL);
+	munmap(alt, len);
+	if (alt_handler_sp <= sp)
+		return (void *)23;	/* the handler did not run above */
+	return NULL;
+}
+
 /*
  * Run start in a thread with the fake's registration hook set: 0 if it
  * ended with want, else what it returned (its reason) or 1-4.
@@ -1720,6 +1782,13 @@ static int mode_main(const char *mode)
 	}
 	if (!strcmp(mode, "cancel"))
 		return hooked_thread(cancelled, cancel_here, PTHREAD_CANCELED);
+	if (!strcmp(mode, "altstack")) {
+		struct sigaction sa = { .sa_handler = alt_free, .sa_flags = SA_ONSTACK };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR2, &sa, NULL);
+		return hooked_thread(alt_thread, raise_usr2, NULL);
+	}
 	if (!strcmp(mode, "exit")) {
 		struct sigaction sa = { .sa_handler = exit_out };
 
