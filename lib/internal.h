@@ -119,6 +119,13 @@ struct mrp_arena {
 	 * cleared; fills the hole before keys.
 	 */
 	_Atomic bool user_prot;
+	/*
+	 * Large: 0, or MRP_BUF_DEFERRED or MRP_BUF_ORPHAN: the preload shim
+	 * took a free of its buffer while the thread was inside the library,
+	 * and gives it back later (what a class buffer's state byte says).
+	 * Changed by compare-and-swap, by the shim only.
+	 */
+	_Atomic uint8_t pl_deferred;
 	/* per pool->pds slot; 8-byte aligned: mrp_alloc_pdh() loads a pair at once */
 	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 
@@ -229,6 +236,11 @@ enum {
 	MRP_BUF_OUT = 1,		/* handed out of the depot */
 	MRP_BUF_LIVE = 2,		/* debug mode, or the shim: held by the application */
 	MRP_BUF_FRESH = 3,		/* OUT for the first time since its arena was made */
+	MRP_BUF_DEFERRED = 4,		/* the shim: freed by the application while its
+					 * thread was inside the library, not given back
+					 * yet (preload/malloc.c); LIVE to the library */
+	MRP_BUF_ORPHAN = 5,		/* the same, in no thread's list: any drain
+					 * of the shim's finds it by this mark */
 };
 
 /* floor(off / bsize) for an arena's shift and magic (classes.c) */

@@ -107,9 +107,9 @@ void *mrp_pl_pool_get(size_t size, size_t align, bool *zero)
 	pool = mrp_pl_pool();
 	if (!pool)
 		return NULL;
-	mrp_pl_enter();
+	mrp_pl_enter_outer();
 	ret = mrp_alloc_aligned(pool, size, align < MRP_PL_PAGE ? MRP_PL_PAGE : align, NULL, &b);
-	mrp_pl_leave();
+	mrp_pl_leave_outer();
 	if (ret) {
 		mrp_add(&mrp_pl_count.alloc_fails, 1);
 		atomic_store_explicit(&mrp_pl_backoff, MRP_PL_BACKOFF, memory_order_relaxed);
@@ -119,7 +119,14 @@ void *mrp_pl_pool_get(size_t size, size_t align, bool *zero)
 	return b.addr;
 }
 
-static void *mrp_pl_pool_alloc(size_t size, size_t align)
+/*
+ * Always inlined, as mrp_pl_pool_get(): mrp_pl_pool() takes the frame of
+ * the function it lands in, an entry point's for malloc() and the like,
+ * to tell a thread inside the library from one that left a call behind
+ * (struct mrp_pl_tls).
+ */
+static inline __attribute__((always_inline))
+void *mrp_pl_pool_alloc(size_t size, size_t align)
 {
 	return mrp_pl_pool_get(size, align, NULL);
 }
@@ -147,7 +154,8 @@ static MRP_NOINLINE void mrp_pl_bad_free(const char *call, const char *what, voi
  * holding p must be LIVE (see mrp_pl_mark_live()); with mark, it becomes
  * OUT. That p is the buffer's start the library checks (mrp_free() fails
  * with -EINVAL otherwise, and the shim aborts); large blocks are left to
- * the library altogether.
+ * the library, but for a free the shim deferred (mrp_pl_defer()), which
+ * the library still sees live.
  */
 static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a, void *p,
 				     const char *call, bool mark)
@@ -155,7 +163,12 @@ static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a,
 	_Atomic uint8_t *st;
 	uint64_t i;
 
-	if (a->cls == MRP_LARGE || pool->debug)
+	if (a->cls == MRP_LARGE) {
+		if (unlikely(atomic_load_explicit(&a->pl_deferred, memory_order_relaxed)))
+			mrp_pl_bad_free(call, "double free detected", p);
+		return;
+	}
+	if (pool->debug)
 		return;
 	i = mrp_buf_index(a, (uintptr_t)p);
 	if (unlikely(i >= a->nblocks))	/* a fine class's tail: no buffer */
@@ -211,22 +224,181 @@ MRP_PL_EXPORT int mprotect(void *addr, size_t len, int prot)
 }
 
 /*
- * A pool buffer of arena a goes back; in a forked child it is not there:
- * nothing to do.
+ * Orphans: deferred blocks that found no free slot in their thread's
+ * list (struct mrp_pl_tls), marked MRP_BUF_ORPHAN. Set after the mark,
+ * cleared by the drain that looks for them; one drain looks at a time
+ * (mrp_pl_orphan_lock, taken before the pool's locks), so every orphan is
+ * given back by exactly one, while its arena is sure to exist.
  */
-static MRP_NOINLINE void mrp_pl_pool_free(struct mrp_arena *a, void *p)
+static atomic_bool mrp_pl_orphans;
+static pthread_mutex_t mrp_pl_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * A free of pool block p (arena a) while the thread is inside the
+ * library: checked as free() checks, marked and put aside, out of band
+ * (see struct mrp_pl_tls). Async-signal-safe: compare-and-swap on the
+ * mark and the slot, a store to the thread's own pending.
+ */
+static MRP_NOINLINE void mrp_pl_defer(struct mrp_arena *a, void *p)
 {
-	struct mrp_pool *pool = mrp_pl_pool();
-	int ret;
+	struct mrp_pl_tls *t = &mrp_pl_tls;
+	_Atomic uint8_t *mark;
+	uint8_t expect;
+	unsigned int i;
+
+	if (a->cls == MRP_LARGE) {
+		if ((uintptr_t)p != a->base)
+			mrp_pl_bad_free("free", "invalid pointer", p);
+		/* parked already (read without the pool's lock: a hint) */
+		if (__atomic_load_n(&a->large_free, __ATOMIC_RELAXED))
+			mrp_pl_bad_free("free", "double free detected", p);
+		mark = &a->pl_deferred;
+		expect = 0;
+	} else {
+		if (mrp_buf_start(a, (uintptr_t)p) != (uintptr_t)p)
+			mrp_pl_bad_free("free", "invalid pointer", p);
+		mark = mrp_buf_state(a, (uintptr_t)p);
+		expect = MRP_BUF_LIVE;	/* the shim's mark, or debug mode's */
+	}
+	if (!atomic_compare_exchange_strong(mark, &expect, MRP_BUF_DEFERRED))
+		mrp_pl_bad_free("free", "double free detected", p);
+	for (i = 0; i < MRP_PL_DEFER_SLOTS; i++) {
+		void *none = NULL;
+
+		if (__atomic_compare_exchange_n(&t->slot[i], &none, p, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (unlikely(i == MRP_PL_DEFER_SLOTS)) {
+		/* nobody else changes a DEFERRED mark */
+		atomic_store_explicit(mark, MRP_BUF_ORPHAN, memory_order_relaxed);
+		atomic_store_explicit(&mrp_pl_orphans, true, memory_order_release);
+	}
+	mrp_add(&mrp_pl_count.deferred, 1);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->pending, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * A deferred block goes back to the pool, if its mark is still as (its
+ * claim is the compare-and-swap of the mark); in a forked child it is the
+ * parent's and not there: nothing to do.
+ */
+static void mrp_pl_give_back(void *p, uint8_t as)
+{
+	struct mrp_arena *a = mrp_pl_arena(p);
+	struct mrp_pool *pool = a->pool;
+	_Atomic uint8_t *mark;
+	uint8_t to;
+
+	if (mrp_forked(pool))
+		return;
+	if (a->cls == MRP_LARGE) {
+		mark = &a->pl_deferred;
+		to = 0;
+	} else {
+		mark = mrp_buf_state(a, (uintptr_t)p);
+		/* what free() leaves: OUT, or LIVE for the library's own check */
+		to = pool->debug ? MRP_BUF_LIVE : MRP_BUF_OUT;
+	}
+	if (!atomic_compare_exchange_strong(mark, &as, to))
+		return;
+	if (unlikely(atomic_load_explicit(&a->user_prot, memory_order_relaxed)))
+		mrp_pl_unprotect(a, p);
+	if (mrp_free(pool, p) == -EINVAL)
+		mrp_pl_bad_free("free", "double free or invalid pointer", p);
+}
+
+#define MRP_PL_SCAN_BATCH	32
+
+/*
+ * Every orphan of the pool back: found by their marks under the pool's
+ * lock, given back without it, a batch at a time.
+ */
+static MRP_NOINLINE void mrp_pl_scan(void)
+{
+	struct mrp_pool *pool = mrp_pl_pool_peek();	/* open: orphans exist */
+	void *batch[MRP_PL_SCAN_BATCH];
+	unsigned int n;
 
 	if (!pool)
 		return;
+	pthread_mutex_lock(&mrp_pl_orphan_lock);
+	atomic_store(&mrp_pl_orphans, false);
+	do {
+		n = 0;
+		pthread_mutex_lock(&pool->lock);
+		for (struct mrp_arena *a = pool->arenas; a && n < MRP_PL_SCAN_BATCH; a = a->next) {
+			if (a->cls == MRP_LARGE) {
+				if (atomic_load_explicit(&a->pl_deferred, memory_order_relaxed) ==
+				    MRP_BUF_ORPHAN)
+					batch[n++] = (void *)a->base;
+				continue;
+			}
+			for (uint32_t i = 0; i < a->nblocks && n < MRP_PL_SCAN_BATCH; i++)
+				if (atomic_load_explicit(&a->state[i], memory_order_relaxed) ==
+				    MRP_BUF_ORPHAN)
+					batch[n++] = (void *)(a->base + i * a->bsize);
+		}
+		pthread_mutex_unlock(&pool->lock);
+		for (unsigned int k = 0; k < n; k++)
+			mrp_pl_give_back(batch[k], MRP_BUF_ORPHAN);
+	} while (n == MRP_PL_SCAN_BATCH);
+	pthread_mutex_unlock(&mrp_pl_orphan_lock);
+}
+
+/*
+ * The thread is out of the library (in 0) with pending set: give back
+ * what it deferred, inside the library again meanwhile, so that a signal
+ * handler's free defers too; what a handler deferred after pending was
+ * cleared makes the loop go round once more.
+ */
+void mrp_pl_drain(void)
+{
+	struct mrp_pl_tls *t = &mrp_pl_tls;
+
+	do {
+		mrp_pl_enter_outer();
+		__atomic_store_n(&t->pending, 0, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		for (unsigned int i = 0; i < MRP_PL_DEFER_SLOTS; i++) {
+			/* a handler fills only a free slot: no race on a full one */
+			void *p = __atomic_load_n(&t->slot[i], __ATOMIC_RELAXED);
+
+			if (!p)
+				continue;
+			__atomic_store_n(&t->slot[i], NULL, __ATOMIC_RELAXED);
+			mrp_pl_give_back(p, MRP_BUF_DEFERRED);
+		}
+		if (atomic_load_explicit(&mrp_pl_orphans, memory_order_acquire))
+			mrp_pl_scan();
+		__atomic_store_n(&t->in, 0, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} while (__atomic_load_n(&t->pending, __ATOMIC_RELAXED));
+}
+
+/*
+ * A pool buffer of arena a goes back: now from outside the library, later
+ * from inside it; in a forked child it is not there: nothing to do. The
+ * pool's thread frees none of the program's blocks.
+ */
+static MRP_NOINLINE void mrp_pl_pool_free(struct mrp_arena *a, void *p)
+{
+	struct mrp_pool *pool = a->pool;
+	int ret;
+
+	if (unlikely(mrp_forked(pool)) || unlikely(mrp_bg_self))
+		return;
+	if (mrp_pl_inside()) {
+		mrp_pl_defer(a, p);
+		return;
+	}
 	mrp_pl_check_live(pool, a, p, "free", true);
 	if (unlikely(atomic_load_explicit(&a->user_prot, memory_order_relaxed)))
 		mrp_pl_unprotect(a, p);
-	mrp_pl_enter();
+	mrp_pl_enter_outer();
 	ret = mrp_free(pool, p);
-	mrp_pl_leave();
+	mrp_pl_leave_outer();
 	/* a large block freed twice, or not at its start */
 	if (unlikely(ret == -EINVAL))
 		mrp_pl_bad_free("free", "double free or invalid pointer", p);

@@ -21,7 +21,8 @@
  * (arena bookkeeping, registering an arena in a PD), which reach the shim's
  * own definitions. Every call the shim makes into the library runs between
  * mrp_pl_enter() and mrp_pl_leave(); inside, and on the pool's background
- * thread, every entry point goes straight to the real function.
+ * thread, every entry point goes straight to the real function, and a free
+ * of a pool block waits until the thread is out (see struct mrp_pl_tls).
  */
 #ifndef MRP_PRELOAD_H
 #define MRP_PRELOAD_H
@@ -96,7 +97,63 @@ struct mrp_pl_cfg {
 };
 
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
-extern __thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
+
+/*
+ * Where a thread is: outside the library, or inside a call the shim made
+ * into it. The library is not reentrant: the library's own calls of
+ * malloc() and ibv_reg_mr(), and a signal handler that runs while its
+ * thread is inside, must not enter it again.
+ *
+ * in: 0 outside; inside, the stack pointer of the thread's outermost call
+ * into the library, read where it went in (its top); MRP_PL_FRESH before
+ * the thread's first look (which sets the key whose destructor runs at
+ * its exit).
+ *
+ * A call into the library may be left without coming out: a signal
+ * handler that interrupted it siglongjmp()s away, or the thread is
+ * cancelled or calls pthread_exit() there. Its top then stays, and a
+ * later call tells it from a live one by its own frame (the CFA of the
+ * shim's entry point, mrp_pl_inside_slow()): stacks grow down, so every
+ * frame that runs while the call is live (the library's own calls, a
+ * signal handler on the thread's stack) lies below the top, and a call
+ * made after a jump out lies at or above the frame the jump went to,
+ * above the frames it left. A call from above the top clears it, unless
+ * the thread runs on its alternate signal stack, where a handler may
+ * interrupt a live call from any address. A call from below the top is
+ * taken as inside, also after a jump when it comes from deeper frames
+ * than the call it left: such calls wait (large allocations from the real
+ * allocator, frees deferred) until the thread's next call from a frame as
+ * high as the one the jump went to, or its exit. An exiting thread's
+ * frames have all returned or been unwound, so its exit (the key's
+ * destructor) and exit() (the shim's destructor) clear in too. Not seen:
+ * a handler on an alternate stack armed with SS_AUTODISARM (the kernel
+ * says it is not on it) above the thread's stack, or one that switches
+ * stacks itself (swapcontext() out of a handler), which would be taken
+ * for a call after a jump and enter the library while it is busy.
+ *
+ * Frees of pool blocks while inside wait, out of band (nothing is written
+ * into a block, which a peer holding an arena's rkey may write): the
+ * block is marked (its state byte MRP_BUF_DEFERRED, or its large arena's
+ * pl_deferred) by compare-and-swap from LIVE, which is also the
+ * double-free check, put in a free slot of slot[] by compare-and-swap from
+ * NULL, and pending set. The outermost mrp_pl_leave() sees pending and
+ * gives them back (mrp_pl_drain()). With slot[] full the block is an
+ * orphan, which the next drain of any thread finds by its mark. A signal
+ * handler may defer while its thread defers or drains: each slot goes to
+ * one of them by its compare-and-swap, and a drain runs inside (a
+ * handler's free defers), clears pending before it empties the slots and
+ * reads it again once out, so a block deferred meanwhile is given back by
+ * it or the next one. The fields are the thread's own: no other thread
+ * reads or writes them, its signal handlers do.
+ */
+#define MRP_PL_FRESH		((uintptr_t)1)
+#define MRP_PL_DEFER_SLOTS	16
+struct mrp_pl_tls {
+	uintptr_t in;			/* 0, MRP_PL_FRESH or the top */
+	uintptr_t pending;		/* non-zero: something to give back */
+	void *slot[MRP_PL_DEFER_SLOTS];	/* deferred blocks, NULL: free slot */
+};
+extern __thread struct mrp_pl_tls mrp_pl_tls __attribute__((tls_model("initial-exec")));
 
 /*
  * Counters for the report and the stats page (struct mrp_pool), of the
@@ -112,11 +169,12 @@ struct mrp_pl_counters {
 	_Atomic uint64_t copies;	/* realloc() moves that copied a block */
 	_Atomic uint64_t copied;	/* bytes they copied */
 	_Atomic uint64_t zeroed;	/* bytes calloc() cleared in pool blocks */
+	_Atomic uint64_t deferred;	/* frees of pool blocks made while inside */
+	_Atomic uint64_t abandoned;	/* calls into the library found abandoned */
 };
 extern struct mrp_pl_counters mrp_pl_count;
 
 void mrp_pl_load_cfg(void);
-struct mrp_pool *mrp_pl_pool(void);
 void mrp_pl_setup_slow(void);
 extern _Atomic bool mrp_pl_set_up;
 
@@ -134,23 +192,103 @@ static inline void mrp_pl_setup(void)
 	mrp_pl_setup_slow();
 }
 
+void mrp_pl_tls_init(void);
+struct mrp_pool *mrp_pl_pool_outside(void);
+struct mrp_pool *mrp_pl_pool_peek(void);
+bool mrp_pl_inside_slow(uintptr_t cfa);
+
+/* malloc.c */
+void mrp_pl_drain(void);
+
+/* The stack pointer, for in (x86-64 stores it with one instruction). */
+static inline __attribute__((always_inline)) uintptr_t mrp_pl_sp(void)
+{
+	uintptr_t sp;
+
+#if defined(__aarch64__)
+	__asm__ volatile("mov %0, sp" : "=r"(sp));
+#else
+	sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+	return sp;
+}
+
+/*
+ * Is this call inside one of the thread's calls into the library (see
+ * struct mrp_pl_tls)? One compare with memory when not (a plain read, as
+ * of pending below: a signal handler leaves in as it found it, or clears
+ * a top left behind, which the slow path reads again). Inlined into the
+ * entry points, whose frame (CFA) the answer takes when the thread is in.
+ */
+static inline __attribute__((always_inline)) bool mrp_pl_inside(void)
+{
+	return unlikely(mrp_pl_tls.in) && mrp_pl_inside_slow((uintptr_t)__builtin_dwarf_cfa());
+}
+
+/*
+ * The pool, if this call may use it: not from inside the library (the
+ * caller's own bookkeeping, or a signal handler), not on the pool's
+ * thread, not in a forked child, not while another thread opens it.
+ */
+static inline __attribute__((always_inline)) struct mrp_pool *mrp_pl_pool(void)
+{
+	return mrp_pl_inside() ? NULL : mrp_pl_pool_outside();
+}
+
 /*
  * Is this call the library's own (inside a call of the shim's into it, or
  * on the pool's thread)? Then it goes straight to the real function.
  */
-static inline bool mrp_pl_internal(void)
+static inline __attribute__((always_inline)) bool mrp_pl_internal(void)
 {
-	return mrp_pl_depth || mrp_bg_self;
+	return mrp_pl_inside() || mrp_bg_self;
 }
 
-static inline void mrp_pl_enter(void)
+/*
+ * Into the library from outside (mrp_pl_pool() gave a pool, so in is 0):
+ * one store. Out again: one store, and the frees that waited, if any.
+ * in and pending are the thread's, also read and written by its signal
+ * handlers: the signal fence keeps the compiler from reading pending
+ * before in is 0. pending is read plainly (one aligned word, which no
+ * other thread writes): an atomic load costs a register load and a test
+ * where this is one compare with memory.
+ */
+static inline __attribute__((always_inline)) void mrp_pl_enter_outer(void)
 {
-	mrp_pl_depth++;
+#if defined(__x86_64__)
+	__asm__ volatile("movq %%rsp, %0" : "=m"(mrp_pl_tls.in));
+#else
+	__atomic_store_n(&mrp_pl_tls.in, mrp_pl_sp(), __ATOMIC_RELAXED);
+#endif
 }
 
-static inline void mrp_pl_leave(void)
+static inline __attribute__((always_inline)) void mrp_pl_leave_outer(void)
 {
-	mrp_pl_depth--;
+	__atomic_store_n(&mrp_pl_tls.in, 0, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (unlikely(mrp_pl_tls.pending))
+		mrp_pl_drain();
+}
+
+/*
+ * Into the library from anywhere (also from inside it: a registration
+ * passed on runs libibverbs, which calls the shim's ibv_reg_mr_iova2):
+ * returns what mrp_pl_leave() restores, 0 if this call is the outermost.
+ */
+static inline __attribute__((always_inline)) uintptr_t mrp_pl_enter(void)
+{
+	uintptr_t outer = mrp_pl_inside() ? __atomic_load_n(&mrp_pl_tls.in, __ATOMIC_RELAXED) : 0;
+
+	if (!outer)
+		mrp_pl_enter_outer();
+	return outer;
+}
+
+/* A nested call leaves in as it is: no check inside a live call clears it. */
+static inline __attribute__((always_inline)) void mrp_pl_leave(uintptr_t outer)
+{
+	if (!outer)
+		mrp_pl_leave_outer();
 }
 
 /*

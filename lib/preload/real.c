@@ -76,6 +76,7 @@ static void mrp_pl_resolve_once(void)
 	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
 	mrp_pl_verbs_resolve();
 	mrp_pl_load_cfg();
+	mrp_pl_tls_init();
 	mrp_pl_resolving = false;
 	/*
 	 * free last: mrp_pl_ready() tests it without the once, and its

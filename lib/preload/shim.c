@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,13 @@
 #include "preload.h"
 
 struct mrp_pl_cfg mrp_pl_cfg;
-__thread unsigned int mrp_pl_depth __attribute__((tls_model("initial-exec")));
+__thread struct mrp_pl_tls mrp_pl_tls __attribute__((tls_model("initial-exec"))) = {
+	.in = MRP_PL_FRESH,
+};
 struct mrp_pl_counters mrp_pl_count;
+/* its destructor gives back what the exiting thread deferred */
+static pthread_key_t mrp_pl_exit_key;
+static bool mrp_pl_exit_key_ok;		/* set once, before any pool block exists */
 
 /* mrp_pl_setup() has run: set once, with release, at its end */
 _Atomic bool mrp_pl_set_up;
@@ -143,7 +149,77 @@ static void mrp_pl_say_no_pool(const struct mrp_pool_attr *attr, int err)
 		   "registration passes through\n", mrp_strerror(err));
 }
 
-/* Off the path of every later call: mrp_pl_pool() keeps no stack frame. */
+/*
+ * Thread exit: every call of the thread into the library has returned or
+ * was left for good (unwound by cancellation or pthread_exit(), or jumped
+ * out of), so it is outside, and what it deferred goes back. A later
+ * destructor's free finds in 0 and frees at once.
+ */
+static void mrp_pl_thread_exit(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&mrp_pl_tls.in, 0, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&mrp_pl_tls.pending, __ATOMIC_RELAXED))
+		mrp_pl_drain();
+}
+
+/* From mrp_pl_resolve(), before the pool can open. */
+void mrp_pl_tls_init(void)
+{
+	mrp_pl_exit_key_ok = !pthread_key_create(&mrp_pl_exit_key, mrp_pl_thread_exit);
+}
+
+/*
+ * The thread's first look at in (MRP_PL_FRESH): outside, and the key set so
+ * that its exit gives back what it may defer. pthread_setspecific() may be
+ * reached from a signal handler here, once per thread, as the library's
+ * first allocation of a thread sets its own key from one.
+ */
+static MRP_NOINLINE void mrp_pl_thread_start(void)
+{
+	__atomic_store_n(&mrp_pl_tls.in, 0, __ATOMIC_RELAXED);
+	if (mrp_pl_exit_key_ok)
+		pthread_setspecific(mrp_pl_exit_key, &mrp_pl_tls);
+}
+
+/* Is the thread running on its alternate signal stack? */
+static bool mrp_pl_on_altstack(void)
+{
+	stack_t ss;
+
+	return !sigaltstack(NULL, &ss) && (ss.ss_flags & SS_ONSTACK);
+}
+
+/*
+ * in is not 0 (see struct mrp_pl_tls): the thread's first look, a call
+ * from inside (true: cfa, this entry point's frame, is at or below the
+ * top, or the thread is on its alternate signal stack), or the top of a
+ * call left for good, which this one clears, giving back what waited
+ * (false). Async-signal-safe: a handler may get here while its thread is
+ * anywhere, even here, and leaves in as it found it or cleared.
+ */
+bool mrp_pl_inside_slow(uintptr_t cfa)
+{
+	uintptr_t top = __atomic_load_n(&mrp_pl_tls.in, __ATOMIC_RELAXED);
+
+	if (top == MRP_PL_FRESH) {
+		mrp_pl_thread_start();
+		return false;
+	}
+	if (!top)			/* a handler cleared it meanwhile */
+		return false;
+	if (cfa <= top || mrp_pl_on_altstack())
+		return true;
+	__atomic_store_n(&mrp_pl_tls.in, 0, __ATOMIC_RELAXED);
+	mrp_add(&mrp_pl_count.abandoned, 1);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&mrp_pl_tls.pending, __ATOMIC_RELAXED))
+		mrp_pl_drain();
+	return false;
+}
+
+/* Off the path of every later call: mrp_pl_pool_outside() keeps no stack frame. */
 static MRP_NOINLINE void mrp_pl_open(void)
 {
 	struct mrp_pool_attr attr = {
@@ -168,11 +244,11 @@ static MRP_NOINLINE void mrp_pl_open(void)
 	 * pool unopened, for good.
 	 */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	mrp_pl_enter();
+	mrp_pl_enter_outer();
 	pool = mrp_pool_open(&attr);
 	if (!pool)
 		mrp_pl_say_no_pool(&attr, errno);
-	mrp_pl_leave();
+	mrp_pl_leave_outer();
 	pthread_setcancelstate(cancel, NULL);
 	/* the registrations' per-thread counters, summed for the stats page */
 	if (pool)
@@ -184,18 +260,16 @@ static MRP_NOINLINE void mrp_pl_open(void)
 }
 
 /*
- * The pool, if this call may use it: not from inside the library (the
- * caller's own bookkeeping), not on the pool's thread (it may hold the
- * pool's lock), not in a forked child, not while another thread opens it
- * (that caller gets the real function rather than waiting).
+ * mrp_pl_pool() of a call from outside the library: the pool, but not on
+ * the pool's thread (it may hold the pool's lock), not in a forked child,
+ * not while another thread opens it (that caller gets the real function
+ * rather than waiting).
  */
-struct mrp_pool *mrp_pl_pool(void)
+struct mrp_pool *mrp_pl_pool_outside(void)
 {
 	int st = atomic_load_explicit(&mrp_pl_state, memory_order_acquire);
 	struct mrp_pool *pool;
 
-	if (mrp_pl_depth)
-		return NULL;
 	if (unlikely(st == MRP_PL_CLOSED)) {
 		if (atomic_compare_exchange_strong(&mrp_pl_state, &st, MRP_PL_OPENING))
 			mrp_pl_open();
@@ -210,7 +284,7 @@ struct mrp_pool *mrp_pl_pool(void)
 }
 
 /* The pool if it is open and ours (not a forked child's copy); never opens it. */
-static struct mrp_pool *mrp_pl_pool_peek(void)
+struct mrp_pool *mrp_pl_pool_peek(void)
 {
 	if (atomic_load_explicit(&mrp_pl_state, memory_order_acquire) != MRP_PL_OPEN ||
 	    mrp_forked(mrp_pl_the_pool))
@@ -223,21 +297,25 @@ static void mrp_pl_fork_prepare(void)
 	mrp_pl_verbs_fork_prepare();
 }
 
-/* The pool's allocations and frees so far (0, 0 without a pool of ours). */
-static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees)
+/* The pool's allocations, frees and bytes in use (0 without a pool of ours). */
+static void mrp_pl_pool_counts(struct mrp_pool *pool, uint64_t *allocs, uint64_t *frees,
+			       uint64_t *in_use)
 {
 	struct mrp_stats st;
+	uintptr_t outer;
 
 	*allocs = 0;
 	*frees = 0;
+	*in_use = 0;
 	if (!pool)
 		return;
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	if (!mrp_stats(pool, &st, sizeof(st))) {
 		*allocs = st.allocs;
 		*frees = st.frees;
+		*in_use = st.bytes_in_use;
 	}
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 }
 
 /*
@@ -249,13 +327,13 @@ static void mrp_pl_fork_parent(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
 	static atomic_bool warned;
-	uint64_t allocs, frees, live;
+	uint64_t allocs, frees, in_use, live;
 	char line[256];
 	int n;
 
 	mrp_pl_verbs_fork_parent();
 	/* the library's parent handler ran first: its locks are free again */
-	mrp_pl_pool_counts(pool, &allocs, &frees);
+	mrp_pl_pool_counts(pool, &allocs, &frees, &in_use);
 	live = allocs > frees ? allocs - frees : 0;
 	if (!live)
 		return;
@@ -303,22 +381,30 @@ static void mrp_pl_fork_child(void)
 __attribute__((destructor)) static void mrp_pl_fini(void)
 {
 	struct mrp_pool *pool = mrp_pl_pool_peek();
-	uint64_t allocs, frees, served, passed;
-	char line[512];
+	uint64_t allocs, frees, in_use, served, passed;
+	char line[640];
 	int fd, n;
 
-	mrp_pl_pool_counts(pool, &allocs, &frees);
+	/*
+	 * exit(): as at a thread's exit, no call of this thread into the
+	 * library is running (exit() is no call for a signal handler), and
+	 * what it deferred goes back before the counts.
+	 */
+	mrp_pl_thread_exit(NULL);
+	mrp_pl_pool_counts(pool, &allocs, &frees, &in_use);
 	mrp_pl_verbs_counts(&served, &passed);
 	if (pool) {
-		mrp_pl_enter();
+		mrp_pl_enter_outer();
 		mrp_publish(pool, true);
-		mrp_pl_leave();
+		mrp_pl_leave_outer();
 	}
 	if (!mrp_pl_cfg.report)
 		return;
 	n = snprintf(line, sizeof(line),
 		     "mrpool-preload: pid %d: backend %s, registrations served %llu passed %llu, "
-		     "allocations from the pool %llu (refused %llu), forks with pool blocks %llu, "
+		     "allocations from the pool %llu (refused %llu), frees to the pool %llu "
+		     "(deferred %llu), bytes in use %llu, calls abandoned %llu, "
+		     "forks with pool blocks %llu, "
 		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
@@ -326,6 +412,10 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     (unsigned long long)passed,
 		     (unsigned long long)allocs,
 		     (unsigned long long)atomic_load(&mrp_pl_count.alloc_fails),
+		     (unsigned long long)frees,
+		     (unsigned long long)atomic_load(&mrp_pl_count.deferred),
+		     (unsigned long long)in_use,
+		     (unsigned long long)atomic_load(&mrp_pl_count.abandoned),
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copied),
@@ -395,12 +485,14 @@ static void mrp_pl_uninherit(void)
  */
 static void mrp_pl_setup_run(void)
 {
+	uintptr_t outer;
+
 	mrp_pl_ready();
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	/* on failure no pool opens, and the library registered no handlers */
 	(void)mrp_global_init();
 	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	atomic_store_explicit(&mrp_pl_set_up, true, memory_order_release);
 }
 

@@ -237,6 +237,7 @@ void mrp_pl_verbs_fork_child(void)
 static MRP_NOINLINE struct mrp_pl_thr *mrp_pl_thr_claim(void)
 {
 	struct mrp_pl_thr *t, *head;
+	uintptr_t outer;
 
 	for (t = atomic_load_explicit(&mrp_pl_thrs, memory_order_acquire); t; t = t->next) {
 		bool no = false;
@@ -248,9 +249,9 @@ static MRP_NOINLINE struct mrp_pl_thr *mrp_pl_thr_claim(void)
 			break;
 	}
 	if (!t) {
-		mrp_pl_enter();		/* the real allocator's, not the pool's */
+		outer = mrp_pl_enter();		/* the real allocator's, not the pool's */
 		t = aligned_alloc(64, 64 * ((sizeof(*t) + 63) / 64));
-		mrp_pl_leave();
+		mrp_pl_leave(outer);
 		if (!t)
 			return NULL;
 		memset(t, 0, sizeof(*t));
@@ -438,6 +439,7 @@ static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
 {
 	unsigned int access = MRP_PL_LOCAL | remote;
 	struct mrp_pl_pd *e;
+	uintptr_t outer;
 	int ret;
 
 	/* remote access by default: passed on, the PD not attached for it */
@@ -447,10 +449,10 @@ static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
 	e = mrp_pl_pd_find(pd);
 	if (e || !(e = mrp_pl_pd_find(NULL)))
 		goto out;
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	ret = mrp_attach_pd(pool, pd, access);
 	e->slot = ret ? -1 : mrp_pd_slot(pool, pd);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	e->ctx = pd->context;
 	e->access = access;
 	atomic_store_explicit(&e->pd, pd, memory_order_release);
@@ -463,11 +465,12 @@ out:
 static void mrp_pl_pd_detach(struct mrp_pl_pd *e)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
+	uintptr_t outer;
 
 	if (pool && e->slot >= 0) {
-		mrp_pl_enter();
+		outer = mrp_pl_enter();
 		mrp_detach_pd(pool, atomic_load_explicit(&e->pd, memory_order_relaxed));
-		mrp_pl_leave();
+		mrp_pl_leave(outer);
 	}
 	atomic_store_explicit(&e->pd, NULL, memory_order_release);
 }
@@ -480,11 +483,12 @@ static MRP_NOINLINE int mrp_pl_keys_slow(struct mrp_pool *pool, struct ibv_pd *p
 					 void *addr, struct mrp_key *k)
 {
 	struct mrp_buf b;
+	uintptr_t outer;
 	int ret;
 
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	ret = mrp_lookup(pool, addr, pd, &b);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	if (ret)
 		return ret;
 	k->lkey = b.lkey;
@@ -515,7 +519,14 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 	struct mrp_pl_mr *m;
 	struct mrp_key k;
 
-	if (!a || !pd || !len || iova != (uintptr_t)addr || mrp_pl_internal())
+	/*
+	 * From inside the library: passed on. The copy without slow paths
+	 * leaves any thread not plainly outside (in not 0: see struct
+	 * mrp_pl_tls) to the other, which tells inside from a call left
+	 * behind, making no call itself.
+	 */
+	if (!a || !pd || !len || iova != (uintptr_t)addr ||
+	    (slow ? mrp_pl_internal() : mrp_pl_tls.in || mrp_bg_self))
 		return NULL;
 	pool = a->pool;
 	if (unlikely(mrp_forked(pool)) || len > mrp_pl_buf_left(a, addr))
@@ -600,15 +611,16 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr(struct ibv_pd *pd, void *a
 						      size_t length, int access)
 {
 	struct ibv_mr *mr;
+	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
 	mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr, (unsigned int)access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr, NULL, pd, addr, length, access);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	return mr;
 }
 
@@ -626,15 +638,16 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, vo
 							   int access)
 {
 	struct ibv_mr *mr;
+	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
 	mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr_iova, NULL, pd, addr, length, iova, access);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	return mr;
 }
 
@@ -651,15 +664,16 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, v
 							    unsigned int access)
 {
 	struct ibv_mr *mr;
+	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
 	mr = mrp_pl_serve(pd, addr, length, iova, access, true);
 	if (mr)
 		return mr;
 	mrp_pl_count_passed();
-	mrp_pl_enter();
+	outer = mrp_pl_enter();
 	mr = MRP_PL_REAL(reg_mr_iova2, NULL, pd, addr, length, iova, access);
-	mrp_pl_leave();
+	mrp_pl_leave(outer);
 	return mr;
 }
 
