@@ -51,6 +51,8 @@ struct mrp_pl_real {
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
 	size_t (*malloc_usable_size)(void *);
+	void (*libc_free)(void *);		/* glibc's own names (malloc.c) */
+	void *(*libc_realloc)(void *, size_t);
 };
 
 /* real.c */

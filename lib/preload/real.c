@@ -99,6 +99,8 @@ static void mrp_pl_resolve_once(void)
 	r.valloc = dlsym(RTLD_NEXT, "valloc");
 	r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
 	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
+	r.libc_free = dlsym(RTLD_NEXT, "__libc_free");
+	r.libc_realloc = dlsym(RTLD_NEXT, "__libc_realloc");
 	mrp_pl_load_cfg(mrp_pl_malloc_owner((void *)r.malloc));
 	mrp_pl_resolving = false;
 	/* free last: mrp_pl_ready() tests it without the once */
@@ -112,6 +114,8 @@ static void mrp_pl_resolve_once(void)
 	mrp_pl_real.valloc = r.valloc;
 	mrp_pl_real.pvalloc = r.pvalloc;
 	mrp_pl_real.malloc_usable_size = r.malloc_usable_size;
+	mrp_pl_real.libc_free = r.libc_free;
+	mrp_pl_real.libc_realloc = r.libc_realloc;
 	__atomic_store_n(&mrp_pl_real.free, r.free, __ATOMIC_RELEASE);
 }
 
