@@ -59,6 +59,10 @@ if [ "$mode" != --demo ]; then
 	       build-essential perl gcc-12-multilib valgrind groff-base man-db
 	       python3-pyverbs openmpi-bin netpipe-openmpi debhelper dh-dkms lintian
 	       libpython3.11-testsuite)
+	# make -C lib test's preload_jemalloc: a program linked with jemalloc
+	# (its header and libjemalloc.so) under the shim, whose real malloc is
+	# then not glibc's; skipped without it
+	pkgs+=(libjemalloc-dev)
 fi
 # --bench (make bench only, never make check): UCX and libfabric as the
 # alloc scenario's peers (headers for tools/bench/mrpool-scenarios; ucx_info

@@ -697,6 +697,51 @@ MRP_PL_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 	free(p);
 }
 
+/*
+ * glibc's own names for its allocator (exported, GLIBC_2.2.5): what a
+ * program or library calls to reach glibc's heap past any malloc
+ * interposed (a replacement's fallback, glibc's libc_malloc_debug.so).
+ * Those that take a block are the shim's, since the block may be a pool
+ * block the program got from malloc: glibc's would read the bytes before
+ * it as a chunk header (a crash, or a corrupt heap). A pool block goes to
+ * the shim's free and realloc, any other pointer to glibc's. Calls glibc
+ * makes inside itself do not come here (its internal aliases), and need
+ * not: glibc only ever frees its own blocks that way.
+ *
+ * __libc_malloc, __libc_calloc, __libc_memalign, __libc_valloc and
+ * __libc_pvalloc are not interposed: they are asked for glibc's memory,
+ * and return a block of glibc's, which every free path here hands back to
+ * glibc (the shim's free and realloc take anything outside the pool for
+ * the real allocator's).
+ */
+MRP_PL_EXPORT void __libc_free(void *p)
+{
+	struct mrp_arena *a;
+
+	if (!p)
+		return;
+	a = mrp_pl_arena(p);
+	if (unlikely(a != NULL)) {
+		mrp_pl_pool_free(a, p);
+		return;
+	}
+	if (unlikely(mrp_pl_boot_owns(p)))
+		return;
+	mrp_pl_ready();
+	if (mrp_pl_real.libc_free)
+		mrp_pl_real.libc_free(p);
+	else
+		mrp_pl_real.free(p);
+}
+
+MRP_PL_EXPORT void *__libc_realloc(void *p, size_t size)
+{
+	if ((p && mrp_pl_arena(p)) || mrp_pl_boot_owns(p) || !mrp_pl_ready() ||
+	    !mrp_pl_real.libc_realloc)
+		return realloc(p, size);
+	return mrp_pl_real.libc_realloc(p, size);
+}
+
 MRP_PL_EXPORT size_t malloc_usable_size(void *p)
 {
 	if (!p)

@@ -38,7 +38,10 @@ struct ibv_context;
 struct ibv_mr;
 struct ibv_pd;
 
-/* The next definitions in the lookup order (glibc's, normally). */
+/*
+ * The next definitions in the lookup order: glibc's, or another
+ * allocator's (real.c, then shim.c leaves allocations to it).
+ */
 struct mrp_pl_real {
 	void *(*malloc)(size_t);
 	void (*free)(void *);
@@ -51,6 +54,8 @@ struct mrp_pl_real {
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
 	size_t (*malloc_usable_size)(void *);
+	void (*libc_free)(void *);		/* glibc's own names (malloc.c) */
+	void *(*libc_realloc)(void *, size_t);
 };
 
 /* real.c */
@@ -94,6 +99,10 @@ struct mrp_pl_cfg {
 	enum mrp_pl_remote remote;
 	const char *report;		/* MRPOOL_PRELOAD_REPORT: where, or NULL */
 	bool debug;			/* MRPOOL_PRELOAD_DEBUG: warnings on stderr */
+	const char *foreign;		/* the real malloc's object when it is not
+					 * glibc's (file name), else NULL: min and
+					 * aligned_min are then 0 ... */
+	bool forced;			/* ... unless MRPOOL_PRELOAD_FOREIGN_MALLOC */
 };
 
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
@@ -174,7 +183,7 @@ struct mrp_pl_counters {
 };
 extern struct mrp_pl_counters mrp_pl_count;
 
-void mrp_pl_load_cfg(void);
+void mrp_pl_load_cfg(const char *foreign);
 void mrp_pl_setup_slow(void);
 extern _Atomic bool mrp_pl_set_up;
 

@@ -9,6 +9,15 @@
  * allocate (its error buffer): while it runs, the calling thread's
  * allocations come from a small static buffer, never freed, so resolving
  * cannot recurse.
+ *
+ * The real malloc need not be glibc's: a program linked with jemalloc,
+ * tcmalloc or mimalloc (DT_NEEDED, after the preloaded shim) has theirs
+ * found here. Such a program, or a library in it, may give blocks from
+ * malloc back through that allocator's own API (jemalloc's sdallocx,
+ * dallocx, rallocx, sallocx; tcmalloc's tc_free; mimalloc's mi_free), which
+ * the shim does not see and which would take a pool block for one of its
+ * own (a crash, or a corrupt heap). So the shim finds out whose malloc it
+ * is, and shim.c leaves every allocation to a foreign one.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -58,6 +67,26 @@ void *mrp_pl_boot_alloc(size_t size, size_t align)
 	return mrp_pl_boot + start;	/* static storage: already zero */
 }
 
+/*
+ * The object defining malloc (the real one, at m), or NULL when it is
+ * libc.so.6, told by the base address dladdr(3) finds for each (no
+ * allocation, no file name compared). libc is the object defining
+ * gnu_get_libc_version, which no allocator defines; __libc_malloc would
+ * not do: jemalloc, tcmalloc and mimalloc can define it too. An object
+ * dladdr cannot place counts as foreign: the pool stays off.
+ */
+static const char *mrp_pl_malloc_owner(void *m)
+{
+	void *libc_sym = dlsym(RTLD_NEXT, "gnu_get_libc_version");
+	Dl_info mi, li;
+
+	if (!m || !dladdr(m, &mi))
+		return "an unknown object";
+	if (libc_sym && dladdr(libc_sym, &li) && li.dli_fbase == mi.dli_fbase)
+		return NULL;
+	return mi.dli_fname && *mi.dli_fname ? mi.dli_fname : "the program";
+}
+
 static void mrp_pl_resolve_once(void)
 {
 	struct mrp_pl_real r;
@@ -74,8 +103,10 @@ static void mrp_pl_resolve_once(void)
 	r.valloc = dlsym(RTLD_NEXT, "valloc");
 	r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
 	r.malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
+	r.libc_free = dlsym(RTLD_NEXT, "__libc_free");
+	r.libc_realloc = dlsym(RTLD_NEXT, "__libc_realloc");
 	mrp_pl_verbs_resolve();
-	mrp_pl_load_cfg();
+	mrp_pl_load_cfg(mrp_pl_malloc_owner((void *)r.malloc));
 	mrp_pl_tls_init();
 	mrp_pl_resolving = false;
 	/*
@@ -92,6 +123,8 @@ static void mrp_pl_resolve_once(void)
 	mrp_pl_real.valloc = r.valloc;
 	mrp_pl_real.pvalloc = r.pvalloc;
 	mrp_pl_real.malloc_usable_size = r.malloc_usable_size;
+	mrp_pl_real.libc_free = r.libc_free;
+	mrp_pl_real.libc_realloc = r.libc_realloc;
 	__atomic_store_n(&mrp_pl_real.free, r.free, __ATOMIC_RELEASE);
 }
 

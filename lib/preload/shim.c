@@ -91,8 +91,57 @@ static size_t mrp_pl_env_size(const char *name, size_t def)
 	return def;
 }
 
-/* From mrp_pl_resolve(): getenv() allocates nothing. */
-void mrp_pl_load_cfg(void)
+/*
+ * The real malloc is the object foreign's, not glibc's (real.c): the
+ * program or a library in it may give blocks from malloc back through
+ * that allocator's own API, which would take a pool block for one of its
+ * own. So allocations are left to it (registrations are then all passed
+ * on: no memory is the pool's), unless MRPOOL_PRELOAD_FOREIGN_MALLOC says
+ * the program uses the standard calls only. Said once, on stderr, as the
+ * pool's failure to open is: the person running the program under
+ * mrpool-run must know the shim does nothing here.
+ *
+ * The shim does not define the allocators' own entry points (sdallocx,
+ * mallocx, tc_free, mi_free, ...) to catch pool blocks there instead:
+ * their presence is how programs detect those allocators (folly, for one,
+ * looks for mallocx and its siblings), so a program on glibc would believe
+ * jemalloc is there and call what the shim does not have (mallctl); each
+ * allocator has dozens of them; and a pool block would still reach any
+ * the shim left out.
+ */
+static void mrp_pl_foreign(const char *owner)
+{
+	static char name[64];
+	const char *base = strrchr(owner, '/'), *force;
+	size_t n;
+
+	base = base ? base + 1 : owner;
+	n = strnlen(base, sizeof(name) - 1);
+	memcpy(name, base, n);		/* no snprintf: the first malloc runs this */
+	mrp_pl_cfg.foreign = name;
+	if (!mrp_pl_cfg.min && !mrp_pl_cfg.aligned_min)
+		return;			/* no allocations asked for: nothing to say */
+	force = getenv("MRPOOL_PRELOAD_FOREIGN_MALLOC");
+	if (force && *force && strcmp(force, "0")) {
+		mrp_pl_cfg.forced = true;
+		mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: "
+			   "MRPOOL_PRELOAD_FOREIGN_MALLOC=%s serves large allocations from the "
+			   "pool anyway; a pool block given to its own API (e.g. sdallocx) crashes\n",
+			   name, force);
+		return;
+	}
+	mrp_pl_cfg.min = 0;
+	mrp_pl_cfg.aligned_min = 0;
+	mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: allocations left to it "
+		   "(its own API, e.g. sdallocx, would get pool blocks), registrations passed "
+		   "on; see mrpool-run(1)\n", name);
+}
+
+/*
+ * From mrp_pl_resolve(), with the object whose malloc is the real one when
+ * it is not glibc's: getenv() allocates nothing.
+ */
+void mrp_pl_load_cfg(const char *foreign)
 {
 	const char *s;
 
@@ -125,6 +174,8 @@ void mrp_pl_load_cfg(void)
 	mrp_pl_cfg.report = s && *s ? s : NULL;
 	s = getenv("MRPOOL_PRELOAD_DEBUG");
 	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
+	if (foreign)
+		mrp_pl_foreign(foreign);
 }
 
 /*
@@ -405,7 +456,8 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     "allocations from the pool %llu (refused %llu), frees to the pool %llu "
 		     "(deferred %llu), bytes in use %llu, calls abandoned %llu, "
 		     "forks with pool blocks %llu, "
-		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu\n",
+		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu, "
+		     "malloc %s%s\n",
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
 		     (unsigned long long)served,
@@ -419,7 +471,10 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     (unsigned long long)atomic_load(&mrp_pl_count.forks),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copies),
 		     (unsigned long long)atomic_load(&mrp_pl_count.copied),
-		     (unsigned long long)atomic_load(&mrp_pl_count.zeroed));
+		     (unsigned long long)atomic_load(&mrp_pl_count.zeroed),
+		     mrp_pl_cfg.foreign ? mrp_pl_cfg.foreign : "glibc",
+		     !mrp_pl_cfg.foreign ? "" : mrp_pl_cfg.forced ? " (not glibc's: pool forced)" :
+		     " (not glibc's: allocations left to it)");
 	if (n <= 0)
 		return;
 	if (!strcmp(mrp_pl_cfg.report, "stderr")) {

@@ -33,6 +33,8 @@
 #define ENV_MODE	"MRP_PRELOAD_TEST_MODE"
 
 extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_realloc(void *, size_t);
 
 static bool in_pool(void *p)
 {
@@ -1704,6 +1706,21 @@ TEST(max)
 }
 
 /*
+ * glibc's own __libc_free and __libc_realloc given pool blocks (a program
+ * pairing malloc with them): the shim's free and realloc, the buffers back
+ * in the pool; given glibc's blocks, glibc's. The report names glibc's
+ * malloc as the real one.
+ */
+TEST(libc_free)
+{
+	char line[512];
+
+	ASSERT_EQ(0, run_mode("libc_free", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(3, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, ", malloc glibc\n")) TH_LOG("%s", line);
+}
+
+/*
  * MRPOOL_PRELOAD_INHERIT=0: the shim leaves LD_PRELOAD (what this process
  * executes runs without it), the rest of it stays; this process keeps it.
  */
@@ -2074,6 +2091,36 @@ static int mode_main(const char *mode)
 		a[0] = b[0] = 1;
 		free(a);
 		free(b);
+		return 0;
+	}
+	if (!strcmp(mode, "libc_free")) {
+		char *volatile a = malloc(100000), *volatile b = malloc(3 << 20), *c, *g;
+
+		if (!in_pool(a) || !in_pool(b))
+			return 1;
+		fill(a, 100000, 1);
+		fill(b, 3 << 20, 2);
+		/* grown within its 128 KiB buffer: the shim's realloc keeps it */
+		c = __libc_realloc(a, 120000);
+		if (c != a || !check(c, 100000, 1))
+			return 2;
+		__libc_free(c);
+		__libc_free(b);
+		/* back in the pool: the thread's cache hands the buffer out again */
+		a = malloc(100000);
+		if (a != c)
+			return 3;
+		free(a);
+		/* glibc's blocks stay glibc's */
+		g = __libc_malloc(100000);
+		if (!g || in_pool(g))
+			return 4;
+		fill(g, 100000, 3);
+		g = __libc_realloc(g, 200000);
+		if (!g || in_pool(g) || !check(g, 100000, 3))
+			return 5;
+		__libc_free(g);
+		__libc_free(NULL);
 		return 0;
 	}
 	if (!strcmp(mode, "remote")) {
