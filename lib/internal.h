@@ -347,7 +347,8 @@ struct mrp_region {
 /*
  * Backend contract: map() returns size bytes aligned to align (a power of
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
- * not inherited across fork, or a negative errno; unmap() returns them;
+ * not inherited across fork (MADV_DONTFORK or VM_DONTCOPY, which the fork
+ * handler sets again: pool.c), or a negative errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
  * Both are called with pool->lock held. fini() with forked set must not

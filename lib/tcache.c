@@ -205,7 +205,8 @@ static void mrp_fork_parent(void)
 
 /*
  * The child has none of the parent's arenas. Bump the generation every
- * pool checks on its slow paths, and send this thread's fast paths there:
+ * pool checks on its slow paths (after mrp_pools_fork_child(), which tells
+ * the parent's own pools by it), and send this thread's fast paths there:
  * its caches hold addresses that are not mapped here.
  */
 static void mrp_fork_child(void)
@@ -213,8 +214,8 @@ static void mrp_fork_child(void)
 	pthread_mutex_init(&mrp_global_lock, NULL);
 	pthread_rwlock_init(&mrp_fork_lock, NULL);
 	pthread_cond_init(&mrp_pass_done, NULL);
-	atomic_fetch_add(&mrp_fork_gen, 1);
 	mrp_pools_fork_child();
+	atomic_fetch_add(&mrp_fork_gen, 1);
 	for (unsigned int i = 0; i < MRP_MAX_POOLS; i++)
 		mrp_tls[i] = &mrp_tcache_empty;
 }

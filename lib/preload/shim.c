@@ -9,11 +9,13 @@
  * ignored): every pool buffer must lie in an arena, the test free() makes.
  *
  * Fork: pool memory is not inherited (slices are VM_DONTCOPY, anonymous
- * arenas MADV_DONTFORK), so in a child the shim serves nothing from the
- * pool and passes every registration on; the parent's arenas are covered
- * with inaccessible placeholders so that no mapping of the child lands
- * there while the shim still takes pointers into them for pool buffers
- * (free() of one is a no-op in the child, a read of one faults).
+ * arenas MADV_DONTFORK; the library marks both again at each fork, as
+ * libibverbs' fork support clears the advice, and unmaps in the child
+ * whatever it got anyway: pool.c), so in a child the shim serves nothing
+ * from the pool and passes every registration on; the parent's arenas are
+ * covered with inaccessible placeholders so that no mapping of the child
+ * lands there while the shim still takes pointers into them for pool
+ * buffers (free() of one is a no-op in the child, a read of one faults).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -252,9 +254,11 @@ static void mrp_pl_fork_parent(void)
 /*
  * In the child: the parent's arenas are gone; keep their ranges reserved.
  * The library's child handler ran first (registered first, see
- * mrp_pl_init): the pool's lock is free again and the list is as the
+ * mrp_pl_init): the pool's lock is free again, the list is as the
  * parent left it between two operations (its prepare handler held the
- * lock across the fork). This is the child's only thread.
+ * lock across the fork), and each arena's range is empty, so that no
+ * placeholder meets a mapping (MAP_FIXED_NOREPLACE would leave the whole
+ * arena uncovered). This is the child's only thread.
  */
 static void mrp_pl_fork_child(void)
 {
