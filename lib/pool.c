@@ -337,7 +337,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	/* arenas are whole backend granules (2 MiB, or the module's chunk) */
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);
-	mrp_class_table(pool->class_tab, pool->cfg.fine, mrp_map.page);
+	mrp_class_table(pool->class_tab, pool->cfg.fine, mrp_os_page_size());
 	mrp_classes_init(pool);
 	mrp_publish_init(pool);
 

@@ -220,11 +220,13 @@ static void mrp_fork_child(void)
 		mrp_tls[i] = &mrp_tcache_empty;
 }
 
+/*
+ * The thread-exit key and the fork handlers; no memory (the address map
+ * comes with the first arena, mrp_map_init()): the preload shim calls
+ * this from its constructor in every process it is loaded in.
+ */
 static void mrp_global_once(void)
 {
-	mrp_init_err = mrp_map_create(&mrp_map, mrp_map_va_bits());
-	if (mrp_init_err)
-		return;
 	mrp_init_err = -pthread_key_create(&mrp_exit_key, mrp_thread_exit);
 	if (mrp_init_err)
 		return;

@@ -377,7 +377,11 @@ __attribute__((constructor)) static void mrp_pl_init(void)
 	mrp_pl_ready();
 	mrp_pl_verbs_resolve();
 	mrp_pl_uninherit();
-	/* on failure no pool opens, and the library registered no handlers */
+	/*
+	 * On failure no pool opens, and the library registered no handlers.
+	 * It maps nothing: the address map (1 GiB of address space) comes
+	 * with the pool's first arena, for the first block it serves.
+	 */
 	(void)mrp_global_init();
 	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
 }
