@@ -249,7 +249,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
 			goto unpop;
 		/* a cached buffer is in an arena: in the map, no bound test */
-		a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
+		a = mrp_arena_of_held(p);
 		if (unlikely(!mrp_arena_has(a, slot)))
 			goto unpop;
 		buf->lkey = a->keys[slot].lkey;
@@ -410,7 +410,7 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 	if (unlikely(mrp_bin_pop(bin, &p)))
 		goto slow;
 	/* a cached buffer is in an arena: in the map, no bound test */
-	a = mrp_map.slot[(uintptr_t)p >> MRP_MAP_SHIFT];
+	a = mrp_arena_of_held(p);
 	if (unlikely(!(atomic_load_explicit(&a->reg_mask, memory_order_acquire) &
 		       atomic_load_explicit(&h->bit, memory_order_relaxed)))) {
 		mrp_bin_unpop(bin);
@@ -532,14 +532,21 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 {
 	uintptr_t p = (uintptr_t)addr;
 	size_t i = p >> MRP_MAP_SHIFT;
+	struct mrp_arena **slot;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
 	uintptr_t mask;
 
-	/* pool NULL fails the owner compare: an arena always has its pool */
-	if (unlikely(i >= mrp_map.entries))
+	/*
+	 * addr may be anything, maybe before any arena exists: acquire, so
+	 * that the bound and the table go together (struct mrp_map); a map
+	 * not created yet has 0 entries. pool NULL fails the owner compare:
+	 * an arena always has its pool.
+	 */
+	slot = atomic_load_explicit(&mrp_map.slot, memory_order_acquire);
+	if (unlikely(i >= mrp_map_len(slot)))
 		goto slow;
-	a = mrp_map.slot[i];
+	a = slot[i];
 	if (unlikely(!a || a->pool != pool))
 		goto slow;
 	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);

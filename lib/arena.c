@@ -7,10 +7,15 @@
  * mapped read-only (reads of untouched parts see the
  * zero page, and a read-only private mapping is not charged to the commit
  * limit); the pages that hold entries of arenas are made writable as
- * arenas appear. Every arena starts on a 2 MiB boundary, so the arena of
- * any address is one bounds test and one load. The writers check the
- * bound too: an arena the map cannot hold is refused (-ERANGE) before
- * anything is written, never written past the map's end.
+ * arenas appear. A page before the table holds its bound (struct mrp_map).
+ * The process's map is made for the first arena, not at load nor at pool
+ * open: a process that never maps an arena (under the preload shim with
+ * MRPOOL_PRELOAD_MIN=0, registrations included) keeps that 1 GiB for
+ * itself, which matters under ulimit -v. Every arena starts on a 2 MiB
+ * boundary, so the arena of any address is one bounds test and one load.
+ * The writers check the bound too: an arena the map cannot hold is
+ * refused (-ERANGE) before anything is written, never written past the
+ * map's end.
  *
  * An arena is mapped, made reachable from the map and registered in every
  * attached PD that accepts it before any of its buffers is handed out (a
@@ -25,7 +30,11 @@
 
 #include "internal.h"
 
-struct mrp_map mrp_map;
+const size_t mrp_map_none[1];
+/* no table yet: a bound of 0 just below slot (mrp_map_init() makes one) */
+struct mrp_map mrp_map = {
+	.slot = (struct mrp_arena **)(mrp_map_none + 1),
+};
 
 static unsigned int mrp_bit_len(uintptr_t v)
 {
@@ -48,34 +57,84 @@ unsigned int mrp_map_va_bits(void)
 	return bits < MRP_VA_BITS_MAX ? bits : MRP_VA_BITS_MAX;
 }
 
-/* A map covering [0, 2^va_bits), read-only until reserved. */
+/* Bytes of a map's mapping: the header page, then the table. */
+static size_t mrp_map_bytes(size_t entries, size_t page)
+{
+	return page + ((entries * sizeof(struct mrp_arena *) + page - 1) & ~(page - 1));
+}
+
+/*
+ * A map covering [0, 2^va_bits), read-only until reserved, published by
+ * its slot pointer last (release: see struct mrp_map). On failure m is
+ * left as it was.
+ */
 int mrp_map_create(struct mrp_map *m, unsigned int va_bits)
 {
-	size_t entries, len;
-	void *p;
+	size_t entries, page = mrp_os_page_size(), len;
+	char *p;
 
 	if (va_bits <= MRP_MAP_SHIFT || va_bits > MRP_VA_BITS_MAX)
 		return -EINVAL;
 	entries = (size_t)1 << (va_bits - MRP_MAP_SHIFT);
-	len = entries * sizeof(*m->slot);
-	m->page = mrp_os_page_size();
-	len = (len + m->page - 1) & ~(m->page - 1);
+	len = mrp_map_bytes(entries, page);
 	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
-	m->slot = p;
+	/* the bound, written once, read-only again after */
+	if (mprotect(p, page, PROT_READ | PROT_WRITE)) {
+		int err = errno;
+
+		munmap(p, len);
+		return -err;
+	}
+	((size_t *)(p + page))[-1] = entries;
+	mprotect(p, page, PROT_READ);
+	m->page = page;
 	m->entries = entries;
+	atomic_store_explicit(&m->slot, (struct mrp_arena **)(p + page),
+			      memory_order_release);
 	return 0;
 }
 
+/* Tests' maps only: the process's lives as long as the process. */
 void mrp_map_destroy(struct mrp_map *m)
 {
-	size_t len = m->entries * sizeof(*m->slot);
+	struct mrp_arena **slot = atomic_load_explicit(&m->slot, memory_order_relaxed);
 
-	if (m->slot)
-		munmap(m->slot, (len + m->page - 1) & ~(m->page - 1));
-	m->slot = NULL;
+	if (m->entries)
+		munmap((char *)slot - m->page, mrp_map_bytes(m->entries, m->page));
+	atomic_store_explicit(&m->slot, (struct mrp_arena **)(mrp_map_none + 1),
+			      memory_order_relaxed);
 	m->entries = 0;
+}
+
+/*
+ * Keeps two pools' first arenas from making two maps. Innermost: taken
+ * under a pool->lock (mrp_arena_create()), never held across a call that
+ * takes another lock, nor at fork (the prepare handler waits for every
+ * pool->lock, under which alone it is taken).
+ */
+static pthread_mutex_t mrp_map_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The process's map, made for the first arena (mrp_arena_create()), not
+ * at load nor at pool open: a process that opens a pool and never maps
+ * an arena (the preload shim's, which opens at the first registration
+ * even with MRPOOL_PRELOAD_MIN=0) has none either. 0, or the error that
+ * arena fails with (-ENOMEM under ulimit -v); the next one tries again.
+ * Afterwards one load answers.
+ */
+int mrp_map_init(void)
+{
+	int ret = 0;
+
+	if (likely(mrp_map_entries()))
+		return 0;
+	pthread_mutex_lock(&mrp_map_lock);
+	if (!mrp_map_entries())
+		ret = mrp_map_create(&mrp_map, mrp_map_va_bits());
+	pthread_mutex_unlock(&mrp_map_lock);
+	return ret;
 }
 
 /* Entries [*first, *end) of [base, base + size), or -ERANGE if outside m. */
@@ -95,6 +154,7 @@ static int mrp_map_range(const struct mrp_map *m, uintptr_t base, size_t size,
 /* Make the map pages covering [base, base + size) writable. */
 int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size)
 {
+	struct mrp_arena **slot = atomic_load_explicit(&m->slot, memory_order_relaxed);
 	uintptr_t first, last;
 	size_t i, end;
 	int ret;
@@ -102,14 +162,15 @@ int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size)
 	ret = mrp_map_range(m, base, size, &i, &end);
 	if (ret)
 		return ret;
-	first = (uintptr_t)&m->slot[i] & ~(m->page - 1);
-	last = ((uintptr_t)&m->slot[end - 1] | (m->page - 1)) + 1;
+	first = (uintptr_t)&slot[i] & ~(m->page - 1);
+	last = ((uintptr_t)&slot[end - 1] | (m->page - 1)) + 1;
 	return mprotect((void *)first, last - first, PROT_READ | PROT_WRITE) ? -errno : 0;
 }
 
 /* Point the entries of [base, base + size) at a (reserved before). */
 int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a)
 {
+	struct mrp_arena **slot = atomic_load_explicit(&m->slot, memory_order_relaxed);
 	size_t i, end;
 	int ret;
 
@@ -117,7 +178,7 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
 	if (ret)
 		return ret;
 	for (; i < end; i++)
-		m->slot[i] = a;
+		slot[i] = a;
 	return 0;
 }
 
@@ -171,9 +232,12 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	 * An address beyond the map (a platform with more address bits than
 	 * it was sized for) is the backend's memory the pool cannot use: as
 	 * if the backend were exhausted, so that the fallback, if allowed,
-	 * still serves.
+	 * still serves. So is no room for the map itself (the first arena
+	 * makes it: ulimit -v).
 	 */
-	ret = mrp_map_reserve(&mrp_map, a->base, a->size);
+	ret = mrp_map_init();
+	if (!ret)
+		ret = mrp_map_reserve(&mrp_map, a->base, a->size);
 	if (ret == -ERANGE)
 		ret = -ENOMEM;
 	if (ret)

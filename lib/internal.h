@@ -18,7 +18,8 @@
  * (depot of one class), mrp_fork_lock (read: a slice's dma-buf fd exists;
  * write: a fork). The fork handlers take mrp_global_lock, every open
  * pool->lock, then mrp_fork_lock. pool->bg_lock only guards the thread's
- * wakeups.
+ * wakeups; arena.c's map lock only the address map's creation, under a
+ * pool->lock.
  */
 #ifndef MRP_INTERNAL_H
 #define MRP_INTERNAL_H
@@ -360,7 +361,9 @@ struct mrp_region {
 /*
  * Backend contract: map() returns size bytes aligned to align (a power of
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
- * not inherited across fork (unless pool->fork_copy), or a negative errno; unmap() returns them;
+ * not inherited across fork unless pool->fork_copy (MADV_DONTFORK or
+ * VM_DONTCOPY, which the fork handler sets again: pool.c), or a negative
+ * errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
  * Both are called with pool->lock held. fini() with forked set must not
@@ -689,31 +692,75 @@ int mrp_tcaches_reclaim_now(struct mrp_pool *pool);
 
 /*
  * The address map: an arena pointer for every 2 MiB of the address space
- * it covers. Written under the owning pool's lock, read without one.
+ * it covers. Entries are written under the owning pool's lock, read
+ * without one.
+ *
+ * Readers load one pointer, slot, which brings its bound with it: the
+ * number of entries is the size_t just below slot[0] (mrp_map_len()).
+ * The process's map is created for the first arena (mrp_map_init()), not
+ * at load nor at pool open: until then slot points just past
+ * mrp_map_none, a bound of 0 with no table, so every address is outside
+ * and every reader (free() of a foreign pointer, mrp_lookup(), the shim's
+ * malloc_usable_size() and mprotect()) takes it for no arena's without a
+ * test of its own. The creator writes the header and the table's
+ * mapping, then stores slot with release; a reader that may run before
+ * any arena exists loads it with acquire (a plain load on x86-64), so it
+ * sees either the empty map or the whole new one, never a new bound over
+ * the old table. A reader holding a pool buffer (a cache's pop) loads it
+ * relaxed: the buffer's arena, published after the map was, already
+ * orders it.
  */
 struct mrp_map {
-	struct mrp_arena **slot;	/* entries pointers, read-only until reserved */
-	size_t entries;			/* covers [0, entries << MRP_MAP_SHIFT) */
+	struct mrp_arena **_Atomic slot;	/* entries pointers, read-only until reserved */
+	size_t entries;			/* covers [0, entries << MRP_MAP_SHIFT): the
+					 * writers' copy of slot's header */
 	size_t page;			/* the system page size */
 };
 
 /* arena.c */
-extern struct mrp_map mrp_map;		/* the process's, set up once */
+extern struct mrp_map mrp_map;		/* the process's, made for the first arena */
+extern const size_t mrp_map_none[1];	/* the bound of a map not created: 0 */
 unsigned int mrp_map_va_bits(void);
+int mrp_map_init(void);
 int mrp_map_create(struct mrp_map *m, unsigned int va_bits);
 void mrp_map_destroy(struct mrp_map *m);
 int mrp_map_reserve(struct mrp_map *m, uintptr_t base, size_t size);
 int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena *a);
+
+/* The entries a map's slot pointer covers: its header. */
+static inline size_t mrp_map_len(struct mrp_arena *const *slot)
+{
+	return ((const size_t *)slot)[-1];
+}
+
+/* Any thread, any time after mrp_map_create() (see struct mrp_map). */
 static inline struct mrp_arena *mrp_map_get(const struct mrp_map *m, uintptr_t a)
 {
+	struct mrp_arena **slot = atomic_load_explicit(&m->slot, memory_order_acquire);
 	size_t i = a >> MRP_MAP_SHIFT;
 
-	return i < m->entries ? m->slot[i] : NULL;
+	return i < mrp_map_len(slot) ? slot[i] : NULL;
+}
+
+/* Entries of the process's map: 0 until the first arena. */
+static inline size_t mrp_map_entries(void)
+{
+	return mrp_map_len(atomic_load_explicit(&mrp_map.slot, memory_order_acquire));
 }
 
 static inline struct mrp_arena *mrp_arena_of(uintptr_t a)
 {
 	return mrp_map_get(&mrp_map, a);
+}
+
+/*
+ * The arena of a buffer the caller holds, taken from a cache: no bound
+ * test, and no ordering (see struct mrp_map).
+ */
+static inline struct mrp_arena *mrp_arena_of_held(const void *p)
+{
+	return atomic_load_explicit(&mrp_map.slot, memory_order_relaxed)
+		[(uintptr_t)p >> MRP_MAP_SHIFT];
 }
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, struct mrp_arena **out);

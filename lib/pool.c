@@ -62,12 +62,46 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * lists as they are between two operations, never half-changed (the
  * preload shim walks the arena list in the child). Order as everywhere:
  * mrp_global_lock, pool->lock, then mrp_fork_lock.
+ *
+ * Under those locks every arena and fallback buffer is marked
+ * MADV_DONTFORK again. The backends mark them once, when they map them
+ * (the module's slices are VM_DONTCOPY, the flag the advice sets), but
+ * libibverbs' fork support (ibv_fork_init(), RDMAV_FORK_SAFE) clears it:
+ * when the last MR of its own over a page is deregistered it calls
+ * madvise(MADV_DOFORK) there, not knowing the pool had marked the page
+ * first. That happens to an MR the application (the preload shim, UCX's
+ * registration cache) made over pool memory, and to the pool's own MRs at
+ * mrp_detach_pd() while the arenas live on. A child would then get those
+ * pages: a copy the parent's MR no longer reaches once either side writes
+ * (on kernels without copy-on-fork for pinned pages, the reason fork
+ * support is on), and a mapping where the shim's placeholder belongs.
+ * The advice is idempotent: one madvise() per arena and fallback buffer,
+ * merging back what MADV_DOFORK split. A pool of a parent (a child's copy
+ * not closed yet) has nothing mapped here and is left alone; the arenas of
+ * a pool with MRP_FORK_COPY are meant for the child (its fallback buffers
+ * are not).
  */
+static void mrp_pool_dontfork(struct mrp_pool *pool)
+{
+	struct mrp_fallback *fb;
+	struct mrp_arena *a;
+
+	if (mrp_forked(pool))
+		return;
+	/* with MRP_FORK_COPY the child is meant to get the arenas: a copy */
+	for (a = pool->fork_copy ? NULL : pool->arenas; a; a = a->next)
+		madvise((void *)a->base, a->size, MADV_DONTFORK);
+	for (fb = pool->fallbacks; fb; fb = fb->next)
+		madvise(fb->addr, fb->len, MADV_DONTFORK);
+}
+
 void mrp_pools_fork_prepare(void)
 {
 	for (int i = 0; i < MRP_MAX_POOLS; i++)
-		if (mrp_pools[i])
+		if (mrp_pools[i]) {
 			pthread_mutex_lock(&mrp_pools[i]->lock);
+			mrp_pool_dontfork(mrp_pools[i]);
+		}
 }
 
 void mrp_pools_fork_parent(void)
@@ -78,11 +112,35 @@ void mrp_pools_fork_parent(void)
 }
 
 /*
+ * In the child, before mrp_fork_gen moves: what it got of the memory of a
+ * pool the parent owned. Nothing, unless MADV_DOFORK came between the
+ * prepare handler and the fork itself (another thread's ibv_dereg_mr()):
+ * whatever is mapped in an arena's or fallback buffer's range here is
+ * that, and goes. The child then holds none of the parent's memory (with
+ * the module, no mapping that keeps a slice alive), and the preload shim's
+ * placeholders, which never replace a mapping, cover each arena whole.
+ * One munmap() per arena, of a range normally empty.
+ */
+static void mrp_pool_drop_inherited(struct mrp_pool *pool)
+{
+	struct mrp_fallback *fb;
+	struct mrp_arena *a;
+
+	/* with MRP_FORK_COPY the arenas' ranges hold the child's own copy */
+	for (a = pool->fork_copy ? NULL : pool->arenas; a; a = a->next)
+		munmap((void *)a->base, a->size);
+	for (fb = pool->fallbacks; fb; fb = fb->next)
+		munmap(fb->addr, fb->len);
+}
+
+/*
  * In the child: the locks start again unlocked (the one thread here took
  * them), and every pool's file closes. The module releases a file's
  * slices when its last descriptor closes, so a child's copy would keep the
  * parent's pinned memory alive after the parent dies, for as long as the
  * child lives. O_CLOEXEC covers exec, not a child that does not exec.
+ * Called before the generation moves: a pool mrp_forked() already was the
+ * parent's own parent's, whose ranges the parent may have mapped since.
  */
 void mrp_pools_fork_child(void)
 {
@@ -92,6 +150,8 @@ void mrp_pools_fork_child(void)
 		if (!pool)
 			continue;
 		pthread_mutex_init(&pool->lock, NULL);
+		if (!mrp_forked(pool))
+			mrp_pool_drop_inherited(pool);
 		if (pool->fd >= 0) {
 			close(pool->fd);
 			pool->fd = -1;
@@ -289,7 +349,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	/* arenas are whole backend granules (2 MiB, or the module's chunk) */
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);
-	mrp_class_table(pool->class_tab, pool->cfg.fine, mrp_map.page);
+	mrp_class_table(pool->class_tab, pool->cfg.fine, mrp_os_page_size());
 	mrp_classes_init(pool);
 	mrp_publish_init(pool);
 

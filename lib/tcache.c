@@ -205,7 +205,8 @@ static void mrp_fork_parent(void)
 
 /*
  * The child has none of the parent's arenas. Bump the generation every
- * pool checks on its slow paths, and send this thread's fast paths there:
+ * pool checks on its slow paths (after mrp_pools_fork_child(), which tells
+ * the parent's own pools by it), and send this thread's fast paths there:
  * its caches hold addresses that are not mapped here.
  */
 static void mrp_fork_child(void)
@@ -213,17 +214,19 @@ static void mrp_fork_child(void)
 	pthread_mutex_init(&mrp_global_lock, NULL);
 	pthread_rwlock_init(&mrp_fork_lock, NULL);
 	pthread_cond_init(&mrp_pass_done, NULL);
-	atomic_fetch_add(&mrp_fork_gen, 1);
 	mrp_pools_fork_child();
+	atomic_fetch_add(&mrp_fork_gen, 1);
 	for (unsigned int i = 0; i < MRP_MAX_POOLS; i++)
 		mrp_tls[i] = &mrp_tcache_empty;
 }
 
+/*
+ * The thread-exit key and the fork handlers; no memory (the address map
+ * comes with the first arena, mrp_map_init()): the preload shim calls
+ * this from its constructor in every process it is loaded in.
+ */
 static void mrp_global_once(void)
 {
-	mrp_init_err = mrp_map_create(&mrp_map, mrp_map_va_bits());
-	if (mrp_init_err)
-		return;
 	mrp_init_err = -pthread_key_create(&mrp_exit_key, mrp_thread_exit);
 	if (mrp_init_err)
 		return;

@@ -208,7 +208,8 @@ static MRP_NOINLINE void mrp_pl_unprotect(struct mrp_arena *a, void *p)
 MRP_PL_EXPORT int mprotect(void *addr, size_t len, int prot)
 {
 	uintptr_t g = (uintptr_t)addr & ~(MRP_MAP_GRANULE - 1), end;
-	uintptr_t limit = (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT;
+	/* 0 before the pool's first arena: nothing to mark */
+	uintptr_t limit = (uintptr_t)mrp_map_entries() << MRP_MAP_SHIFT;
 
 	if (prot != (PROT_READ | PROT_WRITE) && len &&
 	    !__builtin_add_overflow((uintptr_t)addr, len, &end)) {

@@ -21,6 +21,9 @@
  * pointers for pool buffers (a read of one faults). Either way, in a child
  * the shim serves nothing from the pool and passes every registration on,
  * and free() of a parent's block is a no-op (a copy stays until exit).
+ * Without a copy the library marks the arenas DONTFORK again at each fork,
+ * as libibverbs' fork support clears the advice, and unmaps in the child
+ * whatever it got anyway (pool.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -405,9 +408,11 @@ static void mrp_pl_fork_parent(void)
  * In the child: the parent's arenas are gone, unless the pool gave the
  * child a copy of them; keep their ranges reserved.
  * The library's child handler ran first (registered first, see
- * mrp_pl_setup_run()): the pool's lock is free again and the list is as the
+ * mrp_pl_setup_run()): the pool's lock is free again, the list is as the
  * parent left it between two operations (its prepare handler held the
- * lock across the fork). This is the child's only thread.
+ * lock across the fork), and each arena's range is empty, so that no
+ * placeholder meets a mapping (MAP_FIXED_NOREPLACE would leave the whole
+ * arena uncovered). This is the child's only thread.
  */
 static void mrp_pl_fork_child(void)
 {
@@ -544,7 +549,11 @@ static void mrp_pl_setup_run(void)
 
 	mrp_pl_ready();
 	outer = mrp_pl_enter();
-	/* on failure no pool opens, and the library registered no handlers */
+	/*
+	 * On failure no pool opens, and the library registered no handlers.
+	 * It maps nothing: the address map (1 GiB of address space) comes
+	 * with the pool's first arena, for the first block it serves.
+	 */
 	(void)mrp_global_init();
 	pthread_atfork(mrp_pl_fork_prepare, mrp_pl_fork_parent, mrp_pl_fork_child);
 	mrp_pl_leave(outer);

@@ -317,4 +317,212 @@ TEST(fork_cache_lock_held)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+/* 1 if any mapping of /proc/self/maps overlaps [lo, hi), 0 if none, -1 unread. */
+static int maps_overlap(uintptr_t lo, uintptr_t hi)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long s, e;
+	char line[512];
+	int ret = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx ", &s, &e) == 2 && e > lo && s < hi)
+			ret = 1;
+	fclose(f);
+	return ret;
+}
+
+/*
+ * What a child must see of a pool memory range [lo, hi) of its parent's
+ * that MADV_DOFORK reached: nothing inherited, and once the child closed
+ * its copy of the pool, a mapping of its own over the whole range that
+ * no pool of the child's takes for a buffer. Bits of the child's status.
+ */
+static int dofork_child_range(struct mrp_pool *mine, uintptr_t lo, uintptr_t hi,
+			      void *buf)
+{
+	unsigned char vec;
+	struct mrp_buf b;
+	void *m;
+	int bad = 0;
+
+	bad |= (maps_overlap(lo, hi) != 0) << 0;
+	bad |= (mincore((void *)((uintptr_t)buf & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1)),
+			1, &vec) != -1 || errno != ENOMEM) << 1;
+	m = mmap((void *)lo, hi - lo, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	bad |= (m != (void *)lo) << 2;
+	if (m == (void *)lo) {
+		memset(buf, 0x11, 64);		/* the child's own memory now */
+		bad |= (mrp_arena_of((uintptr_t)buf) != NULL) << 3;
+		bad |= (mrp_lookup(mine, buf, NULL, &b) != -ENOENT) << 4;
+		munmap(m, hi - lo);
+	}
+	return bad;
+}
+
+/*
+ * libibverbs' fork support (ibv_fork_init(), RDMAV_FORK_SAFE=1) calls
+ * madvise(MADV_DOFORK) over an MR's pages when its last MR there is
+ * deregistered, which clears the pool's own advice: the fork handler
+ * marks every arena and fallback buffer MADV_DONTFORK again. The child
+ * inherits no part of a class arena, a large arena or a fallback buffer
+ * whose advice was cleared over one buffer, and the parent's ranges show
+ * "dc" again. Before, the child had a copy of the buffer's pages (their
+ * mapping in the way of the shim's placeholder: EEXIST), and the parent's
+ * MRs could lose those pages to copy-on-write.
+ */
+TEST(fork_after_dofork)
+{
+	struct mrp_pool_attr attr = {
+		.comp_mask = MRP_POOL_ATTR_MAX_BYTES | MRP_POOL_ATTR_ARENA_SIZE |
+			     MRP_POOL_ATTR_FALLBACK,
+		.max_bytes = 8 << 20, .arena_size = 4 << 20, .fallback = 1,
+	};
+	struct mrp_pool *pool = test_pool(&attr);
+	struct mrp_buf c[2], l, f;
+	struct mrp_arena *ca, *la;
+	uintptr_t cr[2], lr[2];
+	struct mrp_stats st;
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, pool);
+	if (!test_dontfork_works()) {
+		EXPECT_EQ(0, mrp_pool_close(pool));
+		SKIP(return, "MADV_DONTFORK is not honoured here (qemu user mode?)");
+	}
+	/* two buffers of one 4 MiB class arena, a 3 MiB large arena, then full */
+	ASSERT_EQ(0, mrp_alloc(pool, 1 << 20, NULL, &c[0]));
+	ASSERT_EQ(0, mrp_alloc(pool, 1 << 20, NULL, &c[1]));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &l));
+	ASSERT_EQ(0, mrp_alloc(pool, 3 << 20, NULL, &f));
+	st = test_stats(pool);
+	ASSERT_EQ(1, st.fallbacks);
+	ca = mrp_arena_of((uintptr_t)c[1].addr);
+	la = mrp_arena_of((uintptr_t)l.addr);
+	ASSERT_NE(NULL, ca);
+	ASSERT_NE(NULL, la);
+	ASSERT_EQ(ca, mrp_arena_of((uintptr_t)c[0].addr));
+	ASSERT_EQ(NULL, mrp_arena_of((uintptr_t)f.addr));
+	/* the child reads them after its close freed the arenas' structs */
+	cr[0] = ca->base;
+	cr[1] = ca->base + ca->size;
+	lr[0] = la->base;
+	lr[1] = la->base + la->size;
+	memset(c[0].addr, 0xc0, 1 << 20);
+	memset(c[1].addr, 0xc1, 1 << 20);
+	memset(l.addr, 0x1a, 3 << 20);
+	memset(f.addr, 0xfb, 3 << 20);
+	/* what rdma-core's ibv_dereg_mr does then, over one buffer each */
+	ASSERT_EQ(0, madvise(c[1].addr, 1 << 20, MADV_DOFORK));
+	ASSERT_EQ(0, madvise(l.addr, 1 << 20, MADV_DOFORK));
+	ASSERT_EQ(0, madvise(f.addr, 1 << 20, MADV_DOFORK));
+	ASSERT_EQ(0, vma_has_flag(c[1].addr, "dc"));
+	ASSERT_EQ(0, vma_has_flag(l.addr, "dc"));
+	ASSERT_EQ(0, vma_has_flag(f.addr, "dc"));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		uintptr_t fl = (uintptr_t)f.addr, fh = fl + ((3 << 20) + 4095) / 4096 * 4096;
+		struct mrp_pool *mine;
+		int bad = 0;
+
+		bad |= (maps_overlap(cr[0], cr[1]) != 0) << 0;
+		bad |= (maps_overlap(lr[0], lr[1]) != 0) << 1;
+		bad |= (maps_overlap(fl, fh) != 0) << 2;
+		bad |= (mrp_pool_close(pool) != 0) << 3;
+		mine = test_pool(NULL);
+		if (!mine)
+			_exit(0xff);
+		bad |= dofork_child_range(mine, cr[0], cr[1], c[1].addr) << 4;
+		_exit(bad | (mrp_pool_close(mine) != 0) << 7);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* marked again in the parent, whose memory is untouched */
+	EXPECT_EQ(1, vma_has_flag(c[1].addr, "dc"));
+	EXPECT_EQ(1, vma_has_flag(l.addr, "dc"));
+	EXPECT_EQ(1, vma_has_flag(f.addr, "dc"));
+	EXPECT_EQ(0xc0, ((unsigned char *)c[0].addr)[(1 << 20) - 1]);
+	EXPECT_EQ(0xc1, ((unsigned char *)c[1].addr)[0]);
+	EXPECT_EQ(0x1a, ((unsigned char *)l.addr)[0]);
+	EXPECT_EQ(0xfb, ((unsigned char *)f.addr)[0]);
+	EXPECT_EQ(0, mrp_free(pool, c[0].addr));
+	EXPECT_EQ(0, mrp_free(pool, c[1].addr));
+	EXPECT_EQ(0, mrp_free(pool, l.addr));
+	EXPECT_EQ(0, mrp_free(pool, f.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* the range late_dofork() clears the advice of, in the fork's prepare stage */
+static void *late_addr;
+static size_t late_len;
+
+static void late_dofork(void)
+{
+	madvise(late_addr, late_len, MADV_DOFORK);
+}
+
+/*
+ * MADV_DOFORK after the library's prepare handler, before the fork itself
+ * (another thread's ibv_dereg_mr() there): the child inherits the pages,
+ * and the library's child handler unmaps them, so that the child holds
+ * none of the parent's memory and its own mappings may take the range.
+ * A prepare handler registered before the library's runs after it: this
+ * test's process opened no pool before (each test runs in a process of
+ * its own, forked from a main that opens none), and the parent's range
+ * without "dc" after the fork shows the order held.
+ */
+TEST(fork_dofork_after_prepare)
+{
+	struct mrp_pool *pool;
+	struct mrp_arena *a;
+	uintptr_t lo, hi;
+	struct mrp_buf b;
+	int status;
+	pid_t pid;
+
+	if (!test_dontfork_works())
+		SKIP(return, "MADV_DONTFORK is not honoured here (qemu user mode?)");
+	ASSERT_EQ(0, pthread_atfork(late_dofork, NULL, NULL));
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 1 << 20, NULL, &b));
+	memset(b.addr, 0xd0, 1 << 20);
+	a = mrp_arena_of((uintptr_t)b.addr);
+	ASSERT_NE(NULL, a);
+	lo = a->base;			/* a is freed by the child's close */
+	hi = a->base + a->size;
+	late_addr = b.addr;
+	late_len = 1 << 20;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int bad = (maps_overlap(lo, hi) != 0) << 0;
+		struct mrp_pool *mine;
+
+		bad |= (mrp_pool_close(pool) != 0) << 1;
+		mine = test_pool(NULL);
+		if (!mine)
+			_exit(0xff);
+		bad |= dofork_child_range(mine, lo, hi, b.addr) << 2;
+		_exit(bad | (mrp_pool_close(mine) != 0) << 7);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* the late handler ran after the library's: the advice is clear here */
+	EXPECT_EQ(0, vma_has_flag(b.addr, "dc"));
+	EXPECT_EQ(0xd0, ((unsigned char *)b.addr)[0]);
+	late_len = 0;
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
 TEST_HARNESS_MAIN

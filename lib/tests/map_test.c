@@ -6,6 +6,8 @@
  * against the static library and internal.h.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,11 +124,11 @@ TEST(process_map)
 	struct mrp_buf b;
 
 	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &b));	/* the first arena makes it */
 	EXPECT_LE(BIT(48), (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT);
 	EXPECT_LT(stack, (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT);
 	EXPECT_LT((uintptr_t)getauxval(AT_RANDOM), (uintptr_t)mrp_map.entries << MRP_MAP_SHIFT);
 	EXPECT_EQ((size_t)sysconf(_SC_PAGESIZE), mrp_map.page);
-	ASSERT_EQ(0, mrp_alloc(pool, 65536, NULL, &b));
 	EXPECT_NE(NULL, mrp_arena_of((uintptr_t)b.addr));
 	EXPECT_EQ(NULL, mrp_arena_of(BIT(63)));
 	EXPECT_EQ(0, mrp_free(pool, b.addr));
@@ -236,6 +238,77 @@ TEST(arena_beyond_map)
 		EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(1)));
 		EXPECT_EQ(0, mrp_pool_close(pool));
 	}
+}
+
+static atomic_bool lazy_stop;
+
+/* Looks up addresses no pool has, until lazy_stop: 0, or what went wrong. */
+static void *lazy_reader(void *arg)
+{
+	char local[64];
+	char *heap = malloc(64);
+	uintptr_t bad = !heap;
+
+	(void)arg;
+	while (!atomic_load(&lazy_stop)) {
+		bad |= (mrp_free(NULL, local) != -EINVAL) << 1;
+		bad |= (mrp_arena_of((uintptr_t)local) != NULL) << 2;
+		bad |= (mrp_arena_of((uintptr_t)heap) != NULL) << 3;
+		bad |= (mrp_arena_of(BIT(63)) != NULL) << 4;
+	}
+	free(heap);
+	return (void *)bad;
+}
+
+/*
+ * The process's map is made for the first arena, not at load nor at pool
+ * open: before, it has no entries and every address is no arena's (the
+ * preload shim's free() asks about every glibc block). Threads that look
+ * up such addresses while the first arena makes it see the empty map or
+ * the whole new one, a bound with its table (make test-tsan checks the
+ * ordering). Each test runs in a process of its own, forked from a main
+ * that opens no pool.
+ */
+TEST(map_made_by_first_arena)
+{
+	struct mrp_pool *pool, *second;
+	struct mrp_buf b;
+	pthread_t t[2];
+	void *bad;
+
+	ASSERT_EQ(0, mrp_map_entries());
+	EXPECT_EQ(NULL, mrp_arena_of((uintptr_t)&pool));
+	EXPECT_EQ(-EINVAL, mrp_free(NULL, &pool));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, lazy_reader, NULL));
+	usleep(1000);
+	pool = test_pool(NULL);
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), 0));
+	EXPECT_EQ(0, mrp_map_entries());
+	EXPECT_EQ(-ENOENT, mrp_lookup(pool, &pool, NULL, &b));
+	ASSERT_EQ(0, mrp_alloc(pool, 4096, FAKE_PD(1), &b));
+	EXPECT_LE(BIT(48) >> MRP_MAP_SHIFT, mrp_map_entries());
+	EXPECT_EQ(mrp_map.entries, mrp_map_entries());
+	EXPECT_EQ(pool, mrp_arena_of((uintptr_t)b.addr)->pool);
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), b.addr, 4096, b.lkey, b.rkey));
+	usleep(1000);
+	atomic_store(&lazy_stop, true);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], &bad));
+		EXPECT_EQ(NULL, bad);
+	}
+	/* one map per process: a second pool's arenas go in it too */
+	second = test_pool(NULL);
+	ASSERT_NE(NULL, second);
+	EXPECT_EQ(mrp_map.entries, mrp_map_entries());
+	EXPECT_EQ(0, mrp_free(pool, b.addr));
+	ASSERT_EQ(0, mrp_alloc(second, 4096, NULL, &b));
+	EXPECT_EQ(second, mrp_arena_of((uintptr_t)b.addr)->pool);
+	EXPECT_EQ(0, mrp_free(second, b.addr));
+	EXPECT_EQ(0, mrp_pool_close(second));
+	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(1)));
+	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
 TEST_HARNESS_MAIN

@@ -697,6 +697,132 @@ TEST(min_zero_and_report)
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
 }
 
+/* VmSize of this process in kB, 0 if unread. */
+static unsigned long long vm_size_kb(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * Modes "vm_size" and "vm_lazy" (run_mode()), which say their VmSize
+ * figures on stderr as "vm <kB>..." for the test to compare. vm_size
+ * registers a glibc block first (under the shim, that opens the pool).
+ * vm_lazy:
+ * glibc's blocks before the pool exists (free, realloc,
+ * malloc_usable_size, mprotect, with no address map yet), then the first
+ * pool block, which brings the map; frees then reach the pool (the block
+ * comes back from its cache) and the older glibc blocks still go to
+ * glibc, one of them moving into the pool as it grows.
+ */
+static int vm_mode(const char *mode)
+{
+	unsigned long long v0 = vm_size_kb(), v1, v2;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *volatile g, *volatile r, *volatile p, *volatile q;
+	void *m;
+
+	if (!strcmp(mode, "vm_size")) {
+		static struct ibv_context ctx;
+		struct ibv_pd pd = { .context = &ctx };
+		struct ibv_mr *mr;
+
+		g = malloc(4096);
+		mr = ibv_reg_mr(&pd, g, 4096, IBV_ACCESS_LOCAL_WRITE);
+		if (!mr || ibv_dereg_mr(mr))
+			return 1;
+		free(g);
+		v0 = vm_size_kb();
+		fprintf(stderr, "vm %llu\n", v0);
+		return v0 ? 0 : 1;
+	}
+	if (strcmp(mode, "vm_lazy"))
+		return 2;
+	g = malloc(100);
+	r = malloc(200);
+	if (!g || !r || in_pool(g) || malloc_usable_size(r) < 200)
+		return 3;
+	r = realloc(r, 300);
+	m = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!r || m == MAP_FAILED || mprotect(m, page, PROT_READ))
+		return 4;
+	free(malloc(1000));
+	v1 = vm_size_kb();
+	p = malloc(100000);
+	if (!in_pool(p))
+		return 5;
+	v2 = vm_size_kb();
+	memset(p, 1, 100000);
+	free(p);
+	q = malloc(100000);
+	if (q != p)
+		return 6;	/* the free went elsewhere than the pool's cache */
+	free(q);
+	free(g);
+	r = realloc(r, 200000);
+	if (!r || !in_pool(r) || mprotect(m, page, PROT_READ | PROT_WRITE))
+		return 7;
+	free(r);
+	munmap(m, page);
+	fprintf(stderr, "vm %llu %llu %llu\n", v0, v1, v2);
+	return 0;
+}
+
+/*
+ * A process under the shim that takes nothing from the pool
+ * (MRPOOL_PRELOAD_MIN=0) has about the address space it has without the
+ * shim, though its registration opened the pool: the library's address
+ * map (1 GiB for 48 bits) comes with the first arena. Before, the shim's
+ * constructor made it in every process: VmSize over 1 GiB more, a third
+ * of a ulimit -v of 3 GB.
+ */
+TEST(min_zero_no_map)
+{
+	unsigned long long with = 0, without = 0;
+	char line[512], err[256];
+
+	ASSERT_EQ(0, run_mode_err("vm_size", "LD_PRELOAD=" MRP_FAKE_PATH, NULL, line,
+				  sizeof(line), err, sizeof(err)));
+	ASSERT_EQ(1, sscanf(err, "vm %llu", &without)) TH_LOG("%s", err);
+	ASSERT_EQ(0, run_mode_err("vm_size", "MRPOOL_PRELOAD_MIN=0", NULL, line,
+				  sizeof(line), err, sizeof(err)));
+	ASSERT_EQ(1, sscanf(err, "vm %llu", &with)) TH_LOG("%s", err);
+	TH_LOG("VmSize without the shim %llu kB, with it %llu kB", without, with);
+	EXPECT_GT(without + 64 * 1024, with);
+	EXPECT_NE(NULL, strstr(line, "backend anon")) TH_LOG("%s", line);
+	EXPECT_EQ(1, field(line, " passed ")) TH_LOG("%s", line);
+}
+
+/*
+ * The map appears with the first pool block (VmSize grows by it then, not
+ * before), and everything the shim does works on either side of that
+ * moment (vm_mode()).
+ */
+TEST(map_with_first_block)
+{
+	unsigned long long v0 = 0, v1 = 0, v2 = 0;
+	char line[512], err[256];
+
+	ASSERT_EQ(0, run_mode_err("vm_lazy", NULL, NULL, line, sizeof(line), err,
+				  sizeof(err))) TH_LOG("%s", err);
+	ASSERT_EQ(3, sscanf(err, "vm %llu %llu %llu", &v0, &v1, &v2)) TH_LOG("%s", err);
+	TH_LOG("VmSize at start %llu kB, before the first pool block %llu kB, after %llu kB",
+	       v0, v1, v2);
+	EXPECT_GT(v0 + 64 * 1024, v1);
+	/* 2^27 entries of 8 bytes for 48 bits */
+	EXPECT_LE(v1 + 1024 * 1024, v2);
+	EXPECT_EQ(3, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+}
+
 /*
  * A setting the shim or the library does not understand is said on
  * stderr, naming it, once: a malformed MRPOOL_* of the library's leaves
@@ -1984,6 +2110,8 @@ static int mode_main(const char *mode)
 		sigaction(SIGUSR2, &sa, NULL);
 		return hooked_thread(exiter, raise_usr2, (void *)7);
 	}
+	if (!strncmp(mode, "vm_", 3))
+		return vm_mode(mode);
 	if (!strcmp(mode, "inherit")) {
 		const char *pre = getenv("LD_PRELOAD");
 		bool strip = getenv("MRPOOL_PRELOAD_INHERIT") != NULL;
