@@ -17,6 +17,7 @@
 #include "ib.h"
 
 #include <linux/slab.h>
+#include <linux/kmemleak.h>
 #include <linux/mm.h>
 #include <linux/log2.h>
 #include <linux/jiffies.h>
@@ -784,6 +785,14 @@ static bool mrpool_ib_mr_final(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 			m->stuck = true;
 			/* Forgotten by the device, remembered for the pool. */
 			mrpool_ib_chunk_leaked(m->chunk);
+			/*
+			 * A stuck @m is dropped on purpose, mapped, with its
+			 * MR: the device may still reach the pages. Nothing
+			 * points at it then; kmemleak is told, and still
+			 * scans it, so its scatterlist and MR count as
+			 * referenced (a lend's kbuf frees its own as before).
+			 */
+			kmemleak_not_leak(m);
 			return false;
 		}
 		m->mr = NULL;
