@@ -39,7 +39,14 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 	void *m = NULL;
 	bool huge = false;
 
-	if (pool->cfg.hugetlb && !pool->hugetlb_failed) {
+	/*
+	 * Not for a pool whose children get copies: fork copies a pinned
+	 * private huge page at once from the free huge pages, not the
+	 * reserve (fork fails with ENOMEM when there are too few), and a
+	 * write to an unpinned one needs another, or the kernel takes the
+	 * page from the child (SIGBUS there). Hosts reserve what they need.
+	 */
+	if (pool->cfg.hugetlb && !pool->hugetlb_failed && !pool->fork_copy) {
 		m = mrp_os_map_aligned(size, align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
 				       MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
 		/* no reserved hugepages: do not ask again for every arena */

@@ -75,22 +75,30 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * pages: a copy the parent's MR no longer reaches once either side writes
  * (on kernels without copy-on-fork for pinned pages, the reason fork
  * support is on), and a mapping where the shim's placeholder belongs.
+ *
+ * A pool with MRP_FORK_COPY needs the converse: its arenas are the
+ * child's (the kernel copies pinned pages), yet the same fork support,
+ * once ibv_fork_init() ran, marks every range it registers MADV_DONTFORK,
+ * even where ibv_is_fork_initialized() says IBV_FORK_UNNEEDED (the
+ * answer takes precedence, the bookkeeping still runs: rdma-core 44, and
+ * UCX calls ibv_fork_init() by default). Its arenas are marked
+ * MADV_DOFORK again, so that the child still gets every block; its
+ * fallback buffers stay out of children as always.
+ *
  * The advice is idempotent: one madvise() per arena and fallback buffer,
- * merging back what MADV_DOFORK split. A pool of a parent (a child's copy
- * not closed yet) has nothing mapped here and is left alone; the arenas of
- * a pool with MRP_FORK_COPY are meant for the child (its fallback buffers
- * are not).
+ * merging back what the other advice split. A pool of a parent (a child's
+ * copy not closed yet) has nothing mapped here and is left alone.
  */
-static void mrp_pool_dontfork(struct mrp_pool *pool)
+static void mrp_pool_fork_advice(struct mrp_pool *pool)
 {
+	int arenas = pool->fork_copy ? MADV_DOFORK : MADV_DONTFORK;
 	struct mrp_fallback *fb;
 	struct mrp_arena *a;
 
 	if (mrp_forked(pool))
 		return;
-	/* with MRP_FORK_COPY the child is meant to get the arenas: a copy */
-	for (a = pool->fork_copy ? NULL : pool->arenas; a; a = a->next)
-		madvise((void *)a->base, a->size, MADV_DONTFORK);
+	for (a = pool->arenas; a; a = a->next)
+		madvise((void *)a->base, a->size, arenas);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		madvise(fb->addr, fb->len, MADV_DONTFORK);
 }
@@ -100,7 +108,7 @@ void mrp_pools_fork_prepare(void)
 	for (int i = 0; i < MRP_MAX_POOLS; i++)
 		if (mrp_pools[i]) {
 			pthread_mutex_lock(&mrp_pools[i]->lock);
-			mrp_pool_dontfork(mrp_pools[i]);
+			mrp_pool_fork_advice(mrp_pools[i]);
 		}
 }
 

@@ -69,8 +69,14 @@ static void mrp_pl_say(const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (n > 0 && write(STDERR_FILENO, line,
-			   (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0) {
+	if (n <= 0)
+		return;
+	if ((size_t)n >= sizeof(line)) {
+		/* cut short (a long setting's value): still one whole line */
+		n = sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* nowhere to say it */
 	}
 }

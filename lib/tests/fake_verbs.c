@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -40,10 +43,29 @@ int fake_dereg_fail_next;
  */
 struct ibv_pd *fake_fail_pd, *fake_dereg_fail_pd;
 
+/*
+ * FAKE_FORK=init: ibv_fork_init() ran (RDMAV_FORK_SAFE, UCX by default),
+ * so libibverbs marks each range it registers MADV_DONTFORK, even on a
+ * kernel that copies pinned pages at fork, where ibv_is_fork_initialized()
+ * still says IBV_FORK_UNNEEDED (preload_fake.c): rdma-core 44 does both.
+ */
+static void fake_dontfork_range(void *addr, size_t length)
+{
+	const char *s = getenv("FAKE_FORK");
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start, end;
+
+	if (!s || strcmp(s, "init") || !length)
+		return;
+	start = (uintptr_t)addr & ~(page - 1);
+	end = ((uintptr_t)addr + length + page - 1) & ~(page - 1);
+	madvise((void *)start, end - start, MADV_DONTFORK);
+}
+
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct fake_mr *f;
 
+	fake_dontfork_range(addr, length);
 	pthread_mutex_lock(&fake_lock);
 	fake_reg_calls++;
 	if (fake_fail_next) {

@@ -516,6 +516,67 @@ TEST(fork_child_no_copy)
 	EXPECT_EQ(0, run_mode("fork_nocopy", "MRPOOL_FORK=none", NULL, line, sizeof(line)));
 }
 
+/* A PD of a device without sysfs (NUMA placement finds no node). */
+static struct ibv_pd *new_pd(void)
+{
+	static struct ibv_context ctx;
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	pd->context = &ctx;
+	return pd;
+}
+
+/*
+ * libibverbs' fork support on (ibv_fork_init(): RDMAV_FORK_SAFE, UCX by
+ * default) on a kernel that copies pinned pages: ibv_is_fork_initialized()
+ * still says IBV_FORK_UNNEEDED, so the pool gives children copies, but
+ * every range libibverbs registers is marked MADV_DONTFORK, the arenas'
+ * included (FAKE_FORK=init does both, as rdma-core 44 does). The fork
+ * handler marks them MADV_DOFORK again: the child reads and writes its
+ * copy of a block in a registered arena, its own mappings never land
+ * there, and the parent's block and MR are untouched. Before, the child
+ * had a hole there: SIGSEGV on the first read, and its own mmap() landed
+ * in the arena's range and was taken for a pool block.
+ */
+TEST(fork_child_after_fork_init)
+{
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	uintptr_t base;
+	char *p;
+	pid_t pid;
+	int st;
+
+	ASSERT_EQ(0, setenv("FAKE_FORK", "init", 1));
+	pd = new_pd();
+	p = malloc(1 << 20);
+	ASSERT_NE(NULL, p);
+	ASSERT_TRUE(in_pool(p));
+	fill(p, 1 << 20, 7);
+	mr = ibv_reg_mr(pd, p, 4096, IBV_ACCESS_LOCAL_WRITE);	/* attaches the PD */
+	ASSERT_NE(NULL, mr);
+	base = (uintptr_t)p & ~(((uintptr_t)2 << 20) - 1);
+	pid = fork();
+	if (pid == 0) {
+		void *m;
+
+		if (!check(p, 1 << 20, 7))
+			_exit(2);
+		fill(p, 1 << 20, 8);
+		m = mmap((void *)base, 2 << 20, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (m != MAP_FAILED)
+			_exit(3);		/* the arena's range was empty */
+		_exit(check(p, 1 << 20, 8) ? 0 : 4);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_TRUE(check(p, 1 << 20, 7));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	free(p);
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+}
+
 /*
  * Python's multiprocessing with the fork start method, under the shim:
  * workers read and write byte arrays and a list made before the fork and
@@ -874,16 +935,6 @@ TEST(aligned_min)
 	ASSERT_EQ(0, run_mode("aligned", "MRPOOL_PRELOAD_ALIGNED_MIN=", NULL, line,
 			      sizeof(line)));
 	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
-}
-
-/* A PD of a device without sysfs (NUMA placement finds no node). */
-static struct ibv_pd *new_pd(void)
-{
-	static struct ibv_context ctx;
-	struct ibv_pd *pd = calloc(1, sizeof(*pd));
-
-	pd->context = &ctx;
-	return pd;
 }
 
 /*
