@@ -80,8 +80,8 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * child's (the kernel copies pinned pages), yet the same fork support,
  * once ibv_fork_init() ran, marks every range it registers MADV_DONTFORK,
  * even where ibv_is_fork_initialized() says IBV_FORK_UNNEEDED (the
- * answer takes precedence, the bookkeeping still runs: rdma-core 44, and
- * UCX calls ibv_fork_init() by default). Its arenas are marked
+ * answer takes precedence, the bookkeeping still runs: rdma-core 44, and a
+ * later one with RDMAV_USE_MADVISE; UCX calls ibv_fork_init() by default). Its arenas are marked
  * MADV_DOFORK again, so that the child still gets every block; its
  * fallback buffers stay out of children as always.
  *

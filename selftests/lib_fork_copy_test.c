@@ -175,4 +175,65 @@ TEST_F(fcopy, kernel_backend_says_none)
 	EXPECT_EQ(0, mrp_pool_close(kp));
 }
 
+/*
+ * libibverbs' fork support enabled before anything is registered
+ * (ibv_fork_init(), which UCX calls by default): rdma-core 44 then marks
+ * every range it registers MADV_DONTFORK, the pool's arenas included, while
+ * ibv_is_fork_initialized() still says IBV_FORK_UNNEEDED, so the pool gives
+ * children copies. The library's fork handler marks the arenas
+ * MADV_DOFORK again: the child reads the parent's bytes and writes its own
+ * copy, and the parent's registration still reaches the parent's pages.
+ * Newer rdma-core skips that bookkeeping where the kernel copies pinned
+ * pages unless RDMAV_USE_MADVISE is set, as here. Before, the child died
+ * of SIGSEGV on its first read of the block.
+ */
+TEST(copy_after_ibv_fork_init)
+{
+	struct rdt_dev dev;
+	struct rdt_loop lp;
+	struct mrp_buf src, dst;
+	struct mrp_pool *pool;
+	int status = 0, st;
+	pid_t pid;
+
+	memset(&dev, 0, sizeof(dev));
+	memset(&lp, 0, sizeof(lp));
+	ASSERT_EQ(0, setenv("RDMAV_USE_MADVISE", "1", 1));
+	ASSERT_EQ(0, ibv_fork_init());
+	pool = open_pool(MRP_BACKEND_ANON, MRP_FORK_COPY);
+	ASSERT_NE(NULL, pool);
+	if (rdt_dev_open(&dev, NULL, NULL)) {
+		EXPECT_EQ(0, mrp_pool_close(pool));
+		POOL_SKIP("no RDMA device (rxe0)");
+	}
+	ASSERT_EQ(IBV_FORK_UNNEEDED, ibv_is_fork_initialized());
+	ASSERT_EQ(0, rdt_loop_create(&lp, &dev));
+	ASSERT_EQ(0, mrp_attach_pd(pool, dev.pd, RDT_ACCESS_ALL));
+	ASSERT_EQ(MRP_FORK_COPY, fork_mode(pool));
+	ASSERT_EQ(0, mrp_alloc(pool, LEN, dev.pd, &src));
+	ASSERT_EQ(0, mrp_alloc(pool, LEN, dev.pd, &dst));
+	rdt_pattern_fill(dst.addr, LEN, 1);
+	rdt_pattern_fill(src.addr, LEN, 2);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (!rdt_pattern_same(dst.addr, LEN, 1))
+			_exit(1);
+		rdt_pattern_fill(dst.addr, LEN, 3);
+		_exit(rdt_pattern_same(dst.addr, LEN, 3) ? 0 : 2);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_TRUE(rdt_pattern_same(dst.addr, LEN, 1));
+	ASSERT_EQ(0, rdt_write(&lp, src.addr, src.lkey, (uintptr_t)dst.addr,
+			       dst.rkey, LEN, &status));
+	EXPECT_EQ(IBV_WC_SUCCESS, status);
+	EXPECT_TRUE(rdt_pattern_same(dst.addr, LEN, 2));
+	EXPECT_EQ(0, mrp_free(pool, src.addr));
+	EXPECT_EQ(0, mrp_free(pool, dst.addr));
+	EXPECT_EQ(0, mrp_pool_close_flags(pool, MRP_CLOSE_FORCE));
+	rdt_loop_destroy(&lp);
+	rdt_dev_close(&dev);
+}
+
 TEST_HARNESS_MAIN
