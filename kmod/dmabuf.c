@@ -30,43 +30,52 @@ struct mrpool_dmabuf {
 	struct mrpool_slice *slice;	/* a reference */
 };
 
+/*
+ * The table is built chunk by chunk, from each chunk's own page array:
+ * nothing the size of the whole slice is allocated, whatever its length
+ * (a page array of a 1 TiB slice would be 2 GiB). Pages contiguous across
+ * a chunk boundary still merge into one segment. The table is freed as
+ * the append table it was built as: its chained allocations are sized by
+ * total_nents, not by the entries in use.
+ */
 static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 					  enum dma_data_direction dir)
 {
 	struct mrpool_dmabuf *mb = at->dmabuf->priv;
+	unsigned int max_seg = dma_get_max_seg_size(at->dev);
+	unsigned int npages = mrpool_pool.chunk_pages;
 	struct mrpool_slice *s = mb->slice;
-	unsigned long i, npages = s->length >> PAGE_SHIFT;
-	struct sg_table *sgt;
-	struct page **pages;
+	struct sg_append_table *sga;
+	unsigned int i, left;
 	int ret;
 
-	sgt = mrpool_kzalloc(sizeof(*sgt), GFP_KERNEL);
-	if (!sgt)
+	sga = mrpool_kzalloc(sizeof(*sga), GFP_KERNEL);
+	if (!sga)
 		return ERR_PTR(-ENOMEM);
-	pages = mrpool_kvcalloc(npages, sizeof(*pages), GFP_KERNEL);
-	if (!pages) {
-		ret = -ENOMEM;
-		goto free_sgt;
+	for (i = 0; i < s->nr_chunks; i++) {
+		/*
+		 * Pages still to come, a sizing hint whose zero ends the
+		 * table: only its being zero must be exact.
+		 */
+		left = min_t(u64, (u64)(s->nr_chunks - i - 1) * npages,
+			     UINT_MAX);
+		ret = sg_alloc_append_table_from_pages(sga,
+						       s->chunkv[i]->pages,
+						       npages, 0,
+						       mrpool_pool.chunk_size,
+						       max_seg, left,
+						       GFP_KERNEL);
+		if (ret)
+			goto free_table;
 	}
-	for (i = 0; i < npages; i++)
-		pages[i] = mrpool_slice_page(s, i);
-	/* Contiguous pages (whole chunks) merge into few segments. */
-	ret = sg_alloc_table_from_pages_segment(sgt, pages, npages, 0,
-						s->length,
-						dma_get_max_seg_size(at->dev),
-						GFP_KERNEL);
-	kvfree(pages);
-	if (ret)
-		goto free_sgt;
-	ret = dma_map_sgtable(at->dev, sgt, dir, 0);
+	ret = dma_map_sgtable(at->dev, &sga->sgt, dir, 0);
 	if (ret)
 		goto free_table;
-	return sgt;
+	return &sga->sgt;
 
 free_table:
-	sg_free_table(sgt);
-free_sgt:
-	kfree(sgt);
+	sg_free_append_table(sga);
+	kfree(sga);
 	return ERR_PTR(ret);
 }
 
@@ -74,9 +83,12 @@ static void mrpool_dmabuf_unmap(struct dma_buf_attachment *at,
 				struct sg_table *sgt,
 				enum dma_data_direction dir)
 {
+	struct sg_append_table *sga = container_of(sgt, struct sg_append_table,
+						   sgt);
+
 	dma_unmap_sgtable(at->dev, sgt, dir, 0);
-	sg_free_table(sgt);
-	kfree(sgt);
+	sg_free_append_table(sga);
+	kfree(sga);
 }
 
 /* The last reference to the dma-buf is gone: so are its mappings. */

@@ -408,8 +408,8 @@ void mrpool_ib_chunk_leaked(struct mrpool_chunk *c)
 {
 	if (xa_err(xa_store(&mrpool_ib_leaked, mrpool_ib_chunk_key(c), c,
 			    GFP_KERNEL)))
-		pr_err("chunk %#lx: cannot record a leaked MR: its pages may be reused\n",
-		       mrpool_ib_chunk_key(c));
+		pr_err("chunk %p: cannot record a leaked MR: its pages may be reused\n",
+		       c);
 }
 
 /**

@@ -401,8 +401,8 @@ release:
 	mrpool_ib_mr_release(d, m);
 count:
 	atomic64_inc(&d->reg_failures);
-	pr_warn_ratelimited("%s: chunk %#lx not registered: %d\n", d->name,
-			    key, ret);
+	pr_warn_ratelimited("%s: chunk %p not registered: %d\n", d->name, c,
+			    ret);
 	return ret;
 }
 

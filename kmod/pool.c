@@ -713,8 +713,7 @@ static void mrpool_chunk_keep(struct mrpool_chunk *c)
 {
 	kmemleak_not_leak(c);
 	atomic64_inc(&mrpool_stats.retired);
-	pr_warn("chunk %#lx retired: an RDMA MR may still reach it\n",
-		page_to_pfn(c->pages[0]));
+	pr_warn("chunk %p retired: an RDMA MR may still reach it\n", c);
 }
 
 /*

@@ -5,8 +5,15 @@
  * attaches a platform device (direct DMA), maps the attachment and reports
  * the scatter-gather table. NIC import itself (ibv_reg_dmabuf_mr) is not
  * testable here: rxe in 6.1 has no dma-buf MRs.
+ *
+ * The table is built chunk by chunk: its segments are the slice's
+ * physically contiguous runs (read from /proc/self/pagemap), in the
+ * slice's order, and mapping it allocates no array of the whole slice's
+ * page pointers (the kmem:kmalloc trace event, in a tracing instance of
+ * its own, sees the importing process's allocations).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -25,6 +34,8 @@
 
 #define ITEST		"mrpool_dmabuf_itest"
 #define ITEST_IMPORT	"/sys/kernel/debug/" ITEST "/import"
+#define ITEST_KVCALLOC	"/sys/kernel/debug/" ITEST "/kvcalloc"
+#define PAGE		4096UL
 
 FIXTURE(imp) {
 	int fd;
@@ -144,6 +155,255 @@ TEST_F(imp, map_attachment)
 
 	EXPECT_EQ(0, munmap(p, a.length));
 	EXPECT_EQ(0, close(e.fd));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* Writes @s to @path; 0 or -errno. */
+static int put_str(const char *path, const char *s)
+{
+	int f, ret = 0;
+
+	f = open(path, O_WRONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	if (write(f, s, strlen(s)) < 0)
+		ret = -errno;
+	close(f);
+	return ret;
+}
+
+struct imp_report {
+	unsigned long long size, dma_bytes, sum, wsum;
+	unsigned int nents, direct;
+};
+
+/* Exports slice @a of @fd and has the importer map it; 0 or -errno. */
+static int export_import(int fd, const struct mrpool_alloc *a,
+			 struct imp_report *r)
+{
+	struct mrpool_export_dmabuf e;
+	char rep[256];
+	int ret;
+
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = a->slice_id;
+	ret = pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e);
+	if (ret)
+		return ret;
+	ret = import(e.fd, rep, sizeof(rep));
+	close(e.fd);
+	if (ret)
+		return ret;
+	if (sscanf(rep, "size %llu nents %u dma_bytes %llu direct %u sum %llu wsum %llu",
+		   &r->size, &r->nents, &r->dma_bytes, &r->direct, &r->sum,
+		   &r->wsum) != 6)
+		return -EPROTO;
+	return 0;
+}
+
+/*
+ * The physically contiguous runs of @len bytes mapped at @p (faulted in),
+ * from /proc/self/pagemap (frame numbers need CAP_SYS_ADMIN); -errno.
+ */
+static int phys_runs(const void *p, size_t len)
+{
+	size_t i, n = len / PAGE;
+	uint64_t *pm, pfn, prev = 0;
+	int f, runs = 0;
+	ssize_t got;
+
+	pm = calloc(n, sizeof(*pm));
+	if (!pm)
+		return -ENOMEM;
+	f = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (f < 0) {
+		free(pm);
+		return -errno;
+	}
+	got = pread(f, pm, n * sizeof(*pm),
+		    (off_t)((uintptr_t)p / PAGE * sizeof(*pm)));
+	close(f);
+	for (i = 0; got == (ssize_t)(n * sizeof(*pm)) && i < n; i++) {
+		pfn = pm[i] & ((1ULL << 55) - 1);
+		if (!(pm[i] >> 63) || !pfn) {
+			runs = -EPERM;	/* not present, or no frame shown */
+			break;
+		}
+		if (!i || pfn != prev + 1)
+			runs++;
+		prev = pfn;
+	}
+	if (got != (ssize_t)(n * sizeof(*pm)))
+		runs = got < 0 ? -errno : -EIO;
+	free(pm);
+	return runs;
+}
+
+/*
+ * Across chunk boundaries: every page, in the slice's order, first and
+ * last byte, and one segment per physically contiguous run of the slice
+ * (runs that cross a chunk boundary merge, as one table built from one
+ * page array did).
+ */
+TEST_F(imp, map_spans_chunks_in_order)
+{
+	unsigned long long want = 0, wwant = 0;
+	const unsigned int nchunks = 5;
+	struct imp_report r;
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+	unsigned char *p, hd, tl;
+	uint64_t i;
+	int runs;
+
+	POOL_SETUP_SKIPPED();
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	ASSERT_EQ(0, pool_alloc(self->fd, nchunks * q.chunk_size, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < a.length / PAGE; i++) {
+		hd = (unsigned char)(i * 13 + 5);
+		tl = (unsigned char)(i * 31 + 7);
+		p[i * PAGE] = hd;
+		p[i * PAGE + PAGE - 1] = tl;
+		want += hd;
+		wwant += (i + 1) * (hd + tl);
+	}
+	runs = phys_runs(p, a.length);
+	ASSERT_LT(0, runs) TH_LOG("pagemap: %s", strerror(-runs));
+
+	ASSERT_EQ(0, export_import(self->fd, &a, &r));
+	TH_LOG("%u segments, %d physical runs, %u chunks", r.nents, runs,
+	       nchunks);
+	EXPECT_EQ(a.length, r.size);
+	EXPECT_EQ(a.length, r.dma_bytes);
+	EXPECT_EQ(1, r.direct);
+	EXPECT_EQ(want, r.sum);
+	EXPECT_EQ(wwant, r.wsum);
+	EXPECT_EQ(runs, (int)r.nents);
+
+	EXPECT_EQ(0, munmap(p, a.length));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* A tracing instance of the kmem:kmalloc event, the test's own. */
+struct ktrace {
+	char dir[PATH_MAX];
+};
+
+/*
+ * Makes @t record the kmallocs of this process of @min bytes or more,
+ * from an empty buffer; 0 or -errno.
+ */
+static int ktrace_start(struct ktrace *t, unsigned long min)
+{
+	static const char *const roots[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	char path[PATH_MAX + 64], filter[128];
+	unsigned int i;
+	int ret;
+
+	t->dir[0] = '\0';
+	for (i = 0; i < 2 && !t->dir[0]; i++) {
+		snprintf(path, sizeof(path), "%s/instances", roots[i]);
+		if (i == 0 && access(path, F_OK))
+			mount("nodev", roots[0], "tracefs", 0, NULL);
+		if (!access(path, F_OK))
+			snprintf(t->dir, sizeof(t->dir),
+				 "%s/instances/mrpool_dmabuf_itest", roots[i]);
+	}
+	if (!t->dir[0])
+		return -ENOENT;
+	rmdir(t->dir);	/* a run that died left it */
+	if (mkdir(t->dir, 0700))
+		return -errno;
+	snprintf(filter, sizeof(filter), "common_pid == %d && bytes_req >= %lu",
+		 (int)getpid(), min);
+	snprintf(path, sizeof(path), "%s/events/kmem/kmalloc/filter", t->dir);
+	ret = put_str(path, filter);
+	snprintf(path, sizeof(path), "%s/events/kmem/kmalloc/enable", t->dir);
+	if (!ret)
+		ret = put_str(path, "1");
+	return ret;
+}
+
+/* Events recorded since the last call (which emptied the buffer). */
+static int ktrace_take(struct ktrace *t, struct __test_metadata *_metadata)
+{
+	char path[PATH_MAX + 16], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/trace", t->dir);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (line[0] != '#' && strstr(line, "kmalloc:")) {
+			TH_LOG("%s", line);
+			n++;
+		}
+	fclose(f);
+	/* Opened for writing with O_TRUNC: the buffer is emptied. */
+	f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void ktrace_stop(struct ktrace *t)
+{
+	char path[PATH_MAX + 32];
+
+	if (!t->dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/events/kmem/kmalloc/enable", t->dir);
+	put_str(path, "0");
+	rmdir(t->dir);
+}
+
+/*
+ * Mapping a slice allocates nothing as large as an array of its page
+ * pointers: the same kvcalloc() made by the importer module shows in the
+ * trace (so the trace would show the exporter's), the map does not.
+ */
+TEST_F(imp, map_allocates_no_page_array)
+{
+	const unsigned int nchunks = 8;
+	unsigned long npages;
+	struct imp_report r;
+	struct mrpool_query q;
+	struct mrpool_alloc a;
+	struct ktrace t = { "" };
+	char num[32];
+	int ret;
+
+	POOL_SETUP_SKIPPED();
+
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	ASSERT_EQ(0, pool_alloc(self->fd, nchunks * q.chunk_size, &a));
+	npages = a.length / PAGE;
+	ret = ktrace_start(&t, npages * sizeof(void *));
+	if (ret == -ENOENT) {
+		EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+		POOL_SKIP("no tracefs (kmem:kmalloc) in this kernel");
+	}
+	ASSERT_EQ(0, ret) TH_LOG("tracing instance: %s", strerror(-ret));
+
+	/* The reference: a page array of the slice, in this process. */
+	snprintf(num, sizeof(num), "%lu", npages);
+	EXPECT_EQ(0, put_str(ITEST_KVCALLOC, num));
+	EXPECT_LE(1, ktrace_take(&t, _metadata))
+		TH_LOG("the trace misses a kvcalloc of %lu pointers", npages);
+
+	EXPECT_EQ(0, export_import(self->fd, &a, &r));
+	EXPECT_EQ(0, ktrace_take(&t, _metadata));
+	EXPECT_EQ(a.length, r.dma_bytes);
+	ktrace_stop(&t);
+
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
 }
 

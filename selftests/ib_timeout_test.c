@@ -12,6 +12,8 @@
  * Each test uses its own Soft-RoCE link on "lo" (mrpt0) so rxe0 stays
  * ready. Needs root, mrpool.ko loaded, debugfs, the rdma tool, and the
  * test module kmod_rdma/mrpool_rdma_ktest.ko: a missing one is a failure.
+ * A retired chunk is logged, by its hashed pointer: never a frame number
+ * (read back from /dev/kmsg).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 
 /* 6.1's kselftest_harness.h trips -Wextra (an unused handler argument). */
 #pragma GCC diagnostic push
@@ -62,7 +65,92 @@ FIXTURE(tmo) {
 	struct census base;
 	long long trim_sec;
 	long long retired;
+	int kmsg;			/* the kernel log from setup on */
 };
+
+#define RETIRED_MSG	" retired: an RDMA MR may still reach it"
+
+/* The kernel log from now on: records logged after this call, or -errno. */
+static int kmsg_from_now(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (lseek(fd, 0, SEEK_END) < 0) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+/*
+ * The mrpool records logged on @fd since the last call, message text
+ * only, one a line, appended to @buf (cut at @len). Returns their count.
+ */
+static int kmsg_mrpool(int fd, char *buf, size_t len)
+{
+	char rec[8192], *msg, *end;
+	size_t used = strlen(buf);
+	int n = 0;
+	ssize_t r;
+
+	for (;;) {
+		r = read(fd, rec, sizeof(rec) - 1);
+		if (r < 0 && errno == EPIPE)
+			continue;	/* overwritten records: skipped */
+		if (r <= 0)
+			break;
+		rec[r] = '\0';
+		msg = strchr(rec, ';');
+		if (!msg || strncmp(msg + 1, "mrpool: ", 8))
+			continue;
+		msg++;
+		end = strchr(msg, '\n');
+		if (end)
+			*end = '\0';
+		if (used + strlen(msg) + 2 > len)
+			continue;
+		used += sprintf(buf + used, "%s\n", msg);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * One chunk was retired since setup: the log says so once, naming the
+ * chunk by no frame number (@pfn, its first page's, in any hex form) and
+ * no other "0x" number either.
+ */
+static void expect_retired_log(struct __test_metadata *_metadata, int fd,
+			       unsigned long pfn)
+{
+	char log[8192] = "", *line, *save, *tok, *tsave;
+	char hex[32], xhex[32];
+	int retired = 0;
+
+	ASSERT_LE(0, fd) TH_LOG("/dev/kmsg: %s", strerror(-fd));
+	/* The count is raised before the line is logged: wait for it. */
+	POOL_WAIT((kmsg_mrpool(fd, log, sizeof(log)),
+		   strstr(log, RETIRED_MSG) != NULL), 5000);
+	snprintf(hex, sizeof(hex), "%lx", pfn);
+	snprintf(xhex, sizeof(xhex), "%#lx", pfn);
+	for (line = strtok_r(log, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (!strstr(line, "chunk "))
+			continue;
+		TH_LOG("kernel: %s", line);
+		EXPECT_EQ(NULL, strstr(line, "0x")) TH_LOG("%s", line);
+		if (strstr(line, RETIRED_MSG))
+			retired++;
+		for (tok = strtok_r(line, " :", &tsave); tok;
+		     tok = strtok_r(NULL, " :", &tsave)) {
+			EXPECT_NE(0, strcasecmp(tok, hex)) TH_LOG("pfn %s", hex);
+			EXPECT_NE(0, strcasecmp(tok, xhex)) TH_LOG("pfn %s", xhex);
+		}
+	}
+	EXPECT_EQ(1, retired);
+}
 
 FIXTURE_SETUP(tmo)
 {
@@ -70,6 +158,7 @@ FIXTURE_SETUP(tmo)
 	int knob;
 
 	self->trim_sec = -1;
+	self->kmsg = -1;
 	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
 	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
 		TH_LOG("no debugfs, or no fail_ib_complete knob");
@@ -93,10 +182,13 @@ FIXTURE_SETUP(tmo)
 	ASSERT_EQ(0, knob);
 	ASSERT_LE(0, self->base.stuck);
 	ASSERT_LE(0, self->retired);
+	self->kmsg = kmsg_from_now();
 }
 
 FIXTURE_TEARDOWN(tmo)
 {
+	if (self->kmsg >= 0)
+		close(self->kmsg);
 	pool_set_knob("fail_ib_complete", 0);
 	pool_set_knob("fail_ib_complete_after", 0);
 	pool_set_knob("fail_ib_dereg", 0);
@@ -247,6 +339,7 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 	EXPECT_EQ(total - 1, pool_chunks());
 	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
 	EXPECT_EQ(pool_chunks(), ib_stat("chunks"));
+	expect_retired_log(_metadata, self->kmsg, pfn);
 
 	close(fd);
 	/* Once its QPs are destroyed the stuck MR goes too. */
@@ -306,6 +399,7 @@ TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
 	EXPECT_EQ(0, dev_ll(DEV, "kbufs"));
 	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
 	EXPECT_EQ(self->base.lends, ib_stat("lends"));
+	expect_retired_log(_metadata, self->kmsg, pfn);
 	expect_dev_gone(_metadata, &self->base, others);
 }
 
@@ -356,6 +450,7 @@ TEST_F_TIMEOUT(tmo, refused_dereg_retires_chunk, 120)
 	dev_str(DEV, "state", state, sizeof(state));
 	EXPECT_STREQ("ready", state);
 	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	expect_retired_log(_metadata, self->kmsg, pfn);
 	expect_dev_gone(_metadata, &self->base, others);
 }
 

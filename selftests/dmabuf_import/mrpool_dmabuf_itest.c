@@ -7,9 +7,16 @@
  * debugfs mrpool_dmabuf_itest/import: write a dma-buf descriptor number
  * of the writing process; the module attaches, maps the attachment for
  * its device, walks the scatter-gather table and unmaps. Reading gives
- * "size S nents N dma_bytes B direct D sum X" (D: every DMA address is
- * the page's physical address; X: the sum of the first byte of every
- * page, from the pages the table names) or "error E".
+ * "size S nents N dma_bytes B direct D sum X wsum W" (D: every DMA address
+ * is the page's physical address; X: the sum of the first byte of every
+ * page, from the pages the table names; W: the sum over those pages, in
+ * the table's order, of (its index + 1) * (its first byte + its last
+ * byte)) or "error E".
+ *
+ * debugfs mrpool_dmabuf_itest/kvcalloc: write N; the module allocates
+ * and frees an array of N page pointers with kvcalloc(), as an exporter
+ * building its table from a page array of the whole buffer would: a
+ * reference allocation for tests that watch the importer's allocations.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,6 +27,7 @@
 #include <linux/platform_device.h>
 #include <linux/scatterlist.h>
 #include <linux/highmem.h>
+#include <linux/slab.h>
 #include <linux/mutex.h>
 #include <linux/uaccess.h>
 #include "compat.h"
@@ -30,30 +38,38 @@ static struct platform_device *itest_pdev;
 static struct device_dma_parameters itest_dma_parms;
 static struct dentry *itest_dir;
 static DEFINE_MUTEX(itest_lock);	/* itest_result */
-static char itest_result[128];
+static char itest_result[160];
 
-/* Sum of the first byte of every page in [off, off + len) of @page on. */
-static u64 itest_sum(struct page *page, unsigned int off, unsigned int len)
+/* What the pages of a table hold, in the table's order. */
+struct itest_sums {
+	u64 pages;	/* pages walked so far */
+	u64 sum;	/* first bytes */
+	u64 wsum;	/* (index + 1) * (first byte + last byte) */
+};
+
+/* Adds every page in [off, off + len) of @page on to @s. */
+static void itest_sum(struct itest_sums *s, struct page *page,
+		      unsigned int off, unsigned int len)
 {
 	unsigned int done;
-	u64 sum = 0;
 	u8 *va;
 
 	for (done = 0; done < len; done += PAGE_SIZE) {
 		va = kmap_local_page(page + (off + done) / PAGE_SIZE);
-		sum += va[0];
+		s->sum += va[0];
+		s->wsum += ++s->pages * (va[0] + va[PAGE_SIZE - 1]);
 		kunmap_local(va);
 	}
-	return sum;
 }
 
 static int itest_import(int fd)
 {
 	struct dma_buf_attachment *at;
 	unsigned int i, nents = 0;
+	struct itest_sums sums = { 0 };
 	struct scatterlist *sg;
 	struct dma_buf *dmabuf;
-	u64 dma_bytes = 0, sum = 0;
+	u64 dma_bytes = 0;
 	struct sg_table *sgt;
 	bool direct = true;
 	int ret = 0;
@@ -78,14 +94,14 @@ static int itest_import(int fd)
 	for_each_sgtable_sg(sgt, sg, i) {
 		if (sg_dma_address(sg) != page_to_phys(sg_page(sg)) + sg->offset)
 			direct = false;
-		sum += itest_sum(sg_page(sg), sg->offset, sg->length);
+		itest_sum(&sums, sg_page(sg), sg->offset, sg->length);
 	}
 	dma_buf_unmap_attachment_unlocked(at, sgt, DMA_BIDIRECTIONAL);
 
 	mutex_lock(&itest_lock);
 	snprintf(itest_result, sizeof(itest_result),
-		 "size %zu nents %u dma_bytes %llu direct %d sum %llu\n",
-		 dmabuf->size, nents, dma_bytes, direct, sum);
+		 "size %zu nents %u dma_bytes %llu direct %d sum %llu wsum %llu\n",
+		 dmabuf->size, nents, dma_bytes, direct, sums.sum, sums.wsum);
 	mutex_unlock(&itest_lock);
 detach:
 	dma_buf_detach(dmabuf, at);
@@ -130,6 +146,29 @@ static const struct file_operations import_fops = {
 	.llseek = default_llseek,
 };
 
+static ssize_t kvcalloc_write(struct file *file, const char __user *ubuf,
+			      size_t len, loff_t *ppos)
+{
+	struct page **pages;
+	unsigned long n;
+	int ret;
+
+	ret = kstrtoul_from_user(ubuf, len, 0, &n);
+	if (ret)
+		return ret;
+	pages = kvcalloc(n, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+	kvfree(pages);
+	return len;
+}
+
+static const struct file_operations kvcalloc_fops = {
+	.owner = THIS_MODULE,
+	.write = kvcalloc_write,
+	.llseek = noop_llseek,
+};
+
 static int __init itest_init(void)
 {
 	int ret;
@@ -150,6 +189,7 @@ static int __init itest_init(void)
 	dma_set_max_seg_size(&itest_pdev->dev, UINT_MAX);
 	itest_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("import", 0600, itest_dir, NULL, &import_fops);
+	debugfs_create_file("kvcalloc", 0200, itest_dir, NULL, &kvcalloc_fops);
 	return 0;
 
 unregister:
