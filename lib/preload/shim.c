@@ -545,6 +545,18 @@ static void mrp_pl_fork_child(void)
 	struct mrp_arena *a;
 
 	mrp_pl_verbs_fork_child();
+	/*
+	 * The child's report counts its own work: what the parent did before
+	 * the fork is in the parent's. (The pool's own counts need nothing:
+	 * a child reports none of its parent's pool, mrp_pl_pool_peek().)
+	 */
+	atomic_store(&mrp_pl_count.alloc_fails, 0);
+	atomic_store(&mrp_pl_count.forks, 0);
+	atomic_store(&mrp_pl_count.copies, 0);
+	atomic_store(&mrp_pl_count.copied, 0);
+	atomic_store(&mrp_pl_count.zeroed, 0);
+	atomic_store(&mrp_pl_count.deferred, 0);
+	atomic_store(&mrp_pl_count.abandoned, 0);
 	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN || pool->fork_copy)
 		return;		/* no pool, or the arenas are the child's copy */
 	pthread_mutex_lock(&pool->lock);
@@ -591,6 +603,7 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     (int)getpid(),
 		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") :
 		     atomic_load(&mrp_pl_state) == MRP_PL_DORMANT ? "none (dormant: no RDMA)" :
+		     atomic_load(&mrp_pl_state) == MRP_PL_OPEN ? "none (forked: the parent's pool)" :
 		     "none",
 		     (unsigned long long)served,
 		     (unsigned long long)passed,

@@ -117,8 +117,9 @@ _Static_assert(sizeof(struct mrp_pl_mr) == 128, "a slot's index is a shift");
  * A thread's state: its free slots and counters. Blocks are never freed:
  * one is claimed by a thread at its first registration, given up at its
  * exit with its free slots and counters, and claimed by a later thread
- * as it is. Counters only grow, whoever owns the block: their sum over
- * every block is the process's.
+ * as it is. Counters only grow, whoever owns the block (but in a forked
+ * child, which starts them at 0): their sum over every block is the
+ * process's.
  */
 struct mrp_pl_thr {
 	struct mrp_pl_mr *free;		/* the owner's free slots */
@@ -227,13 +228,20 @@ void mrp_pl_verbs_fork_parent(void)
 /*
  * The child's only thread: the blocks of the parent's other threads have
  * no owner here, a later thread of the child's may claim them (with their
- * free slots, which the child inherited with the region).
+ * free slots, which the child inherited with the region). Every block's
+ * counters start again at 0, this thread's too: they are the parent's
+ * registrations, which the child's report must not repeat; no other
+ * thread writes them here.
  */
 void mrp_pl_verbs_fork_child(void)
 {
-	for (struct mrp_pl_thr *t = atomic_load(&mrp_pl_thrs); t; t = t->next)
+	for (struct mrp_pl_thr *t = atomic_load(&mrp_pl_thrs); t; t = t->next) {
 		if (t != mrp_pl_self)
 			atomic_store_explicit(&t->owned, false, memory_order_release);
+		atomic_store_explicit(&t->served, 0, memory_order_relaxed);
+		atomic_store_explicit(&t->passed, 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&mrp_pl_orphan_passed, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	pthread_mutex_unlock(&mrp_pl_lock);
 }

@@ -2085,6 +2085,44 @@ TEST(no_inherit_after_rdma)
 	EXPECT_EQ(CHILD_SHIM | CHILD_PRELOAD, WEXITSTATUS(st));
 }
 
+/*
+ * A forked child's report counts what the child did, not what its parent
+ * had done before the fork: the parent takes 5 pool blocks, has 5
+ * registrations served and 2 passed on, copies 5 blocks by realloc and
+ * clears a reused one by calloc; the child passes 3 registrations on and
+ * copies 3 of the parent's blocks out. Before, the child's line repeated
+ * the parent's counters (served 5, passed 5, 8 copies...).
+ */
+TEST(fork_child_counts_own)
+{
+	char buf[2048], err[256], want[32], *parent;
+	int st, child = 0;
+
+	st = run_mode_report("fork_counts", NULL, NULL, buf, sizeof(buf), true, err,
+			     sizeof(err));
+	ASSERT_EQ(0, st) TH_LOG("status %#x: %s", st, err);
+	ASSERT_EQ(1, sscanf(err, "child %d", &child)) TH_LOG("%s", err);
+	/* the child exits first: its line is the first */
+	snprintf(want, sizeof(want), "pid %d:", child);
+	ASSERT_TRUE(strstr(buf, want) == buf + strlen("mrpool-preload: ")) TH_LOG("%s", buf);
+	parent = strchr(buf, '\n');
+	ASSERT_NE(NULL, parent);
+	*parent++ = 0;
+	EXPECT_NE(NULL, strstr(buf, "backend none (forked: the parent's pool)")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "registrations served ")) TH_LOG("%s", buf);
+	EXPECT_EQ(3, field(buf, " passed ")) TH_LOG("%s", buf);
+	EXPECT_EQ(3, field(buf, "realloc copies ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "allocations from the pool ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "calloc bytes zeroed ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "forks with pool blocks ")) TH_LOG("%s", buf);
+	/* the parent's own line is as it was */
+	EXPECT_EQ(5, field(parent, "registrations served ")) TH_LOG("%s", parent);
+	EXPECT_EQ(2, field(parent, " passed ")) TH_LOG("%s", parent);
+	EXPECT_EQ(5, field(parent, "realloc copies ")) TH_LOG("%s", parent);
+	EXPECT_EQ(1, field(parent, "forks with pool blocks ")) TH_LOG("%s", parent);
+	EXPECT_LT(0, field(parent, "calloc bytes zeroed ")) TH_LOG("%s", parent);
+}
+
 static void *free_it(void *p)
 {
 	free(p);
@@ -2466,6 +2504,61 @@ static int mode_main(const char *mode)
 		if (!pre || !strstr(pre, MRP_FAKE_PATH))
 			r |= CHILD_NO_FAKE;
 		return r;
+	}
+	if (!strcmp(mode, "fork_counts")) {
+		struct ibv_pd *pd = new_pd();
+		char *blk[5], *volatile z, small[64];
+		struct ibv_mr *mr;
+		pid_t pid;
+		int st;
+
+		for (int i = 0; i < 5; i++) {
+			blk[i] = malloc(100000);
+			if (!in_pool(blk[i]))
+				return 1;
+			mr = ibv_reg_mr(pd, blk[i], 100, IBV_ACCESS_LOCAL_WRITE);
+			if (!served(mr) || ibv_dereg_mr(mr))
+				return 2;
+		}
+		for (int i = 0; i < 2; i++) {
+			mr = ibv_reg_mr(pd, small, sizeof(small), IBV_ACCESS_LOCAL_WRITE);
+			if (!mr || served(mr) || ibv_dereg_mr(mr))
+				return 3;
+		}
+		for (int i = 0; i < 5; i++) {
+			/* out of its 128 KiB buffer: a copy each */
+			blk[i] = realloc(blk[i], 300000);
+			if (!in_pool(blk[i]))
+				return 4;
+		}
+		z = malloc(100000);		/* volatile: GCC drops malloc+free */
+		free(z);
+		z = calloc(1, 100000);	/* the buffer again: cleared */
+		fflush(stderr);
+		pid = fork();
+		if (pid == 0) {
+			fprintf(stderr, "child %d\n", (int)getpid());
+			for (int i = 0; i < 3; i++) {
+				char *q;
+
+				mr = ibv_reg_mr(pd, blk[i], 100, IBV_ACCESS_LOCAL_WRITE);
+				if (!mr || served(mr) || ibv_dereg_mr(mr))
+					_exit(5);
+				q = realloc(blk[i], 600000);	/* the parent's: copied out */
+				if (!q || in_pool(q))
+					_exit(6);
+				free(q);
+			}
+			exit(0);	/* the report, at exit */
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			return 7;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			return 8;
+		for (int i = 0; i < 5; i++)
+			free(blk[i]);
+		free(z);
+		return ibv_dealloc_pd(pd);
 	}
 	if (!strcmp(mode, "dfree")) {
 		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
