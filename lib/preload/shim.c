@@ -380,7 +380,8 @@ static MRP_NOINLINE void mrp_pl_open(void)
  * starts, a shell), while the wrappers that led here (env, numactl, a
  * launcher script) kept it. The dynamic loader read LD_PRELOAD at start:
  * this process keeps the shim. A program that copied its environment
- * earlier (Python's os.environ) passes the copy on.
+ * earlier (Python's os.environ) and hands the copy to a child passes the
+ * shim on in it.
  *
  * Other threads may be running: glibc's setenv() replaces the pointer to
  * an existing variable in place and never frees the old string, and
