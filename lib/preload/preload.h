@@ -8,7 +8,8 @@
  *             by the first call that needs them (the constructor's or an
  *             earlier one), and a static buffer for the allocations dlsym
  *             makes first
- *   shim.c    settings, the pool (opened on first use), fork, counters
+ *   shim.c    settings, dormancy until the process uses RDMA, the pool
+ *             (opened on first use once active), fork, counters
  *   malloc.c  the allocator entry points: large requests from the pool
  *   verbs.c   registrations inside a pool buffer served by its arena's MR
  *
@@ -88,6 +89,13 @@ enum mrp_pl_remote {
 	MRP_PL_REMOTE_ARENA,		/* MRPOOL_PRELOAD_REMOTE=arena */
 };
 
+/* MRPOOL_PRELOAD_INHERIT: when the pool is active, who keeps the shim (shim.c) */
+enum mrp_pl_inherit {
+	MRP_PL_INHERIT_DORMANT,		/* unset: dormant until RDMA, inherited */
+	MRP_PL_INHERIT_ALL,		/* all or 1: active from the start, inherited */
+	MRP_PL_INHERIT_UNTIL_RDMA,	/* 0: dormant until RDMA, then not inherited */
+};
+
 struct mrp_pl_cfg {
 	size_t min;			/* MRPOOL_PRELOAD_MIN, 0: no allocations */
 	size_t max;			/* MRPOOL_PRELOAD_MAX: largest from the pool,
@@ -103,6 +111,8 @@ struct mrp_pl_cfg {
 					 * glibc's (file name), else NULL: min and
 					 * aligned_min are then 0 ... */
 	bool forced;			/* ... unless MRPOOL_PRELOAD_FOREIGN_MALLOC */
+	bool left;			/* they were, from allocations asked for */
+	enum mrp_pl_inherit inherit;	/* MRPOOL_PRELOAD_INHERIT */
 };
 
 extern struct mrp_pl_cfg mrp_pl_cfg;	/* set by mrp_pl_resolve(), then read-only */
@@ -184,6 +194,7 @@ struct mrp_pl_counters {
 extern struct mrp_pl_counters mrp_pl_count;
 
 void mrp_pl_load_cfg(const char *foreign);
+void mrp_pl_activate(void);
 void mrp_pl_setup_slow(void);
 extern _Atomic bool mrp_pl_set_up;
 

@@ -2,7 +2,24 @@
 /*
  * The shim's settings, its one pool and its counters.
  *
- * The pool opens on first use (a large allocation or a registration), on
+ * Dormant until RDMA: LD_PRELOAD reaches every program a run executes (a
+ * launcher, a shell script, env, numactl, a compiler the program starts),
+ * and only those that use RDMA gain from pinned memory; the others would
+ * pin their large blocks and take the pool's host-wide quota for nothing.
+ * So, by default, the shim in a process leaves every allocation to the
+ * real allocator (no pool, no address map, nothing pinned) until the
+ * process first uses RDMA: a device list with a device in it, a device
+ * opened, or a registration (mrp_pl_activate(), from verbs.c). From then
+ * on large allocations come from the pool; blocks handed out before stay
+ * the real allocator's (free() tells them apart by the address map, as
+ * any real block). MRPOOL_PRELOAD_INHERIT=all (or 1, mrpool-run --all) is
+ * active from the start, as the shim was before; MRPOOL_PRELOAD_INHERIT=0
+ * (mrpool-run --no-inherit) is dormant as the default, and the process
+ * that activates takes the shim out of the environment its own children
+ * get: a wrapper chain before it keeps the shim, its descendants lose it.
+ *
+ * The pool opens on first use once active (a large allocation or a
+ * registration), on
  * the kernel module when /dev/mrpool opens and on the library's anonymous
  * backend otherwise (MRPOOL_BACKEND as for any pool); if it cannot open,
  * the shim passes everything on. No fallback buffers (MRPOOL_FALLBACK is
@@ -51,8 +68,13 @@ static bool mrp_pl_exit_key_ok;		/* set once, before any pool block exists */
 _Atomic bool mrp_pl_set_up;
 static pthread_once_t mrp_pl_setup_once = PTHREAD_ONCE_INIT;
 
-enum { MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
-static _Atomic int mrp_pl_state;		/* the first user opens the pool */
+/*
+ * DORMANT (0, the start) until the process uses RDMA or the settings say
+ * active from the start, then CLOSED; the first user opens the pool.
+ * Allocations test state == OPEN only: dormancy costs them nothing.
+ */
+enum { MRP_PL_DORMANT, MRP_PL_CLOSED, MRP_PL_OPENING, MRP_PL_OPEN, MRP_PL_OFF };
+static _Atomic int mrp_pl_state;
 static struct mrp_pool *mrp_pl_the_pool;	/* set before state OPEN, then fixed */
 
 /*
@@ -133,17 +155,33 @@ static void mrp_pl_foreign(const char *owner)
 	force = getenv("MRPOOL_PRELOAD_FOREIGN_MALLOC");
 	if (force && *force && strcmp(force, "0")) {
 		mrp_pl_cfg.forced = true;
-		mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: "
-			   "MRPOOL_PRELOAD_FOREIGN_MALLOC=%s serves large allocations from the "
-			   "pool anyway; a pool block given to its own API (e.g. sdallocx) crashes\n",
-			   name, force);
 		return;
 	}
 	mrp_pl_cfg.min = 0;
 	mrp_pl_cfg.aligned_min = 0;
-	mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: allocations left to it "
-		   "(its own API, e.g. sdallocx, would get pool blocks), registrations passed "
-		   "on; see mrpool-run(1)\n", name);
+	mrp_pl_cfg.left = true;
+}
+
+/*
+ * What mrp_pl_foreign() decided, said as the process leaves dormancy: a
+ * dormant process (a compiler, a script the run executes) is the real
+ * allocator's anyway, and a line from each would only be noise.
+ */
+static void mrp_pl_say_foreign(void)
+{
+	const char *force = getenv("MRPOOL_PRELOAD_FOREIGN_MALLOC");
+
+	if (!mrp_pl_cfg.foreign)
+		return;
+	if (mrp_pl_cfg.forced)
+		mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: "
+			   "MRPOOL_PRELOAD_FOREIGN_MALLOC=%s serves large allocations from the "
+			   "pool anyway; a pool block given to its own API (e.g. sdallocx) crashes\n",
+			   mrp_pl_cfg.foreign, force ? force : "");
+	else if (mrp_pl_cfg.left)
+		mrp_pl_say("mrpool-preload: malloc is %s's, not glibc's: allocations left to it "
+			   "(its own API, e.g. sdallocx, would get pool blocks), registrations passed "
+			   "on; see mrpool-run(1)\n", mrp_pl_cfg.foreign);
 }
 
 /*
@@ -185,6 +223,22 @@ void mrp_pl_load_cfg(const char *foreign)
 	mrp_pl_cfg.debug = s && *s && strcmp(s, "0");
 	if (foreign)
 		mrp_pl_foreign(foreign);
+	s = getenv("MRPOOL_PRELOAD_INHERIT");
+	if (s && (!strcmp(s, "all") || !strcmp(s, "1"))) {
+		mrp_pl_cfg.inherit = MRP_PL_INHERIT_ALL;
+	} else if (s && !strcmp(s, "0")) {
+		mrp_pl_cfg.inherit = MRP_PL_INHERIT_UNTIL_RDMA;
+	} else {
+		mrp_pl_cfg.inherit = MRP_PL_INHERIT_DORMANT;
+		if (s && *s)
+			mrp_pl_say("mrpool-preload: MRPOOL_PRELOAD_INHERIT=%s is not 0, 1 or all: "
+				   "dormant until the program uses RDMA, inherited\n", s);
+	}
+	/* nothing can have activated yet: this runs before the verbs calls can */
+	if (mrp_pl_cfg.inherit == MRP_PL_INHERIT_ALL) {
+		atomic_store_explicit(&mrp_pl_state, MRP_PL_CLOSED, memory_order_relaxed);
+		mrp_pl_say_foreign();
+	}
 }
 
 /*
@@ -320,6 +374,72 @@ static MRP_NOINLINE void mrp_pl_open(void)
 }
 
 /*
+ * MRPOOL_PRELOAD_INHERIT=0 (mrpool-run --no-inherit), at activation: the
+ * shim's entries leave LD_PRELOAD and the setting leaves the environment,
+ * so that what this process executes runs without the shim (a helper it
+ * starts, a shell), while the wrappers that led here (env, numactl, a
+ * launcher script) kept it. The dynamic loader read LD_PRELOAD at start:
+ * this process keeps the shim. A program that copied its environment
+ * earlier (Python's os.environ) and hands the copy to a child passes the
+ * shim on in it.
+ *
+ * Other threads may be running: glibc's setenv() replaces the pointer to
+ * an existing variable in place and never frees the old string, and
+ * unsetenv() moves the later entries down under its lock, so a getenv()
+ * racing it may miss a variable for that instant; nothing here writes a
+ * string another thread may be reading.
+ */
+static void mrp_pl_uninherit(void)
+{
+	static const char name[] = "libmrpool-preload.so";
+	const char *pre = getenv("LD_PRELOAD");
+	char out[4096];
+	size_t n = 0;
+
+	unsetenv("MRPOOL_PRELOAD_INHERIT");
+	if (!pre || strlen(pre) >= sizeof(out))
+		return;
+	/* entries separated by spaces or colons, as ld.so(8) reads them */
+	while (*pre) {
+		size_t len = strcspn(pre, " :"), nl = sizeof(name) - 1;
+
+		if (len && !(len >= nl && !memcmp(pre + len - nl, name, nl) &&
+			     (len == nl || pre[len - nl - 1] == '/'))) {
+			if (n)
+				out[n++] = ' ';
+			memcpy(out + n, pre, len);
+			n += len;
+		}
+		pre += len;
+		pre += strspn(pre, " :");
+	}
+	out[n] = 0;
+	if (n)
+		setenv("LD_PRELOAD", out, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
+/*
+ * The process uses RDMA (verbs.c: a device list with a device in it, a
+ * device opened, a registration): the pool is active from now on, and
+ * opens at its first use. Once; after mrp_pl_setup() (the settings read).
+ * Never from inside an allocation: setenv() allocates.
+ */
+void mrp_pl_activate(void)
+{
+	int st = MRP_PL_DORMANT;
+
+	if (likely(atomic_load_explicit(&mrp_pl_state, memory_order_relaxed) != MRP_PL_DORMANT))
+		return;
+	if (!atomic_compare_exchange_strong(&mrp_pl_state, &st, MRP_PL_CLOSED))
+		return;			/* another thread did */
+	mrp_pl_say_foreign();
+	if (mrp_pl_cfg.inherit == MRP_PL_INHERIT_UNTIL_RDMA)
+		mrp_pl_uninherit();
+}
+
+/*
  * mrp_pl_pool() of a call from outside the library: the pool, but not on
  * the pool's thread (it may hold the pool's lock), not in a forked child,
  * not while another thread opens it (that caller gets the real function
@@ -426,6 +546,18 @@ static void mrp_pl_fork_child(void)
 	struct mrp_arena *a;
 
 	mrp_pl_verbs_fork_child();
+	/*
+	 * The child's report counts its own work: what the parent did before
+	 * the fork is in the parent's. (The pool's own counts need nothing:
+	 * a child reports none of its parent's pool, mrp_pl_pool_peek().)
+	 */
+	atomic_store(&mrp_pl_count.alloc_fails, 0);
+	atomic_store(&mrp_pl_count.forks, 0);
+	atomic_store(&mrp_pl_count.copies, 0);
+	atomic_store(&mrp_pl_count.copied, 0);
+	atomic_store(&mrp_pl_count.zeroed, 0);
+	atomic_store(&mrp_pl_count.deferred, 0);
+	atomic_store(&mrp_pl_count.abandoned, 0);
 	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN || pool->fork_copy)
 		return;		/* no pool, or the arenas are the child's copy */
 	pthread_mutex_lock(&pool->lock);
@@ -470,7 +602,10 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 		     "realloc copies %llu, bytes copied %llu, calloc bytes zeroed %llu, "
 		     "malloc %s%s\n",
 		     (int)getpid(),
-		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") : "none",
+		     pool ? (pool->ops->kind == MRP_KIND_KERNEL ? "kernel" : "anon") :
+		     atomic_load(&mrp_pl_state) == MRP_PL_DORMANT ? "none (dormant: no RDMA)" :
+		     atomic_load(&mrp_pl_state) == MRP_PL_OPEN ? "none (forked: the parent's pool)" :
+		     "none",
 		     (unsigned long long)served,
 		     (unsigned long long)passed,
 		     (unsigned long long)allocs,
@@ -500,42 +635,6 @@ __attribute__((destructor)) static void mrp_pl_fini(void)
 	}
 	if (fd != STDERR_FILENO)
 		close(fd);
-}
-
-/*
- * MRPOOL_PRELOAD_INHERIT=0 (mrpool-run --no-inherit): take the shim out of
- * LD_PRELOAD, so that programs this one executes run without it (a shell,
- * a launcher, a helper that forks and keeps using large buffers). The
- * dynamic loader read LD_PRELOAD before: this process keeps the shim.
- */
-static void mrp_pl_uninherit(void)
-{
-	static const char name[] = "libmrpool-preload.so";
-	const char *s = getenv("MRPOOL_PRELOAD_INHERIT"), *pre = getenv("LD_PRELOAD");
-	char out[4096];
-	size_t n = 0;
-
-	if (!s || strcmp(s, "0") || !pre || strlen(pre) >= sizeof(out))
-		return;
-	/* entries separated by spaces or colons, as ld.so(8) reads them */
-	while (*pre) {
-		size_t len = strcspn(pre, " :"), nl = sizeof(name) - 1;
-
-		if (len && !(len >= nl && !memcmp(pre + len - nl, name, nl) &&
-			     (len == nl || pre[len - nl - 1] == '/'))) {
-			if (n)
-				out[n++] = ' ';
-			memcpy(out + n, pre, len);
-			n += len;
-		}
-		pre += len;
-		pre += strspn(pre, " :");
-	}
-	out[n] = 0;
-	if (n)
-		setenv("LD_PRELOAD", out, 1);
-	else
-		unsetenv("LD_PRELOAD");
 }
 
 /*
@@ -575,12 +674,9 @@ void mrp_pl_setup_slow(void)
  * The loader runs the constructors of a program's libraries before those
  * of preloaded objects, and such a constructor may allocate, register, or
  * start a thread that does: what this one sets up, the first call that
- * needs it sets up too (mrp_pl_setup(), mrp_pl_ready()). Only taking the
- * shim out of LD_PRELOAD waits for it: a program executed by an earlier
- * constructor still has the shim.
+ * needs it sets up too (mrp_pl_setup(), mrp_pl_ready()).
  */
 __attribute__((constructor)) static void mrp_pl_init(void)
 {
 	mrp_pl_setup();
-	mrp_pl_uninherit();
 }

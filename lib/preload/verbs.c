@@ -41,6 +41,10 @@
  * libibverbs would for real MRs, and detaches the PD from the pool first
  * otherwise (the arenas' MRs in it would make the real call fail with
  * EBUSY); ibv_close_device() detaches the PDs of that context.
+ *
+ * A registration passed on, ibv_get_device_list() finding a device and
+ * ibv_open_device() wake a dormant shim (shim.c, mrp_pl_activate()): no
+ * served registration can come first, as nothing is the pool's before.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -113,8 +117,9 @@ _Static_assert(sizeof(struct mrp_pl_mr) == 128, "a slot's index is a shift");
  * A thread's state: its free slots and counters. Blocks are never freed:
  * one is claimed by a thread at its first registration, given up at its
  * exit with its free slots and counters, and claimed by a later thread
- * as it is. Counters only grow, whoever owns the block: their sum over
- * every block is the process's.
+ * as it is. Counters only grow, whoever owns the block (but in a forked
+ * child, which starts them at 0): their sum over every block is the
+ * process's.
  */
 struct mrp_pl_thr {
 	struct mrp_pl_mr *free;		/* the owner's free slots */
@@ -182,6 +187,8 @@ static struct {
 	int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
 	int (*dealloc_pd)(struct ibv_pd *);
 	int (*close_device)(struct ibv_context *);
+	struct ibv_device **(*get_device_list)(int *);
+	struct ibv_context *(*open_device)(struct ibv_device *);
 } mrp_pl_verbs;
 
 static void mrp_pl_thr_exit(void *arg);
@@ -196,6 +203,8 @@ void mrp_pl_verbs_resolve(void)
 	*(void **)&mrp_pl_verbs.rereg_mr = mrp_pl_verbs_sym("ibv_rereg_mr");
 	*(void **)&mrp_pl_verbs.dealloc_pd = mrp_pl_verbs_sym("ibv_dealloc_pd");
 	*(void **)&mrp_pl_verbs.close_device = mrp_pl_verbs_sym("ibv_close_device");
+	*(void **)&mrp_pl_verbs.get_device_list = mrp_pl_verbs_sym("ibv_get_device_list");
+	*(void **)&mrp_pl_verbs.open_device = mrp_pl_verbs_sym("ibv_open_device");
 	/* without the key a thread's block is not given up at its exit */
 	mrp_pl_thr_key_ok = !pthread_key_create(&mrp_pl_thr_key, mrp_pl_thr_exit);
 }
@@ -219,13 +228,20 @@ void mrp_pl_verbs_fork_parent(void)
 /*
  * The child's only thread: the blocks of the parent's other threads have
  * no owner here, a later thread of the child's may claim them (with their
- * free slots, which the child inherited with the region).
+ * free slots, which the child inherited with the region). Every block's
+ * counters start again at 0, this thread's too: they are the parent's
+ * registrations, which the child's report must not repeat; no other
+ * thread writes them here.
  */
 void mrp_pl_verbs_fork_child(void)
 {
-	for (struct mrp_pl_thr *t = atomic_load(&mrp_pl_thrs); t; t = t->next)
+	for (struct mrp_pl_thr *t = atomic_load(&mrp_pl_thrs); t; t = t->next) {
 		if (t != mrp_pl_self)
 			atomic_store_explicit(&t->owned, false, memory_order_release);
+		atomic_store_explicit(&t->served, 0, memory_order_relaxed);
+		atomic_store_explicit(&t->passed, 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&mrp_pl_orphan_passed, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	pthread_mutex_unlock(&mrp_pl_lock);
 }
@@ -614,6 +630,7 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr(struct ibv_pd *pd, void *a
 	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mrp_pl_activate();	/* the program registers: it uses RDMA */
 	mr = mrp_pl_serve(pd, addr, length, (uintptr_t)addr, (unsigned int)access, true);
 	if (mr)
 		return mr;
@@ -641,6 +658,7 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova(struct ibv_pd *pd, vo
 	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mrp_pl_activate();	/* the program registers: it uses RDMA */
 	mr = mrp_pl_serve(pd, addr, length, iova, (unsigned int)access, true);
 	if (mr)
 		return mr;
@@ -667,6 +685,7 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_pass_reg_mr_iova2(struct ibv_pd *pd, v
 	uintptr_t outer;
 
 	mrp_pl_setup();		/* before any lock: an attach takes them */
+	mrp_pl_activate();	/* the program registers: it uses RDMA */
 	mr = mrp_pl_serve(pd, addr, length, iova, access, true);
 	if (mr)
 		return mr;
@@ -792,4 +811,40 @@ MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	}
 	pthread_mutex_unlock(&mrp_pl_lock);
 	return MRP_PL_REAL(close_device, ENOSYS, ctx);
+}
+
+/*
+ * The two calls by which a program shows it uses RDMA before it registers
+ * anything (shim.c: the shim is dormant until then): a device list with a
+ * device in it (a probe that finds none, as a launcher or a library
+ * choosing its transport makes, leaves the process dormant) and a device
+ * opened. The calls themselves are libibverbs'.
+ */
+MRP_PL_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct ibv_device **list;
+	int n = 0;
+
+	mrp_pl_setup();
+	if (!mrp_pl_verbs.get_device_list) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	list = mrp_pl_verbs.get_device_list(&n);
+	if (num_devices)
+		*num_devices = n;
+	if (list && n > 0)
+		mrp_pl_activate();
+	return list;
+}
+
+MRP_PL_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct ibv_context *ctx;
+
+	mrp_pl_setup();
+	ctx = MRP_PL_REAL(open_device, NULL, device);
+	if (ctx)
+		mrp_pl_activate();
+	return ctx;
 }

@@ -3,6 +3,8 @@
  * A recording stand-in for the verbs calls libmrpool makes, for host tests
  * (no RDMA device here): every MR gets unique keys and stays on a list the
  * tests inspect. Linked before libmrpool.a, so these definitions win.
+ * One fake device, listed and opened as a program using RDMA would (the
+ * preload shim wakes up at that: preload_test).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -59,6 +61,43 @@ static void fake_dontfork_range(void *addr, size_t length)
 	start = (uintptr_t)addr & ~(page - 1);
 	end = ((uintptr_t)addr + length + page - 1) & ~(page - 1);
 	madvise((void *)start, end - start, MADV_DONTFORK);
+}
+
+/*
+ * The device list: the fake device, or none with FAKE_DEVICES=0 (a host
+ * without RDMA, where a program's probe finds nothing). Each call returns
+ * a list of its own, as libibverbs does.
+ */
+struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	const char *s = getenv("FAKE_DEVICES");
+	int n = s && !strcmp(s, "0") ? 0 : 1;
+	struct ibv_device **list = calloc((size_t)n + 1, sizeof(*list));
+
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (n)
+		list[0] = &fake_device;
+	if (num_devices)
+		*num_devices = n;
+	return list;
+}
+
+void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+/* The fake device's one context (fake_pds' context); any other: ENODEV. */
+struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	if (device != &fake_device) {
+		errno = ENODEV;
+		return NULL;
+	}
+	return &fake_context;
 }
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)

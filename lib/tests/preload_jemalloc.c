@@ -160,6 +160,8 @@ static int run_mode(const char *mode, bool plain, const char *env, char *line, c
 		unsetenv("MRPOOL_PRELOAD_MIN");
 		unsetenv("MRPOOL_PRELOAD_ALIGNED_MIN");
 		unsetenv("MRPOOL_PRELOAD_FOREIGN_MALLOC");
+		/* active from the start: the modes allocate before any verbs call */
+		setenv("MRPOOL_PRELOAD_INHERIT", "all", 1);
 		setenv("LD_PRELOAD", plain ? MRP_FAKE_PATH : MRP_PRELOAD_PATH " " MRP_FAKE_PATH, 1);
 		if (env)
 			putenv((char *)env);

@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -67,13 +68,15 @@ static int fake(const char *name)
 }
 
 /*
- * Run this binary in mode (see main) with extra environment "K=V" pairs;
- * its report line (MRPOOL_PRELOAD_REPORT) into line and, with err, what it
- * wrote on stderr into err (errlen bytes at most, NUL-terminated). Returns
- * its status.
+ * Run this binary in mode (see main) with extra environment "K=V" pairs
+ * ("K" alone unsets K: glibc's putenv());
+ * its report (MRPOOL_PRELOAD_REPORT) into out: the first line, or with
+ * whole every line its processes wrote (a child's first, as it exits
+ * first); with err, what it wrote on stderr into err (errlen bytes at
+ * most, NUL-terminated). Returns its status.
  */
-static int run_mode_err(const char *mode, const char *env1, const char *env2,
-			char *line, size_t len, char *err, size_t errlen)
+static int run_mode_report(const char *mode, const char *env1, const char *env2,
+			   char *out, size_t len, bool whole, char *err, size_t errlen)
 {
 	char report[] = "/tmp/mrp_preload_report.XXXXXX";
 	char errpath[] = "/tmp/mrp_preload_err.XXXXXX";
@@ -104,11 +107,16 @@ static int run_mode_err(const char *mode, const char *env1, const char *env2,
 		_exit(127);
 	}
 	waitpid(pid, &st, 0);
-	line[0] = 0;
+	out[0] = 0;
 	f = fopen(report, "r");
 	if (f) {
-		if (!fgets(line, (int)len, f))
-			line[0] = 0;
+		if (whole) {
+			size_t got = fread(out, 1, len - 1, f);
+
+			out[got] = 0;
+		} else if (!fgets(out, (int)len, f)) {
+			out[0] = 0;
+		}
 		fclose(f);
 	}
 	unlink(report);
@@ -119,6 +127,12 @@ static int run_mode_err(const char *mode, const char *env1, const char *env2,
 		unlink(errpath);
 	}
 	return st;
+}
+
+static int run_mode_err(const char *mode, const char *env1, const char *env2,
+			char *line, size_t len, char *err, size_t errlen)
+{
+	return run_mode_report(mode, env1, env2, line, len, false, err, errlen);
 }
 
 static int run_mode(const char *mode, const char *env1, const char *env2,
@@ -1898,16 +1912,215 @@ TEST(libc_free)
 }
 
 /*
- * MRPOOL_PRELOAD_INHERIT=0: the shim leaves LD_PRELOAD (what this process
- * executes runs without it), the rest of it stays; this process keeps it.
+ * A process that never touches verbs (the default, MRPOOL_PRELOAD_INHERIT
+ * unset) takes no pool block, large or aligned or calloc'd, and its report
+ * says it stayed dormant; a probe that finds no device (FAKE_DEVICES=0)
+ * leaves it so. Before, every process under the shim pinned its large
+ * blocks: every descendant of the program (compilers, scripts, sort).
+ * A value of the setting not understood is said, and taken as unset.
  */
-TEST(no_inherit)
+TEST(dormant_without_rdma)
+{
+	char line[512], err[1024];
+	int st;
+
+	st = run_mode_err("dormant", "MRPOOL_PRELOAD_INHERIT", "FAKE_DEVICES=0", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_EQ(0, st) TH_LOG("status %#x, stderr: %s", st, err);
+	EXPECT_STREQ("", err);
+	EXPECT_NE(NULL, strstr(line, "backend none (dormant: no RDMA)")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, " passed ")) TH_LOG("%s", line);
+	st = run_mode_err("alloc10", "MRPOOL_PRELOAD_INHERIT=yes", NULL, line, sizeof(line),
+			  err, sizeof(err));
+	EXPECT_EQ(0, st);
+	EXPECT_NE(NULL, strstr(err, "MRPOOL_PRELOAD_INHERIT=yes")) TH_LOG("%s", err);
+	EXPECT_NE(NULL, strstr(line, "backend none (dormant: no RDMA)")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+}
+
+/*
+ * mrpool-run --no-inherit PROGRAM where PROGRAM is a wrapper: env, then a
+ * shell that forks the real program and waits (a launcher script). The
+ * program lists and opens a device, and its large blocks come from the
+ * pool; the wrappers stayed dormant (the shell's report says so; env
+ * exec()s and reports nothing); the program's own children lose the shim.
+ * The default (inherit) reaches it the same way, its children keeping
+ * the shim. Before, the shim took itself out of LD_PRELOAD in env: the
+ * program ran without it, and no report line came at all.
+ */
+TEST(wrapper_chain_gets_pool)
+{
+	static const char *const how[] = { "--no-inherit", NULL };
+	char exe[PATH_MAX], report[] = "/tmp/mrp_preload_chain.XXXXXX", buf[4096];
+	int fd = mkstemp(report), st;
+	ssize_t n;
+
+	ASSERT_LE(0, fd);
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ASSERT_LT(0, n);
+	exe[n] = 0;
+	if (access("/usr/bin/env", X_OK) || access("/bin/sh", X_OK)) {
+		close(fd);
+		unlink(report);
+		SKIP(return, "no /usr/bin/env or /bin/sh");
+	}
+	for (int k = 0; k < 2; k++) {
+		int pooled = 0, dormant = 0, lines = 0;
+		pid_t pid;
+
+		ASSERT_EQ(0, ftruncate(fd, 0));
+		pid = fork();
+		if (pid == 0) {
+			/* a clean start: only the fake verbs, no setting of the tests' */
+			setenv("LD_PRELOAD", MRP_FAKE_PATH, 1);
+			unsetenv("MRPOOL_PRELOAD_INHERIT");
+			setenv("MRPOOL_PRELOAD_LIB", MRP_PRELOAD_PATH, 1);
+			setenv("MRPOOL_PRELOAD_REPORT", report, 1);
+			setenv(ENV_MODE, "rdma_prog", 1);
+			if (how[k])
+				execl("/bin/sh", "sh", MRP_RUN_PATH, how[k], "/usr/bin/env", "sh",
+				      "-c", "\"$0\"; st=$?; exit $st", exe, (char *)NULL);
+			else
+				execl("/bin/sh", "sh", MRP_RUN_PATH, "/usr/bin/env", "sh",
+				      "-c", "\"$0\"; st=$?; exit $st", exe, (char *)NULL);
+			_exit(127);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+			TH_LOG("%s: status %#x", how[k] ? how[k] : "default", st);
+		}
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = 0;
+		for (char *l = buf; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+			unsigned long long a = field(l, "allocations from the pool ");
+
+			lines++;
+			if (strstr(l, "backend none (dormant: no RDMA)") && a == 0)
+				dormant++;
+			else if (strstr(l, "backend anon") && a != ~0ull && a >= 2)
+				pooled++;
+		}
+		EXPECT_EQ(1, pooled) TH_LOG("%s: %s", how[k] ? how[k] : "default", buf);
+		/* the shell, and the program's child (shim kept by default) */
+		EXPECT_EQ(lines - 1, dormant) TH_LOG("%s: %s", how[k] ? how[k] : "default", buf);
+	}
+	close(fd);
+	unlink(report);
+}
+
+/*
+ * Blocks the real allocator handed out while the shim was dormant stay
+ * the real allocator's once the process opens a device: free, realloc
+ * and malloc_usable_size of them work and keep their bytes, while new
+ * large blocks come from the pool.
+ */
+TEST(block_before_rdma_stays_real)
 {
 	char line[512];
+	int st;
 
-	ASSERT_EQ(0, run_mode("inherit", "MRPOOL_PRELOAD_INHERIT=0", NULL, line, sizeof(line)));
+	st = run_mode("before", "MRPOOL_PRELOAD_INHERIT", NULL, line, sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(line, "backend anon")) TH_LOG("%s", line);
+	/* the new 200000, the realloc into the pool, one more after the frees */
+	EXPECT_EQ(3, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_EQ(0, field(line, "bytes in use ")) TH_LOG("%s", line);
+}
+
+/* The child's environment, as exec_child's child reports it (its exit status). */
+#define CHILD_SHIM	1	/* the shim is loaded in it */
+#define CHILD_INHERIT	2	/* MRPOOL_PRELOAD_INHERIT is set */
+#define CHILD_PRELOAD	4	/* LD_PRELOAD names the shim */
+#define CHILD_NO_FAKE	8	/* LD_PRELOAD lost the fake verbs (other entries) */
+
+/*
+ * MRPOOL_PRELOAD_INHERIT=all (mrpool-run --all) or 1, as the shim was
+ * before: pool blocks from the start, without a verbs call, and children
+ * keep the shim and the setting. Unset: dormant.
+ */
+TEST(all_active_from_start)
+{
+	char line[512];
+	int st;
+
+	ASSERT_EQ(0, run_mode("alloc10", "MRPOOL_PRELOAD_INHERIT=all", NULL, line, sizeof(line)));
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "backend anon")) TH_LOG("%s", line);
+	ASSERT_EQ(0, run_mode("alloc10", "MRPOOL_PRELOAD_INHERIT=1", NULL, line, sizeof(line)));
+	EXPECT_EQ(10, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	ASSERT_EQ(0, run_mode("alloc10", "MRPOOL_PRELOAD_INHERIT", NULL, line, sizeof(line)));
+	EXPECT_EQ(0, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	st = run_mode("exec_child", "MRPOOL_PRELOAD_INHERIT=all", "MRP_NO_RDMA=1", line,
+		      sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st)) TH_LOG("status %#x", st);
+	EXPECT_EQ(CHILD_SHIM | CHILD_INHERIT | CHILD_PRELOAD, WEXITSTATUS(st));
 	EXPECT_EQ(1, field(line, "allocations from the pool ")) TH_LOG("%s", line);
-	ASSERT_EQ(0, run_mode("inherit", NULL, NULL, line, sizeof(line)));
+}
+
+/*
+ * MRPOOL_PRELOAD_INHERIT=0 (mrpool-run --no-inherit): once the process
+ * uses RDMA, a child it executes runs without the shim: no LD_PRELOAD
+ * entry, no setting left, the other LD_PRELOAD entries kept. Before it
+ * does, children keep both (they may be the wrappers that lead to the
+ * RDMA program). The default keeps the shim in children after RDMA too.
+ */
+TEST(no_inherit_after_rdma)
+{
+	char line[512];
+	int st;
+
+	st = run_mode("exec_child", "MRPOOL_PRELOAD_INHERIT=0", NULL, line, sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st)) TH_LOG("status %#x", st);
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(1, field(line, "allocations from the pool ")) TH_LOG("%s", line);
+	st = run_mode("exec_child", "MRPOOL_PRELOAD_INHERIT=0", "MRP_NO_RDMA=1", line,
+		      sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st)) TH_LOG("status %#x", st);
+	EXPECT_EQ(CHILD_SHIM | CHILD_INHERIT | CHILD_PRELOAD, WEXITSTATUS(st));
+	EXPECT_NE(NULL, strstr(line, "dormant")) TH_LOG("%s", line);
+	st = run_mode("exec_child", "MRPOOL_PRELOAD_INHERIT", NULL, line, sizeof(line));
+	EXPECT_TRUE(WIFEXITED(st)) TH_LOG("status %#x", st);
+	EXPECT_EQ(CHILD_SHIM | CHILD_PRELOAD, WEXITSTATUS(st));
+}
+
+/*
+ * A forked child's report counts what the child did, not what its parent
+ * had done before the fork: the parent takes 5 pool blocks, has 5
+ * registrations served and 2 passed on, copies 5 blocks by realloc and
+ * clears a reused one by calloc; the child passes 3 registrations on and
+ * copies 3 of the parent's blocks out. Before, the child's line repeated
+ * the parent's counters (served 5, passed 5, 8 copies...).
+ */
+TEST(fork_child_counts_own)
+{
+	char buf[2048], err[256], want[32], *parent;
+	int st, child = 0;
+
+	st = run_mode_report("fork_counts", NULL, NULL, buf, sizeof(buf), true, err,
+			     sizeof(err));
+	ASSERT_EQ(0, st) TH_LOG("status %#x: %s", st, err);
+	ASSERT_EQ(1, sscanf(err, "child %d", &child)) TH_LOG("%s", err);
+	/* the child exits first: its line is the first */
+	snprintf(want, sizeof(want), "pid %d:", child);
+	ASSERT_TRUE(strstr(buf, want) == buf + strlen("mrpool-preload: ")) TH_LOG("%s", buf);
+	parent = strchr(buf, '\n');
+	ASSERT_NE(NULL, parent);
+	*parent++ = 0;
+	EXPECT_NE(NULL, strstr(buf, "backend none (forked: the parent's pool)")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "registrations served ")) TH_LOG("%s", buf);
+	EXPECT_EQ(3, field(buf, " passed ")) TH_LOG("%s", buf);
+	EXPECT_EQ(3, field(buf, "realloc copies ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "allocations from the pool ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "calloc bytes zeroed ")) TH_LOG("%s", buf);
+	EXPECT_EQ(0, field(buf, "forks with pool blocks ")) TH_LOG("%s", buf);
+	/* the parent's own line is as it was */
+	EXPECT_EQ(5, field(parent, "registrations served ")) TH_LOG("%s", parent);
+	EXPECT_EQ(2, field(parent, " passed ")) TH_LOG("%s", parent);
+	EXPECT_EQ(5, field(parent, "realloc copies ")) TH_LOG("%s", parent);
+	EXPECT_EQ(1, field(parent, "forks with pool blocks ")) TH_LOG("%s", parent);
+	EXPECT_LT(0, field(parent, "calloc bytes zeroed ")) TH_LOG("%s", parent);
 }
 
 static void *free_it(void *p)
@@ -2163,17 +2376,189 @@ static int mode_main(const char *mode)
 	}
 	if (!strncmp(mode, "vm_", 3))
 		return vm_mode(mode);
-	if (!strcmp(mode, "inherit")) {
-		const char *pre = getenv("LD_PRELOAD");
-		bool strip = getenv("MRPOOL_PRELOAD_INHERIT") != NULL;
-		char *volatile p = malloc(100000);
+	if (!strcmp(mode, "dormant")) {
+		void *p = malloc(100000), *q = malloc(3u << 20), *c = calloc(1, 300000);
+		void *a = NULL;
+		struct ibv_device **list;
+		int n = -1;
 
-		if (!in_pool(p) || !pre || !strstr(pre, MRP_FAKE_PATH))
+		if (posix_memalign(&a, 4096, 100000) || !p || !q || !c)
 			return 1;
-		if ((strstr(pre, "libmrpool-preload.so") == NULL) != strip)
+		if (in_pool(p) || in_pool(q) || in_pool(c) || in_pool(a))
 			return 2;
+		list = ibv_get_device_list(&n);	/* FAKE_DEVICES=0: none */
+		if (!list || n || list[0])
+			return 3;
+		ibv_free_device_list(list);
 		free(p);
+		p = malloc(100000);
+		if (in_pool(p))
+			return 4;
+		free(p);
+		free(q);
+		free(c);
+		free(a);
 		return 0;
+	}
+	if (!strcmp(mode, "rdma_prog") || !strcmp(mode, "before")) {
+		/* rdma_prog: under wrappers (wrapper_chain_gets_pool) */
+		const char *inh = getenv("MRPOOL_PRELOAD_INHERIT");
+		bool strip = inh && !strcmp(inh, "0");
+		char *pre = malloc(200000), *big = malloc(3u << 20), *c = calloc(1, 300000);
+		struct ibv_device **list;
+		struct ibv_context *ctx;
+		char *p, *q;
+		int n = 0, st;
+
+		if (!pre || !big || !c || in_pool(pre) || in_pool(big) || in_pool(c))
+			return 10;	/* dormant: the real allocator's */
+		fill(pre, 200000, 1);
+		fill(big, 3u << 20, 2);
+		list = ibv_get_device_list(&n);
+		if (!list || n != 1)
+			return 11;
+		ctx = ibv_open_device(list[0]);
+		ibv_free_device_list(list);
+		if (!ctx)
+			return 12;
+		p = malloc(200000);
+		if (!in_pool(p))
+			return 13;	/* active: the pool's */
+		/* the earlier blocks: still the real allocator's, whole */
+		if (in_pool(pre) || malloc_usable_size(pre) < 200000 || !check(pre, 200000, 1))
+			return 14;
+		if (!strcmp(mode, "rdma_prog")) {
+			const char *now = getenv("LD_PRELOAD");
+			bool has = now && strstr(now, "libmrpool-preload.so");
+
+			if (has == strip || (strip && getenv("MRPOOL_PRELOAD_INHERIT")))
+				return 15;
+			/* a child: dormant with the shim by default, without it here */
+			st = system("true");
+			if (st)
+				return 16;
+		} else {
+			/* below the threshold: the real realloc's */
+			q = realloc(pre, 50000);
+			if (!q || in_pool(q) || !check(q, 50000, 1))
+				return 17;
+			pre = q;
+			/* large: into the pool, copied, as any real block that grows */
+			q = realloc(big, 4u << 20);
+			if (!q || !in_pool(q) || !check(q, 3u << 20, 2))
+				return 18;
+			big = q;
+		}
+		free(pre);
+		free(big);
+		free(c);
+		free(p);
+		p = malloc(200000);
+		if (!in_pool(p))
+			return 19;
+		free(p);
+		return ibv_close_device(ctx) ? 20 : 0;
+	}
+	if (!strcmp(mode, "exec_child")) {
+		/* exit status: the child's CHILD_* bits, or 16 and up */
+		char *volatile p;
+		pid_t pid;
+		int st;
+
+		if (!getenv("MRP_NO_RDMA")) {
+			struct ibv_device **list = ibv_get_device_list(NULL);
+
+			if (!list || !list[0] || !ibv_open_device(list[0]))
+				return 16;
+			ibv_free_device_list(list);
+		}
+		p = malloc(100000);
+		if (!p)
+			return 17;
+		p[0] = 1;
+		free(p);
+		pid = fork();
+		if (pid == 0) {
+			/* its report would come first in the file: none */
+			unsetenv("MRPOOL_PRELOAD_REPORT");
+			setenv(ENV_MODE, "child_env", 1);
+			execl("/proc/self/exe", "preload_test", (char *)NULL);
+			_exit(127);
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+			return 18;
+		return WEXITSTATUS(st);
+	}
+	if (!strcmp(mode, "child_env")) {
+		void *m = dlsym(RTLD_DEFAULT, "malloc");
+		const char *pre = getenv("LD_PRELOAD");
+		Dl_info di;
+		int r = 0;
+
+		if (m && dladdr(m, &di) && di.dli_fname && strstr(di.dli_fname, "libmrpool-preload"))
+			r |= CHILD_SHIM;
+		if (getenv("MRPOOL_PRELOAD_INHERIT"))
+			r |= CHILD_INHERIT;
+		if (pre && strstr(pre, "libmrpool-preload.so"))
+			r |= CHILD_PRELOAD;
+		if (!pre || !strstr(pre, MRP_FAKE_PATH))
+			r |= CHILD_NO_FAKE;
+		return r;
+	}
+	if (!strcmp(mode, "fork_counts")) {
+		struct ibv_pd *pd = new_pd();
+		char *blk[5], *volatile z, small[64];
+		struct ibv_mr *mr;
+		pid_t pid;
+		int st;
+
+		for (int i = 0; i < 5; i++) {
+			blk[i] = malloc(100000);
+			if (!in_pool(blk[i]))
+				return 1;
+			mr = ibv_reg_mr(pd, blk[i], 100, IBV_ACCESS_LOCAL_WRITE);
+			if (!served(mr) || ibv_dereg_mr(mr))
+				return 2;
+		}
+		for (int i = 0; i < 2; i++) {
+			mr = ibv_reg_mr(pd, small, sizeof(small), IBV_ACCESS_LOCAL_WRITE);
+			if (!mr || served(mr) || ibv_dereg_mr(mr))
+				return 3;
+		}
+		for (int i = 0; i < 5; i++) {
+			/* out of its 128 KiB buffer: a copy each */
+			blk[i] = realloc(blk[i], 300000);
+			if (!in_pool(blk[i]))
+				return 4;
+		}
+		z = malloc(100000);		/* volatile: GCC drops malloc+free */
+		free(z);
+		z = calloc(1, 100000);	/* the buffer again: cleared */
+		fflush(stderr);
+		pid = fork();
+		if (pid == 0) {
+			fprintf(stderr, "child %d\n", (int)getpid());
+			for (int i = 0; i < 3; i++) {
+				char *q;
+
+				mr = ibv_reg_mr(pd, blk[i], 100, IBV_ACCESS_LOCAL_WRITE);
+				if (!mr || served(mr) || ibv_dereg_mr(mr))
+					_exit(5);
+				q = realloc(blk[i], 600000);	/* the parent's: copied out */
+				if (!q || in_pool(q))
+					_exit(6);
+				free(q);
+			}
+			exit(0);	/* the report, at exit */
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			return 7;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			return 8;
+		for (int i = 0; i < 5; i++)
+			free(blk[i]);
+		free(z);
+		return ibv_dealloc_pd(pd);
 	}
 	if (!strcmp(mode, "dfree")) {
 		size_t n = strtoull(getenv("MRP_DFREE_SIZE"), NULL, 0);
@@ -2536,6 +2921,12 @@ __attribute__((constructor)) static void reexec(void)
 	setenv("LD_PRELOAD", pre, 1);
 	setenv("MRP_PRELOAD_TEST", "1", 1);
 	setenv("MRPOOL_BACKEND", "anon", 1);
+	/*
+	 * Active from the start (mrpool-run --all): the tests below take
+	 * pool blocks before any verbs call. The dormant default and
+	 * --no-inherit have tests of their own, which set it.
+	 */
+	setenv("MRPOOL_PRELOAD_INHERIT", "all", 1);
 	unsetenv("MRPOOL_PRELOAD_MIN");
 	unsetenv("MRPOOL_PRELOAD_REMOTE");
 	unsetenv("MRPOOL_PRELOAD_REPORT");

@@ -14,7 +14,7 @@
  * whose registration is a lock, a calloc and a list insert: a device's is
  * a system call and a pin, thousands of instructions more):
  *   LD_PRELOAD="lib/libmrpool-preload.so lib/build/preload_fake_verbs.so" \
- *     MRPOOL_BACKEND=anon served-pair -n 1000000 served
+ *     MRPOOL_BACKEND=anon MRPOOL_PRELOAD_INHERIT=all served-pair -n 1000000 served
  * prints ns per pair (CPU time, best of 5 rounds). For instruction counts
  * (tools/bench/served.sh) run one loop under callgrind with only it
  * collected:
@@ -24,8 +24,9 @@
  * the arena in it and sets up the thread's state, which is not counted.
  *
  * Without a device the PD is the program's own struct with a context
- * (as preload_test's): --device opens the first device and allocates a
- * real PD instead.
+ * (as preload_test's), and no verbs call wakes the shim before the buffer
+ * is allocated: hence MRPOOL_PRELOAD_INHERIT=all. --device opens the first
+ * device (which wakes it) and allocates a real PD instead.
  */
 #include <getopt.h>
 #include <stdbool.h>

@@ -25,6 +25,9 @@ fake=${FAKE:-$top/lib/build/preload_fake_verbs.so}
 iters=${MRPOOL_SERVED_ITERS:-1000000}
 cg_iters=${MRPOOL_SERVED_CG_ITERS:-200000}
 export MRPOOL_BACKEND=anon
+# active from the start: without --device, served-pair makes no verbs call
+# before it allocates its buffer, which a dormant shim leaves to glibc
+export MRPOOL_PRELOAD_INHERIT=all
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
