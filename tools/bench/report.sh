@@ -292,7 +292,7 @@ GP
 	echo "tools/bench/scen_odp.c in the 7.3 guest (rxe has explicit ODP since 6.15, prefetch since"
 	echo "6.17), results/bench/vm-7.3/. The device's ODP is probed (ibv_query_device_ex: odp_caps),"
 	echo "never assumed; the rows compared are measured round by round in turn, in one process."
-	echo "\\`ODP\\` registers memory never touched with IBV_ACCESS_ON_DEMAND: nothing is pinned, the"
+	echo "\`ODP\` registers memory never touched with IBV_ACCESS_ON_DEMAND: nothing is pinned, the"
 	echo "device faults pages in when an RDMA operation reaches them. Device caps as probed:"
 	echo "$(awk -F, '$2 == "caps" { printf "%s: general_caps 0x%x, RC 0x%x, UD 0x%x (%s)", $3, $6, $7, $8, $9 }' "$odp" 2>/dev/null)."
 	if [ -s "$vm/odp.csv" ]; then
@@ -332,8 +332,8 @@ GP
 		echo "### steady-state RC WRITE"
 		echo
 		echo "One message in flight, source and target of the same kind, every page mapped before the"
-		echo "clock starts; five rounds of a fifth of the budget each, the kinds in turn. \\`register"
-		echo "each\\`: the source malloc'd and registered for its message, the target a pool buffer."
+		echo "clock starts; five rounds of a fifth of the budget each, the kinds in turn. \`register"
+		echo "each\`: the source malloc'd and registered for its message, the target a pool buffer."
 		echo
 		odp_table "$odp" rate >"$dir/odp-rate.csv"
 		csv_md "$dir/odp-rate.csv"
