@@ -33,7 +33,8 @@
  * Rounds (-r, default 3): each round runs every peer once, 1 thread then
  * 2 threads, in the order above (the pool's state is what makes a round
  * cold or reserved: idle_trim_sec is set to 1 and the pool waited for
- * down to pool_mb before a cold row and the non-pool peers, and to 0,
+ * down to pool_mb, on the devices too, before a cold row and the non-pool
+ * peers, and to 0,
  * never, otherwise; it is set back at the end). Medians over the rounds.
  * Memory that was ready in a round is given back after it, outside the
  * clock. Needs /dev/mrpool for the pool and slice rows (SKIP without it).
@@ -48,6 +49,7 @@
  * the module's stats/grows over the round (medians).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -74,6 +76,7 @@
 
 #define SYS_MISC	"/sys/class/misc/mrpool/"
 #define SYS_PARAM	"/sys/module/mrpool/parameters/"
+#define SYS_DEVICES	"/sys/module/mrpool/devices/"
 #define NR_HUGEPAGES	"/proc/sys/vm/nr_hugepages"
 
 enum kind {
@@ -172,32 +175,57 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* The most chunks any device still has registered in the module's cache. */
+static uint64_t device_chunks_max(void)
+{
+	DIR *d = opendir(SYS_DEVICES);
+	uint64_t most = 0, v;
+	struct dirent *e;
+	char path[512];
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), SYS_DEVICES "%s/chunks", e->d_name);
+		if (!read_u64(path, &v) && v > most)
+			most = v;
+	}
+	closedir(d);
+	return most;
+}
+
 /*
  * The module's pool down to its floor (pool_mb): idle_trim_sec=1 makes
- * its trim worker give back every chunk free for a second. Then 0, so
- * that the chunks the next rows free stay for the reserved rows.
+ * its trim worker give back every chunk free for a second. The chunks
+ * leave total_bytes before the worker deregisters them from the devices
+ * and frees them: wait for the devices' chunk counts too, so that none of
+ * that work runs under the next row's clock. Then 0, so that the chunks
+ * the next rows free stay for the reserved rows.
  */
 static int pool_drain(void)
 {
-	uint64_t floor_mb = 0, total = 0, chunk = 2 * MIB;
+	uint64_t floor_mb = 0, total = 0, chunk = 2 * MIB, floor;
 	int ret, waited;
 
 	read_u64(SYS_PARAM "pool_mb", &floor_mb);
 	read_u64(SYS_MISC "chunk_bytes", &chunk);
+	floor = (floor_mb * MIB + chunk - 1) / chunk;
 	ret = write_u64(SYS_PARAM "idle_trim_sec", 1);
 	if (ret)
 		return ret;
-	for (waited = 0; waited < 120000; waited += 100) {
+	for (waited = 0; waited < 300000; waited += 100) {
 		if (read_u64(SYS_MISC "total_bytes", &total))
 			break;
-		if (total <= (floor_mb * MIB + chunk - 1) / chunk * chunk)
+		if (total <= floor * chunk && device_chunks_max() <= floor)
 			break;
 		sleep_ms(100);
 	}
 	write_u64(SYS_PARAM "idle_trim_sec", 0);
-	if (total > (floor_mb * MIB + chunk - 1) / chunk * chunk)
-		fprintf(stderr, "startup: pool still holds %llu bytes after %d ms\n",
-			(unsigned long long)total, waited);
+	if (total > floor * chunk || device_chunks_max() > floor)
+		fprintf(stderr, "startup: pool still holds %llu bytes (%llu chunks on a device) after %d ms\n",
+			(unsigned long long)total, (unsigned long long)device_chunks_max(), waited);
 	return 0;
 }
 
