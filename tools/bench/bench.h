@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * mrpool-scenarios: the scenarios of `make bench` that need an RDMA device
- * (alloc, reg, rdma, odp; the fast path is mrpool-bench's). Shared declarations:
+ * (alloc, reg, rdma, odp, startup; the fast path is mrpool-bench's). Shared declarations:
  * the clock, latency samples, CSV output, the registration counter and the
  * peers of the alloc scenario.
  *
@@ -84,5 +84,10 @@ int scen_reg(const struct bench_env *env, size_t max_size);
 int scen_rdma(const struct bench_env *env);
 /* ODP beside the pool, THP anon and per-message registration (scen_odp.c). */
 int scen_odp(const struct bench_env *env, size_t max_size);
+/*
+ * Getting @total bytes ready for RDMA at start, pool against the usual
+ * ways, 1 and 2 threads, @rounds rounds (scen_startup.c).
+ */
+int scen_startup(const struct bench_env *env, size_t total, int rounds);
 
 #endif /* BENCH_H */

@@ -3,10 +3,13 @@
 #
 # The VM half of `make bench` (tools/bench/bench.sh starts it with
 # tools/vm/run): runs the scenarios of mrpool-scenarios named in
-# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp) on rxe0 with
-# mrpool.ko loaded, and records what the report must say about the guest
-# and the peers' settings. Writes to $MRPOOL_RESULTS (the run's results
-# folder): SCENARIO.csv for each, guest.txt, peers.txt.
+# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp; startup runs in a
+# guest of its own, see bench.sh) on rxe0 with mrpool.ko loaded, and
+# records what the report must say about the guest and the peers'
+# settings. Writes to $MRPOOL_RESULTS (the run's results folder):
+# SCENARIO.csv for each, guest.txt, peers.txt (when alloc runs).
+# startup makes $MRPOOL_BENCH_STARTUP_SIZE bytes ready (default 2 GiB),
+# $MRPOOL_BENCH_STARTUP_ROUNDS times (default 3).
 # Exit status: 0, or 1 if a scenario failed (the others still run).
 set -u
 out=${MRPOOL_RESULTS:?run me through tools/vm/run}
@@ -28,12 +31,15 @@ echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) vCPUs (QEMU TCG)"
 	echo "memory: $(awk '/MemTotal/ {print int($2 / 1024) " MiB"}' /proc/meminfo)"
 	echo "thp: $(cat /sys/kernel/mm/transparent_hugepage/enabled), shmem: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled)"
-	echo "mrpool: $(cat /sys/module/mrpool/parameters/max_mb 2>/dev/null) MiB max, pmd_map=$(cat /sys/module/mrpool/parameters/pmd_map 2>/dev/null), shmem_chunks=$(cat /sys/module/mrpool/parameters/shmem_chunks 2>/dev/null)"
+	echo "hugetlb: $(awk '/Hugepagesize/ {print $2 " kB pages"}' /proc/meminfo), nr_hugepages=$(cat /proc/sys/vm/nr_hugepages)"
+	echo "mrpool: $(cat /sys/module/mrpool/parameters/max_mb 2>/dev/null) MiB max, pool_mb=$(cat /sys/module/mrpool/parameters/pool_mb 2>/dev/null), idle_trim_sec=$(cat /sys/module/mrpool/parameters/idle_trim_sec 2>/dev/null), pmd_map=$(cat /sys/module/mrpool/parameters/pmd_map 2>/dev/null), shmem_chunks=$(cat /sys/module/mrpool/parameters/shmem_chunks 2>/dev/null)"
 	echo "rdma: $(rdma link show | tr '\n' ' ')"
 	echo "cmdline: $(cat /proc/cmdline)"
 } >>"$out/guest.txt"
 
-{
+read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp}"
+
+[[ " ${scens[*]} " == *" alloc "* ]] && {
 	echo "## UCX"
 	ucx_info -v | head -n1
 	echo "UCX_TLS=$UCX_TLS UCX_NET_DEVICES=$UCX_NET_DEVICES"
@@ -74,13 +80,14 @@ run_alloc() {
 	done
 }
 
-read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp}"
 for scen in "${scens[@]}"; do
 	echo "[bench] $scen (budget ${budget} s a measurement)"
 	t0=$SECONDS
 	case $scen in
 	reg | odp) args=(-m "${MRPOOL_BENCH_MAX_SIZE:-$((256 << 20))}") ;;
 	rdma) args=(-t "$(awk -v b="$budget" 'BEGIN { print b * 3 }')") ;;
+	startup) args=(-m "${MRPOOL_BENCH_STARTUP_SIZE:-$((2 << 30))}" -r "${MRPOOL_BENCH_STARTUP_ROUNDS:-3}") ;;
+	*) args=() ;;
 	esac
 	if [ "$scen" = alloc ]; then
 		run_alloc >"$out/alloc.csv"

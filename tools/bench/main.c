@@ -2,11 +2,13 @@
 /*
  * mrpool-scenarios: the scenarios of `make bench` that need an RDMA device.
  *
- *   mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma|odp
+ *   mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-r ROUNDS] [-p PEER]
+ *                    alloc|reg|rdma|odp|startup
  *
  * -t is the time budget of one measurement (default 1), -m the largest
  * size of the reg and odp scenarios (default 256 MiB; odp also stops at a
- * third of MemAvailable), -p runs only the alloc
+ * third of MemAvailable) and the bytes the startup scenario makes ready,
+ * -r the startup scenario's rounds (default 3), -p runs only the alloc
  * scenario's peers whose name contains PEER (for a diagnostic run). Output: CSV on stdout (see
  * each scen_*.c). Not installed: tools/bench/bench.sh runs it in the VM.
  */
@@ -21,7 +23,8 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-p PEER] alloc|reg|rdma|odp\n");
+	fprintf(stderr, "usage: mrpool-scenarios [-d DEV] [-t SECONDS] [-m MAX_SIZE] [-r ROUNDS] [-p PEER]\n"
+		"                        alloc|reg|rdma|odp|startup\n");
 	exit(2);
 }
 
@@ -31,18 +34,19 @@ int main(int argc, char **argv)
 	size_t max_size = 256 * MIB;
 	const char *dev_name = NULL;
 	struct rdt_dev dev;
-	int c, ret;
+	int c, ret, rounds = 3;
 
-	while ((c = getopt(argc, argv, "d:t:m:p:")) != -1) {
+	while ((c = getopt(argc, argv, "d:t:m:r:p:")) != -1) {
 		switch (c) {
 		case 'd': dev_name = optarg; break;
 		case 't': env.budget_s = strtod(optarg, NULL); break;
 		case 'm': max_size = strtoull(optarg, NULL, 0); break;
+		case 'r': rounds = atoi(optarg); break;
 		case 'p': env.only_peer = optarg; break;
 		default: usage();
 		}
 	}
-	if (optind != argc - 1 || env.budget_s <= 0 || max_size < 4 * KIB)
+	if (optind != argc - 1 || env.budget_s <= 0 || max_size < 4 * KIB || rounds < 1)
 		usage();
 	ret = rdt_dev_open(&dev, dev_name, NULL);
 	if (ret) {
@@ -60,6 +64,8 @@ int main(int argc, char **argv)
 		ret = scen_rdma(&env);
 	else if (!strcmp(argv[optind], "odp"))
 		ret = scen_odp(&env, max_size);
+	else if (!strcmp(argv[optind], "startup"))
+		ret = scen_startup(&env, max_size, rounds);
 	else
 		usage();
 	rdt_dev_close(&dev);

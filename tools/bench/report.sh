@@ -4,7 +4,8 @@
 # Turns one `make bench` run into DIR/report.md: every table is also
 # written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
 #   report.sh DIR
-# DIR holds vm/{alloc,reg,rdma,odp}.csv, vm-7.3/odp.csv, vm/guest.txt, vm/peers.txt (from
+# DIR holds vm/{alloc,reg,rdma,odp}.csv, vm-startup/startup.csv, vm-7.3/odp.csv,
+# vm/guest.txt, vm/peers.txt (from
 # tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv and
 # host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
 # report saying so, never a silent gap.
@@ -71,6 +72,54 @@ rdma_table() {
 			print f[i, 3], f[i, 2], f[i, 4], f[i, 5], f[i, 6], f[i, 7], f[i, 8],
 			      (f[i, 5] > 0 ? sprintf("%.1fx", pool[f[i, 3]] / f[i, 5]) : "-"), f[i, 9]
 		}' "$vm/rdma.csv"
+}
+
+# startup (scen_startup.c): GB/s per memory and thread count, the ratio
+# against malloc + ibv_reg_mr with as many threads.
+startup_table() {
+	awk -F, -v OFS=, 'NR == 1 { next }
+		{ n++; for (i = 1; i <= NF; i++) f[n, i] = $i
+		  if ($2 == "malloc + ibv_reg_mr" && $14 ~ /^ok/) base[$3] = $7 }
+		END {
+		  print "threads,memory,block,rounds,GB/s p50,GB/s min-max,GB/s ÷ malloc+ibv_reg_mr,wall s p50,registration s (threads summed),ibv_reg_mr calls,chunks created,status"
+		  for (i = 1; i <= n; i++) {
+			b = f[i, 5] >= 1048576 ? (f[i, 5] / 1048576) " MiB" : f[i, 5]
+			if (f[i, 14] !~ /^ok/) { print f[i, 3], f[i, 2], b, 0, "-", "-", "-", "-", "-", "-", "-", f[i, 14]; continue }
+			print f[i, 3], f[i, 2], b, f[i, 6], f[i, 7], f[i, 8] "-" f[i, 9],
+			      (base[f[i, 3]] > 0 ? sprintf("%.2fx", f[i, 7] / base[f[i, 3]]) : "-"),
+			      f[i, 10], f[i, 11], f[i, 12], f[i, 13], f[i, 14]
+		  }
+		}' "$1"
+}
+
+# Where a cold pool's time goes, one line per thread count, from the rows
+# of the same run: the library's ibv_reg_mr, the module's ALLOC of the
+# same bytes cold and from reserved chunks, zeroing at the memset rate.
+startup_cold() {
+	awk -F, 'NR == 1 || $14 !~ /^ok/ { next }
+		{ key = $2 "|" $3; bytes = $4; w[key] = $10; r[key] = $11; g[key] = $13; gb[key] = $7 }
+		END {
+		  for (k = 1; k <= 2; k++) {
+			pc = "pool cold|" k; sc = "module slice (cold)|" k; sr = "module slice (reserved)|" k
+			ms = "memset (no registration)|" k
+			if (!(pc in w)) continue
+			printf "- %d thread%s: pool cold %.2f s for %d MiB (%d chunks created); in the library'"'"'s ibv_reg_mr %.2f s (thread time)", k, (k > 1 ? "s" : ""), w[pc], bytes / 1048576, g[pc], r[pc]
+			if ((sc in r) && (sr in r))
+				printf "; the module'"'"'s ALLOC of the same bytes took %.2f s cold against %.3f s from reserved chunks (thread time%s)", r[sc], r[sr], (k > 1 ? ", the threads'"'"' calls overlapping" : "")
+			z = ((ms in gb) && gb[ms] > 0) ? bytes / 1e9 / gb[ms] : -1
+			if (z >= 0)
+				printf "; zeroing the bytes at this run'"'"'s memset rate would take %.2f s", z
+			if (k == 1 && (sc in r) && (sr in r) && g[sc] > 0) {
+				d = (r[sc] - r[sr]) * 1000 / g[sc]
+				printf ". Per chunk created the cold ALLOC took %.1f ms more", d
+				if (z >= 0) {
+					zc = 2097152 / 1e6 / gb[ms]
+					printf ": zeroing its 2 MiB at the memset rate about %.1f ms, the rest (page allocation, the module'"'"'s registration of the chunk on the device) about %.1f ms, by difference", zc, d - zc
+				}
+			}
+			print "."
+		  }
+		}' "$1"
 }
 
 # odp (scen_odp.c): one table per part of FILE; v1..v3 named per part,
@@ -187,7 +236,7 @@ GP
 	echo
 	echo "Written by \`make bench\` ($(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$dir" rev-parse --short HEAD 2>/dev/null || echo '?'))."
 	echo
-	echo "**Absolute times are not hardware times.** The alloc, reg and rdma scenarios run in a"
+	echo "**Absolute times are not hardware times.** The alloc, reg, rdma and startup scenarios run in a"
 	echo "QEMU guest under TCG (instruction emulation, roughly 5-20x slower than the host, unevenly"
 	echo "so) with Soft-RoCE (rxe), a software RDMA device whose registration and transfers are"
 	echo "CPU work. Only ratios between rows measured in this one run mean anything; compare them,"
@@ -286,13 +335,47 @@ GP
 	fi
 	echo
 
+	echo "## startup: memory made ready for RDMA at start"
+	echo
+	su=$dir/vm-startup/startup.csv
+	echo "tools/bench/scen_startup.c in a 6.1 guest of its own (8 GiB, results/bench/vm-startup/):"
+	echo "what an inference server pays at start to get $(awk -F, 'NR == 2 { print $4 / 1048576 }' "$su" 2>/dev/null) MiB"
+	echo "ready for RDMA (allocated, zeroed or touched as the peer does it by itself, registered), in"
+	echo "GB/s (10^9 bytes a second), 1 and 2 threads (each takes every other block). \`pool cold\`:"
+	echo "libmrpool allocations after the module's free chunks were trimmed (idle_trim_sec=1, then"
+	echo "0): the module creates, zeroes and registers (its kernel PD) every chunk, the library"
+	echo "registers each arena in the PD; \`pool reserved\`: the chunks already in the module, free"
+	echo "(the state pool_mb= gives at load; they were zeroed when the previous round freed them,"
+	echo "outside the clock); \`pool 2 MiB blocks\`: the same in 2 MiB allocations; \`module slice\`:"
+	echo "MRPOOL_IOC_ALLOC + mmap + a write to every page, registered only in the module's kernel PD"
+	echo "(a process's QPs would still need an ibv_reg_mr); \`malloc\`, \`THP anon\` (MADV_HUGEPAGE)"
+	echo "and \`hugetlb memfd\` + ibv_reg_mr of untouched memory (the pin faults and zeroes it);"
+	echo "\`memset\`: zeroing memory already mapped, the bandwidth every zeroing path is bounded by."
+	echo "Each round runs every row once, in this order; medians over the rounds. TCG: compare the"
+	echo "ratios, never the absolute figures."
+	echo
+	if have "$su"; then
+		startup_table "$su" >"$dir/startup.csv"
+		csv_md "$dir/startup.csv"
+		plot_bars "$dir/startup.csv" "$dir/startup.png" 'startup: GB/s made ready for RDMA (TCG guest, ratios only)' 'GB/s' 1,2 5
+		echo
+		echo "Where the cold pool's time goes (from the rows above):"
+		echo
+		startup_cold "$su"
+		echo
+		echo "![startup](startup.png)"
+	else
+		echo "No startup figures: the run did not get that far ($(tail -n 2 "$dir/vm-startup/startup.err" 2>/dev/null | tr '\n' ' '))."
+	fi
+	echo
+
 	echo "## odp: On-Demand Paging beside the pool, THP anon and registration per message"
 	echo
 	odp=$dir/vm-7.3/odp.csv
 	echo "tools/bench/scen_odp.c in the 7.3 guest (rxe has explicit ODP since 6.15, prefetch since"
 	echo "6.17), results/bench/vm-7.3/. The device's ODP is probed (ibv_query_device_ex: odp_caps),"
 	echo "never assumed; the rows compared are measured round by round in turn, in one process."
-	echo "\\`ODP\\` registers memory never touched with IBV_ACCESS_ON_DEMAND: nothing is pinned, the"
+	echo "\`ODP\` registers memory never touched with IBV_ACCESS_ON_DEMAND: nothing is pinned, the"
 	echo "device faults pages in when an RDMA operation reaches them. Device caps as probed:"
 	echo "$(awk -F, '$2 == "caps" { printf "%s: general_caps 0x%x, RC 0x%x, UD 0x%x (%s)", $3, $6, $7, $8, $9 }' "$odp" 2>/dev/null)."
 	if [ -s "$vm/odp.csv" ]; then
@@ -332,8 +415,8 @@ GP
 		echo "### steady-state RC WRITE"
 		echo
 		echo "One message in flight, source and target of the same kind, every page mapped before the"
-		echo "clock starts; five rounds of a fifth of the budget each, the kinds in turn. \\`register"
-		echo "each\\`: the source malloc'd and registered for its message, the target a pool buffer."
+		echo "clock starts; five rounds of a fifth of the budget each, the kinds in turn. \`register"
+		echo "each\`: the source malloc'd and registered for its message, the target a pool buffer."
 		echo
 		odp_table "$odp" rate >"$dir/odp-rate.csv"
 		csv_md "$dir/odp-rate.csv"
