@@ -17,10 +17,11 @@
  * refused (-ERANGE) before anything is written, never written past the
  * map's end.
  *
- * An arena is mapped, made reachable from the map and registered in every
- * attached PD that accepts it before any of its buffers is handed out (a
- * PD whose registration failed gets it lazily, or an error, on its slow
- * path); it is unpublished and deregistered before it is unmapped. Large buffers (above 2 MiB) are
+ * An arena is mapped and registered in every attached PD that accepts it
+ * (a PD whose registration failed gets it lazily, or an error, on its slow
+ * path), without pool->lock, then made reachable from the map, before any
+ * of its buffers is handed out; it is unpublished and deregistered before
+ * it is unmapped. Large buffers (above 2 MiB) are
  * arenas of their own, parked after free for reuse until trimmed.
  */
 #include <errno.h>
@@ -182,19 +183,95 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
 	return 0;
 }
 
-/* Map, register and publish an arena. pool->lock held. */
-int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
-		     unsigned int cls, struct mrp_arena **out)
-{
-	struct mrp_region r = { 0 };
-	struct mrp_arena *a;
-	int ret;
+/*
+ * Arena creation runs without pool->lock. Its slow part is the backend's
+ * map (mmap, mbind, mlock or populate of the whole arena; for the module
+ * an ALLOC ioctl, some 30 ms per 2 MiB chunk) and a registration in every
+ * PD (ibv_reg_mr pins and translates each page). Under pool->lock, as it
+ * once was, it held up every large malloc and free, mrp_stats,
+ * mrp_pd_dead and fork (whose prepare handler takes the lock) for seconds,
+ * and kept two threads growing cold memory from being faster than one. So
+ * an arena is made in three steps, the slow ones unlocked:
+ *
+ *  1. begin (pool->lock): its bytes are held against max_bytes
+ *     (creating_bytes, with mapped), it goes on pool->creating, and the
+ *     PD slots it is to be registered in are chosen (attached, neither
+ *     dead nor being detached) and counted in reg_busy[].
+ *  2. unlocked, the backend maps it; under the lock for a moment its range
+ *     is recorded (the fork child handler unmaps it, pool.c) and the
+ *     address map's pages for it are made writable; unlocked again, it is
+ *     registered in the chosen slots.
+ *  3. publish (pool->lock): what changed meanwhile is caught up with (a PD
+ *     attached: registered now, best effort as for any new arena; a PD
+ *     marked dead: its bit cleared, the MR left to the detach as in every
+ *     arena), the application's domain is told (arena_ops), then the
+ *     arena goes into the map, the arena list and the depot (a class) or
+ *     to its caller (large), counted in the stats in the same section.
+ *     Readers of the map, the list and the callbacks see only whole arenas.
+ *
+ * Concurrent growth: two threads that find a class empty both make an
+ * arena, and neither waits for the other. Waiting for another's growth is
+ * what kept a second thread from speeding up a cold start; the cost is at
+ * most one arena per thread growing at once, which goes to the depot for
+ * the next refills (or to trim). max_bytes counts arenas in flight, so
+ * together they never pass it. Nothing else waits for a creation: large
+ * frees, stats, mrp_pd_dead, attach, trim and fork take pool->lock, which
+ * a creator holds only for list and counter updates, and the registrations
+ * under it that only attach and lazy registration make as before. Two
+ * waits remain, both for a step, never for a whole growth loop:
+ * mrp_detach_pd() for creations registering in the PD it detaches, and
+ * close for creations in flight (a thread still inside a call close races
+ * is the application's bug; the wait keeps the pool's own state whole).
+ *
+ * PDs: a slot chosen in step 1 keeps its PD until step 3. mrp_detach_pd()
+ * marks the slot pd_detaching, so no creation starts to register there,
+ * and waits for its reg_busy[] to reach 0: a PD is never deallocated under
+ * an unlocked ibv_reg_mr, and its MR in a new arena, published by then,
+ * goes with the others. Nor is pool->access[] of a chosen slot rewritten
+ * meanwhile (attach writes only a free slot's), so step 2 reads it as is.
+ *
+ * Fork: a child has no creation in flight (its thread is not there). The
+ * child handler unmaps each recorded range (pool.c), the child's close
+ * frees the records, nothing of them is published there. The parent's
+ * creator goes on as if no fork had happened. A fork between the
+ * backend's mmap() and the record leaves the child an unreferenced
+ * mapping, which the backend has made DONTFORK unless the pool is
+ * MRP_FORK_COPY: then it is the child's until it exits or execs.
+ *
+ * Failure: what a creation made is undone in reverse (registrations under
+ * the lock before its slots are released, so that a waiting detach never
+ * meets them, memory after its record is gone, so that no fork child
+ * unmaps a range the parent reused) and its error returned, as before.
+ */
 
-	if (pool->cfg.max_bytes && pool->mapped + size > pool->cfg.max_bytes)
-		return -ENOMEM;
-	a = calloc(1, sizeof(*a));
+static void mrp_list_add(struct mrp_arena **head, struct mrp_arena *a)
+{
+	a->prev = NULL;
+	a->next = *head;
+	if (a->next)
+		a->next->prev = a;
+	*head = a;
+}
+
+static void mrp_list_del(struct mrp_arena **head, struct mrp_arena *a)
+{
+	if (a->prev)
+		a->prev->next = a->next;
+	else
+		*head = a->next;
+	if (a->next)
+		a->next->prev = a->prev;
+	a->next = NULL;
+	a->prev = NULL;
+}
+
+/* The struct and depot bookkeeping of an arena of cls: no lock, nothing shared. */
+static struct mrp_arena *mrp_arena_new(struct mrp_pool *pool, size_t size, unsigned int cls)
+{
+	struct mrp_arena *a = calloc(1, sizeof(*a));
+
 	if (!a)
-		return -ENOMEM;
+		return NULL;
 	a->pool = pool;
 	a->cls = cls;
 	if (cls == MRP_LARGE) {
@@ -210,64 +287,184 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		a->free_idx = malloc(a->nblocks * sizeof(uint32_t));
 		a->state = calloc(a->nblocks, sizeof(*a->state));
 		if (!a->free_idx || !a->state) {
-			ret = -ENOMEM;
-			goto free_arena;
+			mrp_arena_free(a);
+			return NULL;
 		}
 		/* popped from the top: low addresses first */
 		for (uint32_t i = 0; i < a->nblocks; i++)
 			a->free_idx[i] = a->nblocks - 1 - i;
 	}
-
 	atomic_init(&a->nmw, 0);
 	atomic_init(&a->block_mask, mrp_fast_mask(a));
-	ret = pool->ops->map(pool, size, align, &r);
-	if (ret)
-		goto free_arena;
-	a->base = r.base;
-	a->size = r.size;
-	a->handle = r.handle;
-	a->locked = r.locked;
+	return a;
+}
 
+/*
+ * Step 1, pool->lock held: size held against max_bytes, a listed in
+ * flight, *slots the PDs to register it in, each counted busy.
+ */
+static int mrp_arena_begin(struct mrp_pool *pool, struct mrp_arena *a, size_t size,
+			   uint32_t *slots)
+{
+	uint32_t skip = atomic_load(&pool->pd_dead) | pool->pd_detaching;
+
+	if (pool->cfg.max_bytes &&
+	    pool->mapped + pool->creating_bytes + size > pool->cfg.max_bytes)
+		return -ENOMEM;
+	pool->creating_bytes += size;
+	mrp_list_add(&pool->creating, a);
+	*slots = 0;
+	for (int s = 0; s < MRP_MAX_PDS; s++) {
+		if (!atomic_load(&pool->pds[s]) || (skip & (1u << s)))
+			continue;
+		*slots |= 1u << s;
+		pool->reg_busy[s]++;
+	}
+	return 0;
+}
+
+/* The end of a creation, published or failed; pool->lock held. */
+static void mrp_arena_end(struct mrp_pool *pool, struct mrp_arena *a, size_t size,
+			  uint32_t slots)
+{
+	mrp_list_del(&pool->creating, a);
+	pool->creating_bytes -= size;
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (slots & (1u << s))
+			pool->reg_busy[s]--;
+	/* a detach waiting for these slots, close for the list */
+	pthread_cond_broadcast(&pool->created);
+}
+
+/*
+ * Step 2's middle, pool->lock held: the mapped region recorded (the fork
+ * child handler unmaps it) and the address map made ready for it.
+ */
+static int mrp_arena_place(struct mrp_arena *a, const struct mrp_region *r)
+{
+	int ret;
+
+	a->base = r->base;
+	a->size = r->size;
+	a->handle = r->handle;
+	a->locked = r->locked;
 	/*
 	 * An address beyond the map (a platform with more address bits than
 	 * it was sized for) is the backend's memory the pool cannot use: as
 	 * if the backend were exhausted, so that the fallback, if allowed,
 	 * still serves. So is no room for the map itself (the first arena
-	 * makes it: ulimit -v).
+	 * makes it: ulimit -v). Here, before the registrations, so that such
+	 * an arena costs none; under the lock, as the map lock wants.
 	 */
 	ret = mrp_map_init();
 	if (!ret)
 		ret = mrp_map_reserve(&mrp_map, a->base, a->size);
-	if (ret == -ERANGE)
-		ret = -ENOMEM;
-	if (ret)
-		goto unmap;
-	/* the application's domain first: its refusal leaves nothing to undo */
+	return ret == -ERANGE ? -ENOMEM : ret;
+}
+
+/*
+ * Step 3, pool->lock held: the arena, mapped and registered in slots,
+ * becomes the pool's. 0, or the error of the application's add(), which
+ * leaves it unpublished.
+ */
+static int mrp_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
+{
+	int ret;
+
+	/* the application's domain first: its refusal leaves nothing published */
 	ret = mrp_arena_announce(pool, a);
 	if (ret)
-		goto unmap;
-	/* best effort: a PD that refuses the arena only lacks its keys */
-	mrp_reg_arena(pool, a);
-
-	/* reserved above: in range, cannot fail */
+		return ret;
+	mrp_reg_arena_publish(pool, a, slots);
+	/* reserved in step 2: in range, cannot fail */
 	mrp_map_set(&mrp_map, a->base, a->size, a);
-	a->next = pool->arenas;
-	if (a->next)
-		a->next->prev = a;
-	pool->arenas = a;
+	mrp_list_add(&pool->arenas, a);
 	pool->mapped += a->size;
 	if (a->locked)
 		pool->locked_bytes += a->size;
 	pool->narenas++;
 	a->idle_since = mrp_now_ns();
-	*out = a;
+	if (a->cls == MRP_LARGE) {
+		/* born live, its caller's: counted with the arena (stats) */
+		mrp_add(&pool->large_allocs, 1);
+		mrp_add(&pool->large_bytes, a->size);
+	} else {
+		mrp_depot_add(pool, a);
+	}
 	return 0;
+}
 
-unmap:
-	pool->ops->unmap(pool, &r);
-free_arena:
+/*
+ * Map, register and publish an arena (see above): called without
+ * pool->lock, returns without it. large_len: a large arena's bytes asked
+ * for (0 for a class), set before anyone can see it.
+ */
+int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
+		     unsigned int cls, size_t large_len, struct mrp_arena **out)
+{
+	struct mrp_region r = { 0 };
+	struct mrp_arena *a;
+	uint32_t slots;
+	bool keep = false;
+	int ret;
+
+	a = mrp_arena_new(pool, size, cls);
+	if (!a)
+		return -ENOMEM;
+	a->large_len = large_len;
+	pthread_mutex_lock(&pool->lock);
+	ret = mrp_arena_begin(pool, a, size, &slots);
+	pthread_mutex_unlock(&pool->lock);
+	if (ret) {
+		mrp_arena_free(a);
+		return ret;
+	}
+
+	ret = pool->ops->map(pool, size, align, &r);
+	pthread_mutex_lock(&pool->lock);
+	if (!ret)
+		ret = mrp_arena_place(a, &r);
+	if (!ret) {
+		pthread_mutex_unlock(&pool->lock);
+		/* best effort: a PD that refuses the arena only lacks its keys */
+		mrp_reg_arena(pool, a, slots);
+		pthread_mutex_lock(&pool->lock);
+	}
+	/*
+	 * Off pool->creating before it goes on pool->arenas (the same links).
+	 * A detach woken here runs once the lock is dropped: after the
+	 * publish, or after the MRs of a failed one are gone.
+	 */
+	mrp_arena_end(pool, a, size, slots);
+	if (!ret) {
+		ret = mrp_arena_publish(pool, a, slots);
+		if (ret && mrp_dereg_arena(pool, a))
+			keep = true;	/* a device may still reach it: never unmapped */
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (!ret) {
+		*out = a;
+		return 0;
+	}
+	/* its record is gone: no fork child unmaps the range from here on */
+	if (r.base && !keep)
+		pool->ops->unmap(pool, &r);
 	mrp_arena_free(a);
 	return ret;
+}
+
+/*
+ * Close, pool->lock held: wait for the creations in flight to end. The
+ * wait is a cancellation point, and the lock must not be left held.
+ */
+void mrp_arenas_creating_wait(struct mrp_pool *pool)
+{
+	int cancel;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	while (pool->creating)
+		pthread_cond_wait(&pool->created, &pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 }
 
 void mrp_arena_free(struct mrp_arena *a)
@@ -286,12 +483,7 @@ void mrp_arena_free(struct mrp_arena *a)
 void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a)
 {
 	mrp_map_set(&mrp_map, a->base, a->size, NULL);
-	if (a->prev)
-		a->prev->next = a->next;
-	else
-		pool->arenas = a->next;
-	if (a->next)
-		a->next->prev = a->prev;
+	mrp_list_del(&pool->arenas, a);
 	pool->mapped -= a->size;
 	if (a->locked)
 		pool->locked_bytes -= a->size;
@@ -321,13 +513,15 @@ int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a)
 	return 0;
 }
 
-/* A large buffer: a parked arena that fits (at most 2x), else a new one. */
+/*
+ * A large buffer: a parked arena that fits (at most 2x), else a new one,
+ * made without pool->lock (mrp_arena_create()).
+ */
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out)
 {
 	size_t len = (size + pool->granule - 1) & ~(pool->granule - 1);
 	struct mrp_arena *a, **pp;
-	int ret = 0;
 
 	if (align < pool->granule)
 		align = pool->granule;
@@ -338,18 +532,16 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	if (a) {
 		*pp = a->av_next;
 		a->av_next = NULL;
-	} else {
-		ret = mrp_arena_create(pool, len, align, MRP_LARGE, &a);
-	}
-	if (!ret) {
 		a->large_free = false;
 		a->large_len = size;
 		mrp_add(&pool->large_allocs, 1);
 		mrp_add(&pool->large_bytes, a->size);
-		*out = a;
 	}
 	pthread_mutex_unlock(&pool->lock);
-	return ret;
+	if (!a)
+		return mrp_arena_create(pool, len, align, MRP_LARGE, size, out);
+	*out = a;
+	return 0;
 }
 
 /*

@@ -3,7 +3,8 @@
  * The application's arena callbacks (mrp_set_arena_ops): a framework that
  * registers memory in a domain of its own hears of every arena before its
  * buffers are handed out and before it is unmapped. Everything here runs
- * under pool->lock, the lock arenas are created and destroyed under, so a
+ * under pool->lock, the lock arenas are published and destroyed under
+ * (they are made without it, and told of only when whole: arena.c), so a
  * callback never races the arena list it is told about.
  */
 #include <errno.h>

@@ -74,6 +74,7 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 {
 	const int prot = PROT_READ | PROT_WRITE;
 	struct mrpool_alloc al;
+	int node = pool->node;	/* one load: an attach may set it meanwhile */
 	void *m;
 	int ret;
 
@@ -81,7 +82,7 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 	al.size = sizeof(al);
 	al.bytes = size;
 	/* preferred: the module falls back to other nodes (no STRICT flag) */
-	al.node = pool->node >= 0 ? pool->node : MRPOOL_NODE_ANY;
+	al.node = node >= 0 ? node : MRPOOL_NODE_ANY;
 	ret = mrp_ioctl(pool->fd, MRPOOL_IOC_ALLOC, &al);
 	if (ret)
 		return ret == -EDQUOT ? -ENOMEM : ret;

@@ -33,9 +33,22 @@ static void mrp_avail_del(struct mrp_class *c, struct mrp_arena *a)
 	a->av_prev = NULL;
 }
 
+/* A new class arena's buffers into its depot: publish, pool->lock held (arena.c). */
+void mrp_depot_add(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_class *c = &pool->cls[a->cls];
+
+	pthread_mutex_lock(&c->lock);
+	mrp_avail_add(c, a);
+	atomic_fetch_add(&c->free_blocks, a->nfree);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /*
- * Add one arena to class cls. A foreground caller first rechecks the depot
- * under pool->lock: another thread may have grown it meanwhile.
+ * Add one arena to class cls, made without pool->lock (arena.c). A
+ * foreground caller first rechecks the depot: another thread may have
+ * grown it meanwhile. One that is growing it right now is not waited for:
+ * both arenas go to the depot (arena.c says why).
  */
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 {
@@ -43,19 +56,9 @@ int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 	struct mrp_arena *a;
 	int ret;
 
-	pthread_mutex_lock(&pool->lock);
-	if (!background && atomic_load(&c->free_blocks)) {
-		pthread_mutex_unlock(&pool->lock);
+	if (!background && atomic_load(&c->free_blocks))
 		return 0;
-	}
-	ret = mrp_arena_create(pool, pool->cfg.arena_size, pool->granule, cls, &a);
-	if (!ret) {
-		pthread_mutex_lock(&c->lock);
-		mrp_avail_add(c, a);
-		atomic_fetch_add(&c->free_blocks, a->nfree);
-		pthread_mutex_unlock(&c->lock);
-	}
-	pthread_mutex_unlock(&pool->lock);
+	ret = mrp_arena_create(pool, pool->cfg.arena_size, pool->granule, cls, 0, &a);
 	if (!ret)
 		mrp_add(background ? &pool->bg_growths : &pool->sync_growths, 1);
 	return ret;

@@ -20,6 +20,13 @@
  * pool->lock, then mrp_fork_lock. pool->bg_lock only guards the thread's
  * wakeups; arena.c's map lock only the address map's creation, under a
  * pool->lock.
+ *
+ * No lock is held while an arena is made (arena.c): the backend's map
+ * (mmap, mbind, mlock; the module's ALLOC) and the registrations in every
+ * PD run between two short pool->lock sections, so nothing that takes
+ * pool->lock (a large free, stats, mrp_pd_dead, a fork) waits for growth.
+ * mrp_fork_lock is then taken for read alone, around one dma-buf export
+ * and its registration.
  */
 #ifndef MRP_INTERNAL_H
 #define MRP_INTERNAL_H
@@ -155,7 +162,12 @@ struct mrp_arena {
 	struct mrp_arena *av_next, *av_prev;	/* class->avail list */
 
 	/* pool->lock */
-	struct mrp_arena *next, *prev;	/* pool->arenas list */
+	/*
+	 * pool->arenas list; while the arena is being made, pool->creating
+	 * (arena.c): then base and size are 0 until its memory is mapped, and
+	 * only its creator touches the rest
+	 */
+	struct mrp_arena *next, *prev;
 	uintptr_t base;
 	size_t size;
 	uint64_t handle;		/* backend's id (kernel slice id) */
@@ -366,8 +378,11 @@ struct mrp_region {
  * errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
- * Both are called with pool->lock held. fini() with forked set must not
- * touch memory or kernel objects still owned by the parent.
+ * map() and export_dmabuf() are called without pool->lock, by any number
+ * of threads at once (arena.c: growth runs unlocked), so what they read
+ * or write of the pool is constant after open or atomic; unmap() with or
+ * without it. fini() with forked set must not touch memory or kernel
+ * objects still owned by the parent.
  */
 struct mrp_backend_ops {
 	enum mrp_backend_kind kind;
@@ -436,13 +451,27 @@ struct mrp_pool {
 	const struct mrp_backend_ops *ops;
 	int fd;				/* kernel backend */
 	size_t granule;			/* arena sizes are multiples of this */
-	bool hugetlb_failed;		/* anon: MAP_HUGETLB refused once */
+	_Atomic bool hugetlb_failed;	/* anon: MAP_HUGETLB refused once */
 	bool fork_copy;			/* anon: arenas inherited, fixed at open */
 	_Atomic bool hugepages;		/* anon: THP or hugetlb in use */
 	unsigned int fork_gen;		/* mrp_fork_gen at open */
 
 	pthread_mutex_t lock;
 	struct mrp_arena *arenas;	/* every arena */
+	/*
+	 * Arena creation without the lock (arena.c), all pool->lock: arenas
+	 * being made, in no map, list nor depot yet; their bytes, held
+	 * against max_bytes with mapped; per PD slot, how many of them
+	 * register in it unlocked (mrp_detach_pd() waits for 0 before the
+	 * PD's MRs go); slots a detach is waiting on, which no creation
+	 * starts to register in; and the condition those waits sleep on,
+	 * broadcast whenever a creation ends.
+	 */
+	struct mrp_arena *creating;
+	size_t creating_bytes;
+	uint32_t reg_busy[MRP_MAX_PDS];
+	uint32_t pd_detaching;
+	pthread_cond_t created;
 	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
 	struct mrp_fallback *fallbacks;
 	struct mrp_mw *mws;		/* bound memory windows */
@@ -458,13 +487,17 @@ struct mrp_pool {
 	_Atomic uint64_t pd_reg_failures[MRP_MAX_PDS];	/* per slot, since attach */
 	_Atomic uint64_t pd_dereg_errors[MRP_MAX_PDS];
 	_Atomic uint64_t pd_dmabuf_regs[MRP_MAX_PDS];
-	/* per slot, pool->lock: the errno that turned dma-buf registration off */
-	int pd_dmabuf_error[MRP_MAX_PDS];
+	/*
+	 * Per slot: the errno that turned dma-buf registration off. Atomic:
+	 * creations write it without pool->lock (reg.c).
+	 */
+	_Atomic int pd_dmabuf_error[MRP_MAX_PDS];
 	/*
 	 * Node new arenas are placed on, -1 none: cfg.numa_node, or for
-	 * auto the first attached PD's device's. pool->lock.
+	 * auto the first attached PD's device's. Written under pool->lock,
+	 * read by the backends' map() without it.
 	 */
-	int node;
+	_Atomic int node;
 	/* pool->lock: the application's arena callbacks, if set (arena_ops.c) */
 	struct mrp_arena_ops arena_ops;
 	bool arena_ops_set;
@@ -763,7 +796,8 @@ static inline struct mrp_arena *mrp_arena_of_held(const void *p)
 		[(uintptr_t)p >> MRP_MAP_SHIFT];
 }
 int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
-		     unsigned int cls, struct mrp_arena **out);
+		     unsigned int cls, size_t large_len, struct mrp_arena **out);
+void mrp_arenas_creating_wait(struct mrp_pool *pool);
 int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
 void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_arena_announce(struct mrp_pool *pool, struct mrp_arena *a);
@@ -774,6 +808,7 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
 
 /* depot.c */
+void mrp_depot_add(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin);
 void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n);
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background);
@@ -782,7 +817,8 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
-void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
+void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
 int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot);
 int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,

@@ -61,7 +61,10 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * so a child sees each pool's arena list, PDs and large and fallback
  * lists as they are between two operations, never half-changed (the
  * preload shim walks the arena list in the child). Order as everywhere:
- * mrp_global_lock, pool->lock, then mrp_fork_lock.
+ * mrp_global_lock, pool->lock, then mrp_fork_lock. An arena being made
+ * holds none of them while it maps and registers (arena.c), so a fork
+ * does not wait for growth; such an arena is on pool->creating, never on
+ * the list, and the child drops it (mrp_pool_drop_inherited()).
  *
  * Under those locks every arena and fallback buffer is marked
  * MADV_DONTFORK again. The backends mark them once, when they map them
@@ -121,7 +124,11 @@ void mrp_pools_fork_parent(void)
 
 /*
  * In the child, before mrp_fork_gen moves: what it got of the memory of a
- * pool the parent owned. Nothing, unless MADV_DOFORK came between the
+ * pool the parent owned. Arenas another thread was making at the fork
+ * (pool->creating, arena.c) are the parent's alone in every mode: their
+ * creator is not here, nothing of them is published, and whatever the
+ * child got of a recorded range goes too (their records are freed at the
+ * child's close). Nothing, unless MADV_DOFORK came between the
  * prepare handler and the fork itself (another thread's ibv_dereg_mr()):
  * whatever is mapped in an arena's or fallback buffer's range here is
  * that, and goes. The child then holds none of the parent's memory (with
@@ -137,6 +144,9 @@ static void mrp_pool_drop_inherited(struct mrp_pool *pool)
 	/* with MRP_FORK_COPY the arenas' ranges hold the child's own copy */
 	for (a = pool->fork_copy ? NULL : pool->arenas; a; a = a->next)
 		munmap((void *)a->base, a->size);
+	for (a = pool->creating; a; a = a->next)
+		if (a->size)
+			munmap((void *)a->base, a->size);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		munmap(fb->addr, fb->len);
 }
@@ -158,6 +168,8 @@ void mrp_pools_fork_child(void)
 		if (!pool)
 			continue;
 		pthread_mutex_init(&pool->lock, NULL);
+		/* a detach or close may have waited on it in the parent */
+		pthread_cond_init(&pool->created, NULL);
 		if (!mrp_forked(pool))
 			mrp_pool_drop_inherited(pool);
 		if (pool->fd >= 0) {
@@ -341,6 +353,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->fork_gen = atomic_load(&mrp_fork_gen);
 	pool->node = pool->cfg.numa_node >= 0 ? pool->cfg.numa_node : -1;
 	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->created, NULL);
 	mrp_os_unmap_resolve();
 
 	ret = mrp_backend_init(pool);
@@ -388,6 +401,7 @@ fini_backend:
 	mrp_publish_fini(pool, false);
 	pool->ops->fini(pool, false);
 free_pool:
+	pthread_cond_destroy(&pool->created);
 	free(pool);
 out:
 	errno = -ret;
@@ -462,6 +476,23 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	 */
 	mrp_mw_release_all(pool, forked);
 	mrp_pdh_free_all(pool);
+	/*
+	 * Arenas still being made (arena.c): in the parent their creators
+	 * finish, and what they publish is torn down below with the rest; in
+	 * a child they are records of the parent's threads, whose ranges the
+	 * fork handler unmapped.
+	 */
+	if (forked) {
+		for (a = pool->creating; a; a = next) {
+			next = a->next;
+			mrp_arena_free(a);
+		}
+		pool->creating = NULL;
+	} else {
+		pthread_mutex_lock(&pool->lock);
+		mrp_arenas_creating_wait(pool);
+		pthread_mutex_unlock(&pool->lock);
+	}
 	for (a = pool->arenas; a; a = next) {
 		next = a->next;
 		if (forked) {
@@ -486,6 +517,7 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 		for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++)
 			pthread_mutex_destroy(&pool->cls[cls].lock);
 		pthread_mutex_destroy(&pool->lock);
+		pthread_cond_destroy(&pool->created);
 		pthread_mutex_destroy(&pool->bg_lock);
 		pthread_cond_destroy(&pool->bg_cond);
 	}

@@ -84,7 +84,10 @@ static bool mrp_export_transient(int err)
  * the module's pages are pinned already), else ibv_reg_mr. The first
  * refusal (of the device, or an export the module cannot do) turns dma-buf
  * registration off for the PD until it is attached again, so a device
- * without it costs one attempt. pool->lock held.
+ * without it costs one attempt. With pool->lock held (attach, lazy
+ * registration) or without it (a creation, arena.c, which keeps pd
+ * attached meanwhile): what it reads of the pool is constant while pd is
+ * attached, or atomic.
  */
 static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 				       struct mrp_arena *a, int slot)
@@ -106,7 +109,8 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 			err = errno;
 			/*
 			 * The MR holds the dma-buf. close() is a cancellation
-			 * point, and pool->lock and mrp_fork_lock are held.
+			 * point, and mrp_fork_lock (and maybe pool->lock) is
+			 * held.
 			 */
 			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 			close(fd);
@@ -181,22 +185,39 @@ static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 }
 
 /*
- * A new arena in every attached PD that takes it, best effort: a PD that
- * refuses it (device gone or failing, out of resources) only lacks its
- * keys (counted in its reg_failures, tried again by mrp_reg_lazy()); pd
- * NULL and the other PDs are served. Dead PDs are skipped. pool->lock held,
- * the arena not published yet.
+ * A new arena in the PDs of slots (chosen by its creation, arena.c, which
+ * keeps them attached until it ends), best effort: a PD that refuses it
+ * (device gone or failing, out of resources) only lacks its keys (counted
+ * in its reg_failures, tried again by mrp_reg_lazy()); pd NULL and the
+ * other PDs are served. A PD marked dead since is skipped. Without
+ * pool->lock: the arena is its creator's alone until published.
  */
-void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a)
+void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
+{
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if ((slots & (1u << s)) && !mrp_slot_dead(pool, s))
+			mrp_reg_one(pool, atomic_load(&pool->pds[s]), a, s);
+}
+
+/*
+ * The same arena being published, pool->lock held: what changed while it
+ * was registered unlocked in slots. A PD attached since gets it now, best
+ * effort as above (attach registered only the arenas it found listed); one
+ * marked dead since loses its bit, its MR left to the detach as in every
+ * arena (mrp_pd_dead()). A slot a detach is waiting on gets nothing new.
+ */
+void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
 {
 	uint32_t dead = atomic_load(&pool->pd_dead);
 
 	for (int s = 0; s < MRP_MAX_PDS; s++) {
 		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
+		uint32_t bit = 1u << s;
 
-		if (pd && !(dead & (1u << s)))
+		if (pd && !((slots | dead | pool->pd_detaching) & bit))
 			mrp_reg_one(pool, pd, a, s);
 	}
+	atomic_fetch_and_explicit(&a->reg_mask, ~dead, memory_order_release);
 }
 
 /*
@@ -345,7 +366,7 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 {
 	struct mrp_fallback *fb;
 	struct mrp_arena *a;
-	int slot;
+	int slot, cancel;
 
 	if (!pool || !pd)
 		return -EINVAL;
@@ -353,10 +374,24 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 		return -ECHILD;
 	pthread_mutex_lock(&pool->lock);
 	slot = mrp_pd_slot(pool, pd);
-	if (slot < 0) {
+	/* a detach of it already waiting below: this one finds it gone */
+	if (slot < 0 || (pool->pd_detaching & (1u << slot))) {
 		pthread_mutex_unlock(&pool->lock);
 		return -ENOENT;
 	}
+	/*
+	 * Creations registering in the PD without pool->lock (arena.c) end
+	 * first: the caller may deallocate the PD once this returns, and their
+	 * MRs in it, published by then, go below with the others. No new one
+	 * starts to meanwhile (pd_detaching), so the wait is for the
+	 * registrations in flight only; the slot stays taken through it.
+	 */
+	pool->pd_detaching |= 1u << slot;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	while (pool->reg_busy[slot])
+		pthread_cond_wait(&pool->created, &pool->lock);
+	pthread_setcancelstate(cancel, NULL);
+	pool->pd_detaching &= ~(1u << slot);
 	atomic_store(&pool->pds[slot], NULL);
 	mrp_pdh_detach(pool, slot);
 	mrp_mw_release_pd_locked(pool, pd);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -100,10 +101,84 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	return &fake_context;
 }
 
+/*
+ * A registration held up (growth_test): while fake_hold_pd is set, every
+ * ibv_reg_mr in it waits, outside fake_lock, until fake_release(). The
+ * library makes an arena's registrations without pool->lock, so a test
+ * holds a creation in the middle and sees what other threads get through
+ * meanwhile; fake_held() says how many wait, so that a test knows the
+ * creation has not ended, without timing anything.
+ */
+static pthread_mutex_t fake_hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_hold_cond = PTHREAD_COND_INITIALIZER;
+static struct ibv_pd *fake_hold_pd;
+static int fake_waiting;
+
+void fake_hold(struct ibv_pd *pd)
+{
+	pthread_mutex_lock(&fake_hold_lock);
+	fake_hold_pd = pd;
+	pthread_mutex_unlock(&fake_hold_lock);
+}
+
+void fake_release(void)
+{
+	pthread_mutex_lock(&fake_hold_lock);
+	fake_hold_pd = NULL;
+	pthread_cond_broadcast(&fake_hold_cond);
+	pthread_mutex_unlock(&fake_hold_lock);
+}
+
+int fake_held(void)
+{
+	int n;
+
+	pthread_mutex_lock(&fake_hold_lock);
+	n = fake_waiting;
+	pthread_mutex_unlock(&fake_hold_lock);
+	return n;
+}
+
+/* Until n registrations wait: 0, or -1 after timeout_ms (a hang, not a time). */
+int fake_wait_held(int n, int timeout_ms)
+{
+	struct timespec ts;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fake_hold_lock);
+	while (fake_waiting < n && !ret)
+		ret = pthread_cond_timedwait(&fake_hold_cond, &fake_hold_lock, &ts);
+	if (fake_waiting >= n)
+		ret = 0;
+	pthread_mutex_unlock(&fake_hold_lock);
+	return ret ? -1 : 0;
+}
+
+static void fake_hold_point(struct ibv_pd *pd)
+{
+	pthread_mutex_lock(&fake_hold_lock);
+	if (pd == fake_hold_pd) {
+		fake_waiting++;
+		pthread_cond_broadcast(&fake_hold_cond);
+		while (fake_hold_pd && pd == fake_hold_pd)
+			pthread_cond_wait(&fake_hold_cond, &fake_hold_lock);
+		fake_waiting--;
+	}
+	pthread_mutex_unlock(&fake_hold_lock);
+}
+
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct fake_mr *f;
 
+	fake_hold_point(pd);
 	fake_dontfork_range(addr, length);
 	pthread_mutex_lock(&fake_lock);
 	fake_reg_calls++;

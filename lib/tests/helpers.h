@@ -33,6 +33,11 @@ extern int fake_dmabuf_errno, fake_dmabuf_regs;
 int fake_mr_access(struct ibv_pd *pd, const void *addr);
 int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
+/* registrations in pd wait until fake_release() (growth_test) */
+void fake_hold(struct ibv_pd *pd);
+void fake_release(void);
+int fake_held(void);
+int fake_wait_held(int n, int timeout_ms);
 
 /*
  * Fake PDs of one fake device, whose sysfs directory (ibdev_path, read for
