@@ -209,12 +209,13 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
  *     to its caller (large), counted in the stats in the same section.
  *     Readers of the map, the list and the callbacks see only whole arenas.
  *
- * Concurrent growth: two threads that find a class empty both make an
- * arena, and neither waits for the other. Waiting for another's growth is
- * what kept a second thread from speeding up a cold start; the cost is at
- * most one arena per thread growing at once, which goes to the depot for
- * the next refills (or to trim). max_bytes counts arenas in flight, so
- * together they never pass it. Nothing else waits for a creation: large
+ * Concurrent growth: threads making large arenas (each its own
+ * allocation's) never wait for one another: that is what kept a second
+ * thread from speeding up a cold start. Threads that find one class empty
+ * together wait for the first one's arena (depot.c mrp_grow), not for the
+ * pool: one arena serves them all, where one each would pin N arenas on a
+ * cold start of N threads. max_bytes counts arenas in flight, so together
+ * they never pass it. Nothing else waits for a creation: large
  * frees, stats, mrp_pd_dead, attach, trim and fork take pool->lock, which
  * a creator holds only for list and counter updates, and the registrations
  * under it that only attach and lazy registration make as before. Two
@@ -399,8 +400,8 @@ static int mrp_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_
  * pool->lock, returns without it. large_len: a large arena's bytes asked
  * for (0 for a class), set before anyone can see it.
  */
-int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
-		     unsigned int cls, size_t large_len, struct mrp_arena **out)
+static int mrp_arena_make(struct mrp_pool *pool, size_t size, size_t align,
+			  unsigned int cls, size_t large_len, struct mrp_arena **out)
 {
 	struct mrp_region r = { 0 };
 	struct mrp_arena *a;
@@ -450,6 +451,24 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 	if (r.base && !keep)
 		pool->ops->unmap(pool, &r);
 	mrp_arena_free(a);
+	return ret;
+}
+
+/*
+ * Not a cancellation point: the registrations of the unlocked step reach
+ * some (libibverbs' command write()), and a creator cancelled there would
+ * leave its record on pool->creating, its bytes counted against max_bytes
+ * and its PD slots busy for the life of the pool (a detach of those PDs
+ * and the close would wait for it for ever).
+ */
+int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
+		     unsigned int cls, size_t large_len, struct mrp_arena **out)
+{
+	int cancel, ret;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	ret = mrp_arena_make(pool, size, align, cls, large_len, out);
+	pthread_setcancelstate(cancel, NULL);
 	return ret;
 }
 

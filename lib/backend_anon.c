@@ -63,7 +63,14 @@ static int mrp_anon_map(struct mrp_pool *pool, size_t size, size_t align,
 	}
 	/* before the first touch (mlock, prefault): where pages are placed */
 	mrp_numa_prefer(m, size, pool->node);
-	if (!pool->fork_copy && madvise(m, size, MADV_DONTFORK)) {
+	/*
+	 * Out of children while it is made, in every mode: a fork between
+	 * here and the arena's publication would give the child a populated
+	 * copy no record of its pool names. A pool whose children get copies
+	 * marks its published arenas MADV_DOFORK at each fork (pool.c
+	 * mrp_pool_fork_advice), so those reach the child, this one not yet.
+	 */
+	if (madvise(m, size, MADV_DONTFORK)) {
 		int err = errno;
 
 		munmap(m, size);

@@ -47,20 +47,48 @@ void mrp_depot_add(struct mrp_pool *pool, struct mrp_arena *a)
 /*
  * Add one arena to class cls, made without pool->lock (arena.c). A
  * foreground caller first rechecks the depot: another thread may have
- * grown it meanwhile. One that is growing it right now is not waited for:
- * both arenas go to the depot (arena.c says why).
+ * grown it meanwhile, or be growing it now (then it waits for that arena).
  */
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 {
 	struct mrp_class *c = &pool->cls[cls];
 	struct mrp_arena *a;
-	int ret;
+	int cancel, ret;
 
-	if (!background && atomic_load(&c->free_blocks))
+	/*
+	 * Arenas are made without the pool's lock (arena.c), so threads that
+	 * find a class empty together would each make one: on a cold start of
+	 * N threads, N arenas pinned where one serves them all (and, under
+	 * max_bytes, the others' refused for bytes still in flight). The
+	 * first makes it; the others wait for it here, and only for it.
+	 * Background growth never waits: another thread is already adding to
+	 * the class. A failed growth wakes the waiters too, and the next one
+	 * tries itself. The wait is no cancellation point: it holds the
+	 * class's lock.
+	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	pthread_mutex_lock(&c->lock);
+	while (c->growing && !background && !atomic_load(&c->free_blocks)) {
+		mrp_add(&c->grow_waits, 1);
+		pthread_cond_wait(&c->grown, &c->lock);
+	}
+	if (c->growing || (!background && atomic_load(&c->free_blocks))) {
+		pthread_mutex_unlock(&c->lock);
+		pthread_setcancelstate(cancel, NULL);
 		return 0;
+	}
+	c->growing = true;
+	pthread_mutex_unlock(&c->lock);
+
 	ret = mrp_arena_create(pool, pool->cfg.arena_size, pool->granule, cls, 0, &a);
 	if (!ret)
 		mrp_add(background ? &pool->bg_growths : &pool->sync_growths, 1);
+
+	pthread_mutex_lock(&c->lock);
+	c->growing = false;
+	pthread_cond_broadcast(&c->grown);
+	pthread_mutex_unlock(&c->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return ret;
 }
 

@@ -287,6 +287,16 @@ static inline _Atomic uint8_t *mrp_buf_state(const struct mrp_arena *a, uintptr_
 /* One size class's depot, shared by all threads. */
 struct mrp_class {
 	pthread_mutex_t lock;
+	/*
+	 * One growth of a class at a time (depot.c mrp_grow): set under lock
+	 * by the thread that makes the class's next arena, without the pool's
+	 * lock; a thread that needs the class meanwhile waits on grown (and
+	 * counts in grow_waits, for tests) for that arena instead of making
+	 * one more. Only growth waits: frees, stats and fork never look here.
+	 */
+	bool growing;
+	pthread_cond_t grown;
+	_Atomic uint64_t grow_waits;
 	struct mrp_arena *avail;	/* arenas with nfree > 0 */
 	_Atomic uint64_t free_blocks;	/* sum of nfree: read unlocked as a hint */
 	uint32_t batch;			/* refill/flush batch */

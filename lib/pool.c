@@ -290,6 +290,7 @@ static void mrp_classes_init(struct mrp_pool *pool)
 		size_t cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
 
 		pthread_mutex_init(&c->lock, NULL);
+		pthread_cond_init(&c->grown, NULL);
 		cap = cap < 1 ? 1 : cap > MRP_MAX_BIN ? MRP_MAX_BIN : cap;
 		c->batch = (uint32_t)(cap / 2 ? cap / 2 : 1);
 		c->low_water = pool->cfg.low_water ? pool->cfg.low_water :
@@ -514,8 +515,10 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_publish_fini(pool, forked);
 	pool->ops->fini(pool, forked);
 	if (!forked) {
-		for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++)
+		for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
 			pthread_mutex_destroy(&pool->cls[cls].lock);
+			pthread_cond_destroy(&pool->cls[cls].grown);
+		}
 		pthread_mutex_destroy(&pool->lock);
 		pthread_cond_destroy(&pool->created);
 		pthread_mutex_destroy(&pool->bg_lock);

@@ -20,6 +20,7 @@
 
 #include "kselftest_harness.h"
 #include "helpers.h"
+#include "internal.h"
 
 #define MIB		((size_t)1 << 20)
 #define ARENA		(2 * MIB)
@@ -189,10 +190,10 @@ TEST(others_pass_held_growth)
 }
 
 /*
- * Two threads grow at once: both large allocations are inside their
- * creations together (before, the second waited for pool->lock, which the
- * first held across it), and so are two threads growing one class; each
- * gets an arena of its own, the class's second one going to the depot.
+ * Threads grow at once: both large allocations are inside their creations
+ * together (before, the second waited for pool->lock, which the first held
+ * across it), and so are two threads growing two classes; each gets an
+ * arena of its own. (Two threads growing one class: one_class_grows_once.)
  */
 TEST(two_grow_at_once)
 {
@@ -207,7 +208,7 @@ TEST(two_grow_at_once)
 	ASSERT_EQ(0, grower_start(&g[0], pool, 3 * MIB, FAKE_PD(1)));
 	ASSERT_EQ(0, grower_start(&g[1], pool, 3 * MIB, FAKE_PD(1)));
 	ASSERT_EQ(0, grower_start(&g[2], pool, 8192, FAKE_PD(1)));
-	ASSERT_EQ(0, grower_start(&g[3], pool, 8192, FAKE_PD(1)));
+	ASSERT_EQ(0, grower_start(&g[3], pool, 32768, FAKE_PD(1)));
 	ASSERT_EQ(0, fake_wait_held(4, HOLD_MS));
 	EXPECT_EQ(0, test_stats(pool).arenas);
 	fake_release();
@@ -229,6 +230,91 @@ TEST(two_grow_at_once)
 	/* the buffers the class threads' caches hold go back with the close */
 	EXPECT_EQ(0, mrp_pool_close_flags(pool, MRP_CLOSE_FORCE));
 	EXPECT_EQ(live0, fake_live);
+}
+
+static uint64_t grow_waits(struct mrp_pool *pool)
+{
+	uint64_t n = 0;
+
+	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++)
+		n += atomic_load(&pool->cls[cls].grow_waits);
+	return n;
+}
+
+/*
+ * Threads that find one class empty together make one arena, not one each
+ * (on a cold start of N threads, N arenas pinned where one serves them
+ * all): while the first one's creation is held, the others wait for it in
+ * the depot (counted there), and nothing else is being created; released,
+ * every thread gets a buffer of that one arena.
+ */
+TEST(one_class_grows_once)
+{
+	enum { NT = 3 };
+	struct mrp_pool *pool = pool_grow(0);
+	struct grower g[NT];
+	struct mrp_stats st;
+	int live0 = fake_live, i;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
+	fake_hold(FAKE_PD(1));
+	for (i = 0; i < NT; i++)
+		ASSERT_EQ(0, grower_start(&g[i], pool, 8192, FAKE_PD(1)));
+	ASSERT_EQ(0, fake_wait_held(1, HOLD_MS));
+	/* the others reach the wait; a bound only against a hang */
+	for (i = 0; i < HOLD_MS && grow_waits(pool) < NT - 1; i++)
+		usleep(1000);
+	EXPECT_EQ(NT - 1, grow_waits(pool));
+	EXPECT_EQ(1, fake_held());
+	for (i = 0; i < NT; i++)
+		EXPECT_FALSE(atomic_load(&g[i].done));
+	fake_release();
+	for (i = 0; i < NT; i++) {
+		ASSERT_EQ(0, pthread_join(g[i].thr, NULL));
+		ASSERT_EQ(0, g[i].ret);
+		EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), g[i].buf.addr, g[i].buf.size,
+					   g[i].buf.lkey, g[i].buf.rkey));
+	}
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(1, st.sync_growths);
+	EXPECT_EQ(ARENA, st.bytes_mapped);
+	for (i = 0; i < NT; i++)
+		EXPECT_EQ(0, mrp_free(pool, g[i].buf.addr));
+	EXPECT_EQ(0, mrp_pool_close_flags(pool, MRP_CLOSE_FORCE));
+	EXPECT_EQ(live0, fake_live);
+}
+
+/*
+ * A PD marked dead while the new arena's registration in it is under way:
+ * the publish clears its bit (the fast path must not hand out its keys),
+ * the MR stays for the detach, which removes it.
+ */
+TEST(dead_during_registration)
+{
+	struct mrp_pool *pool = pool_grow(0);
+	struct mrp_arena *a;
+	struct grower g;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(2), ACCESS));
+	fake_hold(FAKE_PD(2));
+	ASSERT_EQ(0, grower_start(&g, pool, 4096, FAKE_PD(1)));
+	ASSERT_EQ(0, fake_wait_held(1, HOLD_MS));
+	ASSERT_EQ(0, mrp_pd_dead(pool, FAKE_PD(2)));
+	fake_release();
+	ASSERT_EQ(0, pthread_join(g.thr, NULL));
+	ASSERT_EQ(0, g.ret);
+	a = mrp_arena_of((uintptr_t)g.buf.addr);
+	ASSERT_NE(NULL, a);
+	EXPECT_FALSE(mrp_arena_has(a, 1));
+	EXPECT_NE(-1, fake_mr_access(FAKE_PD(2), g.buf.addr));
+	EXPECT_EQ(0, mrp_free(pool, g.buf.addr));
+	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(2)));
+	EXPECT_EQ(-1, fake_mr_access(FAKE_PD(2), g.buf.addr));
+	EXPECT_EQ(0, mrp_pool_close_flags(pool, MRP_CLOSE_FORCE));
 }
 
 /* The application's add(): refuses every arena once refuse is set. */
