@@ -62,6 +62,22 @@ mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 #define MRPOOL_SHMEM_NORESERVE	VM_NORESERVE
 #endif
 
+/*
+ * A large folio with a hardware-poisoned page: memory_failure() marks the
+ * page itself, and the folio's second page (has_hwpoisoned) when it tried
+ * to split it. 6.12 names the test folio_contain_hwpoisoned_page(); 6.1
+ * has its parts. Without CONFIG_MEMORY_FAILURE both flags read false.
+ */
+static inline bool mrpool_folio_hwpoisoned(struct folio *folio)
+{
+#ifdef MRPOOL_HAVE_FOLIO_CONTAIN_HWPOISONED
+	return folio_contain_hwpoisoned_page(folio);
+#else
+	return folio_test_hwpoison(folio) ||
+	       (folio_test_large(folio) && folio_test_has_hwpoisoned(folio));
+#endif
+}
+
 /* 6.13 takes a symbol namespace as a string literal. */
 #ifdef MRPOOL_HAVE_IMPORT_NS_STRINGIFY
 #define MRPOOL_IMPORT_NS_DMA_BUF	MODULE_IMPORT_NS(DMA_BUF)
