@@ -134,10 +134,14 @@ static bool mrpool_folio_scan_hwpoison(struct folio *folio)
  * load of poison. The core checks the page it is given as well
  * (__do_fault()), but maps a whole PMD chunk from any page of it
  * (do_set_pmd()) unless the folio is marked as holding a poisoned page:
- * a chunk with one is so marked here, and is then mapped page by page.
- * The chunk itself is retired when the slice is released (pool.c).
+ * a chunk with one is so marked here, and is then mapped page by page,
+ * each by its own fault: newer kernels' finish_fault() would otherwise
+ * set a PTE for every page of the folio, the poisoned one too
+ * (mrpool_vmf_map_one_page()). The chunk itself is retired when the slice
+ * is released (pool.c).
  *
- * Return: 0 with vmf->page set and referenced, or VM_FAULT_HWPOISON.
+ * Return: 0 with vmf->page set and referenced; VM_FAULT_NOPAGE with the
+ * page mapped; or an error, VM_FAULT_HWPOISON for a poisoned page.
  */
 vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
 			      unsigned long idx)
@@ -148,9 +152,12 @@ vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
 	if (unlikely(PageHWPoison(page)))
 		return VM_FAULT_HWPOISON;
 	if (IS_ENABLED(CONFIG_MEMORY_FAILURE) && folio_test_large(folio) &&
-	    !folio_test_has_hwpoisoned(folio) &&
-	    unlikely(mrpool_folio_scan_hwpoison(folio)))
-		folio_set_has_hwpoisoned(folio);
+	    unlikely(folio_test_has_hwpoisoned(folio) ||
+		     mrpool_folio_scan_hwpoison(folio))) {
+		if (!folio_test_has_hwpoisoned(folio))
+			folio_set_has_hwpoisoned(folio);
+		return mrpool_vmf_map_one_page(vmf, page);
+	}
 	get_page(page);
 	vmf->page = page;
 	return 0;
