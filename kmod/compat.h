@@ -62,6 +62,45 @@ mrpool_mm_get_unmapped_area(struct file *file, unsigned long addr,
 #define MRPOOL_SHMEM_NORESERVE	VM_NORESERVE
 #endif
 
+/*
+ * A large folio with a hardware-poisoned page: memory_failure() marks the
+ * page itself, and the folio's second page (has_hwpoisoned) when it tried
+ * to split it. 6.12 names the test folio_contain_hwpoisoned_page(); 6.1
+ * has its parts. Without CONFIG_MEMORY_FAILURE both flags read false.
+ */
+static inline bool mrpool_folio_hwpoisoned(struct folio *folio)
+{
+#ifdef MRPOOL_HAVE_FOLIO_CONTAIN_HWPOISONED
+	return folio_contain_hwpoisoned_page(folio);
+#else
+	return folio_test_hwpoison(folio) ||
+	       (folio_test_large(folio) && folio_test_has_hwpoisoned(folio));
+#endif
+}
+
+/*
+ * Map page @page of a large folio, alone, at the fault's address: 0 with
+ * vmf->page set and referenced (for finish_fault()), or VM_FAULT_NOPAGE
+ * with the PTE in place. Newer kernels' finish_fault() (7.3's, not 6.12's:
+ * that maps a large folio's PTEs in one go for anonymous shmem only) set
+ * PTEs for every page of the folio the VMA and page table cover, with no
+ * check for hardware poison: such a kernel has vmf_insert_page_mkwrite()
+ * (6.15), which inserts one refcounted PTE as finish_fault() would. On an
+ * older one finish_fault() maps the page it is given, and that alone.
+ */
+static inline vm_fault_t mrpool_vmf_map_one_page(struct vm_fault *vmf,
+						 struct page *page)
+{
+#ifdef MRPOOL_HAVE_VMF_INSERT_PAGE_MKWRITE
+	return vmf_insert_page_mkwrite(vmf, page,
+				       vmf->flags & FAULT_FLAG_WRITE);
+#else
+	get_page(page);
+	vmf->page = page;
+	return 0;
+#endif
+}
+
 /* 6.13 takes a symbol namespace as a string literal. */
 #ifdef MRPOOL_HAVE_IMPORT_NS_STRINGIFY
 #define MRPOOL_IMPORT_NS_DMA_BUF	MODULE_IMPORT_NS(DMA_BUF)

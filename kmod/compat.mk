@@ -15,5 +15,11 @@ ccflags-y += $(call mrpool-have,sched/mm.h,long mm_get_unmapped_area.struct mm_s
 ccflags-y += $(call mrpool-have,module.h,MODULE_INFO.import_ns. __stringify,IMPORT_NS_STRINGIFY)
 # 6.19, "mm: consistently use current->mm in mm_get_unmapped_area()"
 ccflags-y += $(call mrpool-have,sched/mm.h,long mm_get_unmapped_area.struct file,MM_GET_UNMAPPED_AREA_NO_MM)
+# folio_contain_hwpoisoned_page(): Debian's 6.12 and 7.3 have it, 6.1
+# does not (a folio with a poisoned page, head or any other)
+ccflags-y += $(call mrpool-have,page-flags.h,bool folio_contain_hwpoisoned_page.,FOLIO_CONTAIN_HWPOISONED)
+# vmf_insert_page_mkwrite() (6.15's DAX rework): one PTE for one page of
+# a large folio from a fault handler, without VM_MIXEDMAP
+ccflags-y += $(call mrpool-have,mm.h,vm_fault_t vmf_insert_page_mkwrite.struct vm_fault,VMF_INSERT_PAGE_MKWRITE)
 # 7.1, "mm: update shmem_[kernel]_file_*() functions to use vma_flags_t"
 ccflags-y += $(call mrpool-have,shmem_fs.h,loff_t size. vma_flags_t,SHMEM_VMA_FLAGS)

@@ -108,9 +108,7 @@ static vm_fault_t mrpool_dmabuf_fault(struct vm_fault *vmf)
 
 	if (vmf->pgoff >= s->length >> PAGE_SHIFT)
 		return VM_FAULT_SIGBUS;
-	vmf->page = mrpool_slice_page(s, vmf->pgoff);
-	get_page(vmf->page);
-	return 0;
+	return mrpool_slice_fault(vmf, s, vmf->pgoff);
 }
 
 static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {

@@ -106,6 +106,63 @@ static void mrpool_vm_close(struct vm_area_struct *vma)
 	mrpool_slice_put_mm(s, vma->vm_file);
 }
 
+/*
+ * Whether a page of the large @folio (a PMD chunk) is marked poisoned.
+ * memory_failure() also marks the folio (has_hwpoisoned) when it tried to
+ * split it; it did not when the page looked unhandlable to it first (the
+ * path of a machine check, or of an injection by frame number, for a
+ * chunk of plain pages).
+ */
+static bool mrpool_folio_scan_hwpoison(struct folio *folio)
+{
+	long i, nr = folio_nr_pages(folio);
+
+	for (i = 0; i < nr; i++)
+		if (PageHWPoison(folio_page(folio, i)))
+			return true;
+	return false;
+}
+
+/**
+ * mrpool_slice_fault - hand page @idx of @s to the fault in @vmf
+ * @vmf: a fault of a slice's mapping (or of its dma-buf's)
+ * @s: the slice, held by the VMA
+ * @idx: the page's index in the slice
+ *
+ * A page marked as hardware-poisoned is never mapped: the owner gets
+ * SIGBUS with BUS_MCEERR_AR (a GUP, -EHWPOISON or -EFAULT) instead of a
+ * load of poison. The core checks the page it is given as well
+ * (__do_fault()), but maps a whole PMD chunk from any page of it
+ * (do_set_pmd()) unless the folio is marked as holding a poisoned page:
+ * a chunk with one is so marked here, and is then mapped page by page,
+ * each by its own fault: newer kernels' finish_fault() would otherwise
+ * set a PTE for every page of the folio, the poisoned one too
+ * (mrpool_vmf_map_one_page()). The chunk itself is retired when the slice
+ * is released (pool.c).
+ *
+ * Return: 0 with vmf->page set and referenced; VM_FAULT_NOPAGE with the
+ * page mapped; or an error, VM_FAULT_HWPOISON for a poisoned page.
+ */
+vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
+			      unsigned long idx)
+{
+	struct page *page = mrpool_slice_page(s, idx);
+	struct folio *folio = page_folio(page);
+
+	if (unlikely(PageHWPoison(page)))
+		return VM_FAULT_HWPOISON;
+	if (IS_ENABLED(CONFIG_MEMORY_FAILURE) && folio_test_large(folio) &&
+	    unlikely(folio_test_has_hwpoisoned(folio) ||
+		     mrpool_folio_scan_hwpoison(folio))) {
+		if (!folio_test_has_hwpoisoned(folio))
+			folio_set_has_hwpoisoned(folio);
+		return mrpool_vmf_map_one_page(vmf, page);
+	}
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
 static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
 {
 	struct mrpool_slice *s = vmf->vma->vm_private_data;
@@ -117,9 +174,7 @@ static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)
 		return VM_FAULT_SIGBUS;
 	if (vmf->vma->vm_mm != s->client->mm)
 		return VM_FAULT_SIGBUS;
-	vmf->page = mrpool_slice_page(s, idx);
-	get_page(vmf->page);
-	return 0;
+	return mrpool_slice_fault(vmf, s, idx);
 }
 
 #ifdef CONFIG_NUMA

@@ -168,6 +168,9 @@ struct mrpool_pool {
 	struct delayed_work trim_work;
 	struct delayed_work quarantine_work;
 	struct delayed_work defrag_work;	/* replaces fragmented free chunks */
+	/* Poisoned chunks out of the totals, for hwpoison_work to retire. */
+	struct list_head hwpoisoned;
+	struct work_struct hwpoison_work;
 	unsigned int defrag_wait;	/* seconds before the next try; the
 					 * defrag worker writes it
 					 */
@@ -194,7 +197,10 @@ struct mrpool_stats {
 	atomic64_t node_fallbacks;	/* chunks handed out off the node asked */
 	atomic64_t defrags;		/* fragmented free chunks replaced */
 	atomic64_t quarantine_checks;	/* chunks rechecked in quarantine */
-	atomic64_t retired;		/* chunks kept for good: an MR may reach them */
+	atomic64_t retired;		/* chunks kept for good: an MR may reach
+					 * them, or a page is poisoned
+					 */
+	atomic64_t hwpoison_retired;	/* of those, for a poisoned page */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -312,6 +318,8 @@ static inline struct page *mrpool_slice_page(struct mrpool_slice *s,
 struct file *mrpool_mapfile_create(struct mrpool_client *client);
 
 /* ---- mmap.c ---- */
+vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
+			      unsigned long idx);
 int mrpool_mmap(struct file *file, struct vm_area_struct *vma);
 void mrpool_mmap_exit(void);
 unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,

@@ -13,6 +13,12 @@
  * MR pinning it), the chunk waits in quarantine, still charged to its
  * tenant and holding a module reference, until the quarantine worker sees
  * the references gone.
+ *
+ * A chunk with a hardware-poisoned page is never zeroed nor handed on:
+ * memory_failure() cannot help with pool pages (it finds no rmap for the
+ * slices' mappings and cannot split a chunk the pool holds), so the pool
+ * looks for the kernel's mark wherever a chunk changes hands -- return,
+ * quarantine check, take, growth, release -- and retires such a chunk.
  */
 #include "mrpool.h"
 #include "ib.h"
@@ -239,6 +245,7 @@ fail:
 }
 
 static void mrpool_trim_arm(void);
+static void mrpool_chunk_release(struct mrpool_chunk *c);
 
 /* Caller holds the pool lock; @c is not on the free or quarantine list. */
 static void mrpool_chunk_account(struct mrpool_chunk *c, bool add)
@@ -282,6 +289,49 @@ static bool mrpool_chunk_busy(struct mrpool_chunk *c)
 	return false;
 }
 
+/*
+ * A page of @c is marked as hardware-poisoned: memory_failure() ran for it
+ * (a machine check, a scrubber's report, an injection) and, for lack of an
+ * rmap to our mappings and of a split, left it where it was. Zeroing it
+ * would store to the bad lines, handing it on would give the next owner
+ * SIGBUS or its NIC the poison. Racy, as every such test (hardware fails
+ * at any time): it sees what was reported by now. 512 flag tests, under
+ * the pool lock at a take: far less than zeroing the chunk.
+ */
+static bool mrpool_chunk_hwpoisoned(struct mrpool_chunk *c)
+{
+	unsigned int i;
+	struct page *page;
+
+	if (!IS_ENABLED(CONFIG_MEMORY_FAILURE))
+		return false;
+	for (i = 0; i < mrpool_pool.chunk_pages; i++) {
+		page = c->pages[i];
+		if (PageHWPoison(page))
+			return true;
+		if (PageHead(page) && mrpool_folio_hwpoisoned(page_folio(page)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Caller holds the pool lock. @c, poisoned, leaves the totals like a trimmed
+ * chunk (max_mb no longer counts it; its owner's charge, if any, is
+ * already gone) and waits on the hwpoisoned list: the worker deregisters
+ * and keeps it, never here (a return may run under mmap_lock or on a
+ * kernel buffer's reclaim path, where no device wait belongs).
+ */
+static void mrpool_hwpoison_queue(struct mrpool_chunk *c)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	lockdep_assert_held(&p->lock);
+	mrpool_chunk_account(c, false);
+	list_move_tail(&c->link, &p->hwpoisoned);
+	schedule_work(&p->hwpoison_work);
+}
+
 /* One block of the chunk's order: contiguous, PMD-mapped if PMD-sized. */
 bool mrpool_chunk_whole(const struct mrpool_chunk *c)
 {
@@ -319,16 +369,27 @@ static void mrpool_put_free(struct mrpool_chunk *c)
 	mrpool_defrag_arm();
 }
 
-/* Move up to @nr chunks of @list (of node @nid) to @out, from the head. */
+/*
+ * Move up to @nr chunks of @list (of node @nid) to @out, from the head.
+ * A poisoned one met on the way leaves the pool instead.
+ */
 static unsigned int mrpool_take_list(unsigned int nr, struct list_head *list,
 				     struct list_head *out)
 {
+	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 	unsigned int got = 0;
 
 	list_for_each_entry_safe(c, tmp, list, link) {
 		if (got == nr)
 			break;
+		if (unlikely(mrpool_chunk_hwpoisoned(c))) {
+			p->nr_free--;
+			if (!mrpool_chunk_whole(c))
+				p->nr_fragmented_free--;
+			mrpool_hwpoison_queue(c);
+			continue;
+		}
 		c->state = MRPOOL_CHUNK_USED;
 		list_move_tail(&c->link, out);
 		got++;
@@ -378,7 +439,9 @@ static unsigned long mrpool_room(void)
 /*
  * Build up to @nr chunks into @fresh without the pool lock (the caller
  * reserved them in nr_growing), registering each on the RDMA devices while
- * it is still private: no trim can free it under the registration.
+ * it is still private: no trim can free it under the registration. The
+ * page allocator hands out no poisoned page; one poisoned since is kept
+ * out of the pool and ends the growth.
  */
 static unsigned int mrpool_grow(unsigned int nr, int nid, bool thisnode,
 				struct list_head *fresh)
@@ -390,6 +453,10 @@ static unsigned int mrpool_grow(unsigned int nr, int nid, bool thisnode,
 		c = mrpool_chunk_alloc(nid, thisnode, false);
 		if (!c)
 			break;
+		if (unlikely(mrpool_chunk_hwpoisoned(c))) {
+			mrpool_chunk_release(c);
+			break;
+		}
 		mrpool_ib_chunk_added(c);
 		list_add_tail(&c->link, fresh);
 	}
@@ -599,7 +666,10 @@ static void mrpool_quarantine_arm(void)
  *
  * May sleep (zeroing). Chunks whose pages are still referenced go to
  * quarantine instead, keep their charge and pin the module until the
- * references are gone; the others are zeroed, uncharged and free.
+ * references are gone; the others are zeroed, uncharged and free. A chunk
+ * with a poisoned page is uncharged and retired, referenced or not:
+ * memory_failure() may keep a reference on the page for good, and the
+ * pool keeps the pages for good anyway, so no pin can reach a next owner.
  */
 void mrpool_pool_return(struct list_head *chunks)
 {
@@ -610,6 +680,14 @@ void mrpool_pool_return(struct list_head *chunks)
 
 	list_for_each_entry_safe(c, tmp, chunks, link) {
 		list_del_init(&c->link);
+		if (unlikely(mrpool_chunk_hwpoisoned(c))) {
+			mrpool_chunk_uncharge(c, false);
+			mutex_lock(&p->lock);
+			p->nr_used--;
+			mrpool_hwpoison_queue(c);
+			mutex_unlock(&p->lock);
+			continue;
+		}
 		if (mrpool_chunk_busy(c)) {
 			__module_get(THIS_MODULE);
 			atomic64_inc(&mrpool_stats.quarantines);
@@ -641,13 +719,15 @@ void mrpool_pool_return(struct list_head *chunks)
 /*
  * Check the quarantined chunks that are due, without the pool lock: each
  * level's list is in due order, so only those are visited. Free ones are
- * zeroed, uncharged and freed; busy ones wait twice as long next time.
+ * zeroed, uncharged and freed; busy ones wait twice as long next time;
+ * poisoned ones, busy or not, are uncharged and retired.
  */
 static void mrpool_quarantine_fn(struct work_struct *work)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_chunk *c, *tmp;
 	unsigned int released = 0, i;
+	LIST_HEAD(poisoned);
 	LIST_HEAD(due);
 	LIST_HEAD(done);
 	u64 threshold;
@@ -666,6 +746,11 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 	/* Off the lists (still counted as quarantined): nobody else looks. */
 	list_for_each_entry_safe(c, tmp, &due, link) {
 		atomic64_inc(&mrpool_stats.quarantine_checks);
+		if (unlikely(mrpool_chunk_hwpoisoned(c))) {
+			list_move_tail(&c->link, &poisoned);
+			mrpool_chunk_uncharge(c, true);
+			continue;
+		}
 		if (mrpool_chunk_busy(c))
 			continue;
 		list_move_tail(&c->link, &done);
@@ -681,6 +766,11 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 		c->free_since = jiffies;
 		p->nr_quarantined--;
 		mrpool_put_free(c);
+		released++;
+	}
+	list_for_each_entry_safe(c, tmp, &poisoned, link) {
+		p->nr_quarantined--;
+		mrpool_hwpoison_queue(c);
 		released++;
 	}
 	mrpool_quarantine_arm();
@@ -707,25 +797,59 @@ static void mrpool_quarantine_fn(struct work_struct *work)
  * Counted and logged: @c is out of the pool and its pages are never freed.
  * Nothing points at @c any more: kmemleak is told it is kept on purpose,
  * and as it still scans it, its page array and shmem file (with the file's
- * credentials) count as referenced too.
+ * credentials) count as referenced too. @hwpoison: a page of it is
+ * poisoned (freed, the page allocator would have to deal with it in a
+ * compound page; the kernel itself never frees such pages either).
  */
-static void mrpool_chunk_keep(struct mrpool_chunk *c)
+static void mrpool_chunk_keep(struct mrpool_chunk *c, bool hwpoison)
 {
 	kmemleak_not_leak(c);
 	atomic64_inc(&mrpool_stats.retired);
+	if (hwpoison) {
+		atomic64_inc(&mrpool_stats.hwpoison_retired);
+		pr_warn("chunk %p retired: a page has a hardware memory error\n",
+			c);
+		return;
+	}
 	pr_warn("chunk %p retired: an RDMA MR may still reach it\n", c);
 }
 
 /*
  * @c has left the pool's totals: deregistered on every device and freed,
- * or kept for good when an MR may still reach its pages. May sleep.
+ * or kept for good when an MR may still reach its pages or one of them
+ * is poisoned. May sleep.
  */
 static void mrpool_chunk_release(struct mrpool_chunk *c)
 {
-	if (mrpool_ib_chunk_removing(c))
+	bool safe = mrpool_ib_chunk_removing(c);
+
+	if (unlikely(mrpool_chunk_hwpoisoned(c)))
+		mrpool_chunk_keep(c, true);
+	else if (safe)
 		mrpool_chunk_destroy(c, mrpool_pool.chunk_pages);
 	else
-		mrpool_chunk_keep(c);
+		mrpool_chunk_keep(c, false);
+}
+
+/*
+ * Poisoned chunks out of the totals (mrpool_hwpoison_queue()): off every
+ * device, then kept. A work item of its own, as the trim's release.
+ */
+static void mrpool_hwpoison_fn(struct work_struct *work)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+	struct mrpool_chunk *c, *tmp;
+	LIST_HEAD(list);
+
+	mutex_lock(&p->lock);
+	list_splice_init(&p->hwpoisoned, &list);
+	mutex_unlock(&p->lock);
+
+	list_for_each_entry_safe(c, tmp, &list, link) {
+		list_del_init(&c->link);
+		mrpool_chunk_release(c);
+		cond_resched();
+	}
 }
 
 /*
@@ -971,6 +1095,8 @@ int mrpool_pool_init(void)
 	}
 	for (i = 0; i < MRPOOL_QUARANTINE_LEVELS; i++)
 		INIT_LIST_HEAD(&p->quarantine[i]);
+	INIT_LIST_HEAD(&p->hwpoisoned);
+	INIT_WORK(&p->hwpoison_work, mrpool_hwpoison_fn);
 	p->chunk_size = (size_t)mrpool_chunk_kb * SZ_1K;
 	p->chunk_order = get_order(p->chunk_size);
 	p->chunk_pages = 1U << p->chunk_order;
@@ -1023,9 +1149,10 @@ int mrpool_pool_prefill(void)
 
 /*
  * Module exit, before the ib side goes: nothing re-arms these workers (no
- * file is open, no chunk is quarantined, the knobs and idle_trim_sec are
- * closed), and after this no chunk is registered or deregistered but by
- * mrpool_ib_exit() and mrpool_pool_exit().
+ * file is open, no chunk is quarantined or lent, the knobs and
+ * idle_trim_sec are closed), and after this no chunk is registered or
+ * deregistered but by mrpool_ib_exit() and mrpool_pool_exit(). Poisoned
+ * chunks already queued are retired now, while their devices are there.
  */
 void mrpool_pool_quiesce(void)
 {
@@ -1033,6 +1160,7 @@ void mrpool_pool_quiesce(void)
 
 	cancel_delayed_work_sync(&p->trim_work);
 	cancel_delayed_work_sync(&p->defrag_work);
+	flush_work(&p->hwpoison_work);
 }
 
 void mrpool_pool_exit(void)
@@ -1042,6 +1170,7 @@ void mrpool_pool_exit(void)
 	cancel_delayed_work_sync(&p->trim_work);
 	cancel_delayed_work_sync(&p->quarantine_work);
 	cancel_delayed_work_sync(&p->defrag_work);
+	flush_work(&p->hwpoison_work);
 	mrpool_pool_free_all();
 	mrpool_shmem_exit();
 	kfree(p->free);
@@ -1064,5 +1193,5 @@ void mrpool_pool_retire(struct mrpool_chunk *c)
 	p->nr_used--;
 	mrpool_chunk_account(c, false);
 	mutex_unlock(&p->lock);
-	mrpool_chunk_keep(c);
+	mrpool_chunk_keep(c, false);
 }

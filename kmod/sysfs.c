@@ -170,6 +170,8 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, quarantine_checks) },
 	{ __ATTR(retired, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, retired) },
+	{ __ATTR(hwpoison_retired, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, hwpoison_retired) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */
