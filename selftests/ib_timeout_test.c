@@ -37,6 +37,7 @@
 #pragma GCC diagnostic pop
 
 #include "ib_util.h"
+#include "kmsg_util.h"
 
 #define DEV		"mrpt0"
 /*
@@ -69,53 +70,6 @@ FIXTURE(tmo) {
 };
 
 #define RETIRED_MSG	" retired: an RDMA MR may still reach it"
-
-/* The kernel log from now on: records logged after this call, or -errno. */
-static int kmsg_from_now(void)
-{
-	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	if (lseek(fd, 0, SEEK_END) < 0) {
-		close(fd);
-		return -errno;
-	}
-	return fd;
-}
-
-/*
- * The mrpool records logged on @fd since the last call, message text
- * only, one a line, appended to @buf (cut at @len). Returns their count.
- */
-static int kmsg_mrpool(int fd, char *buf, size_t len)
-{
-	char rec[8192], *msg, *end;
-	size_t used = strlen(buf);
-	int n = 0;
-	ssize_t r;
-
-	for (;;) {
-		r = read(fd, rec, sizeof(rec) - 1);
-		if (r < 0 && errno == EPIPE)
-			continue;	/* overwritten records: skipped */
-		if (r <= 0)
-			break;
-		rec[r] = '\0';
-		msg = strchr(rec, ';');
-		if (!msg || strncmp(msg + 1, "mrpool: ", 8))
-			continue;
-		msg++;
-		end = strchr(msg, '\n');
-		if (end)
-			*end = '\0';
-		if (used + strlen(msg) + 2 > len)
-			continue;
-		used += sprintf(buf + used, "%s\n", msg);
-		n++;
-	}
-	return n;
-}
 
 /*
  * One chunk was retired since setup: the log says so once, naming the

@@ -50,6 +50,7 @@
 #pragma GCC diagnostic ignored "-Wclobbered"
 
 #include "pool_util.h"
+#include "kmsg_util.h"
 
 #define PAGE		4096UL
 /* The page of a chunk that is poisoned: neither its first nor its last. */
@@ -215,33 +216,6 @@ static bool row_of(const struct pool_chunk_row *r, void *arg)
 
 /* ---- the kernel log ---- */
 
-/* mrpool's lines read from @fd since the last call, into @buf. */
-static void kmsg_mrpool(int fd, char *buf, size_t len)
-{
-	char rec[1024], *msg, *end;
-	size_t used = strlen(buf);
-	ssize_t r;
-
-	for (;;) {
-		r = read(fd, rec, sizeof(rec) - 1);
-		if (r < 0 && errno == EPIPE)
-			continue;	/* overwritten records: skipped */
-		if (r <= 0)
-			break;
-		rec[r] = '\0';
-		msg = strchr(rec, ';');
-		if (!msg || strncmp(msg + 1, "mrpool: ", 8))
-			continue;
-		msg++;
-		end = strchr(msg, '\n');
-		if (end)
-			*end = '\0';
-		if (used + strlen(msg) + 2 > len)
-			continue;
-		used += sprintf(buf + used, "%s\n", msg);
-	}
-}
-
 /*
  * Since setup the log has one retire line for a poisoned chunk, and no
  * mrpool chunk line carries a frame number (@pfns, in any hex form) or
@@ -299,9 +273,8 @@ FIXTURE_SETUP(hwp)
 		POOL_SETUP_SKIP("kernel without CONFIG_MEMORY_FAILURE");
 	if (self->q0.chunk_size != 2 * MIB)
 		POOL_SETUP_SKIP("chunk_kb is not 2048");
-	self->kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	self->kmsg = kmsg_from_now();
 	ASSERT_LE(0, self->kmsg);
-	lseek(self->kmsg, 0, SEEK_END);
 	self->max_mb = pool_param("max_mb");
 	self->trim_sec = pool_trim_off();
 	ASSERT_LE(0, self->trim_sec);
