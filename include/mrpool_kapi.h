@@ -26,6 +26,16 @@
  * only cached (those MRs live in the cache PD), never a freed buffer (its
  * MR is invalidated and deregistered by mrpool_kbuf_free()).
  *
+ * Reclaim and writeback paths: every call may be made from one (a block or
+ * file system driver's I/O path, a shrinker) provided the caller marks it
+ * as the kernel expects: PF_MEMALLOC (reclaim sets it),
+ * memalloc_noio_save() or memalloc_nofs_save(). mrpool's own allocations
+ * then follow that scope, and no lock mrpool takes is ever held across an
+ * allocation that may enter IO or FS reclaim (its device locks are held in
+ * a NOIO scope), so the call never waits for the reclaim it is part of.
+ * It may still wait for the device (a registration or invalidation, at
+ * most twice the module's wr_timeout_ms) and fail with -ENOMEM.
+ *
  * DMA: a buffer is mapped for its device when lent and unmapped when
  * freed, with the CPU syncs of a streaming mapping there and none in
  * between: buffers assume cache-coherent DMA, as userspace verbs do

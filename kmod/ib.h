@@ -37,10 +37,20 @@
  *   d->lock           one per device: its QPs and work requests, its
  *                     mrs xarray, lends and stuck lists, every MR's
  *                     fields, the teardown. Held across hardware waits.
+ *                     Taken only through mrpool_ib_dev_lock(), which
+ *                     opens a NOIO scope first: what is allocated under
+ *                     it (sg tables, MRs, PDs, QPs, xarray nodes,
+ *                     netlink messages, and whatever ib_core and the
+ *                     driver allocate inside) never enters IO or FS
+ *                     reclaim, so a kernel-buffer borrower on a reclaim
+ *                     or writeback path may wait for it without waiting
+ *                     for itself.
  *     mrpool_ib_lock  the device list, the chunk registry, each device's
  *                     state and reason text, the cached summary (node,
  *                     ready count). Never held across a hardware wait,
- *                     never held while taking a d->lock or the pool lock.
+ *                     never held while taking a d->lock or the pool lock;
+ *                     its one allocation (a registry node) is made in a
+ *                     NOIO scope, for the same borrowers.
  * Two d->locks are never held together: walkers take a reference on the
  * next device under mrpool_ib_lock (mrpool_ib_dev_next()), drop it, then
  * lock the device. Cached MRs are freed after an RCU grace period, so
@@ -56,6 +66,7 @@
 #include <linux/kobject.h>
 #include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_verbs.h>
 
 /* Longest reason text kept for a device that is not ready. */
@@ -129,6 +140,25 @@ struct mrpool_ib_dev {
 static inline struct mrpool_ib_dev *to_mrpool_ib_dev(struct kobject *kobj)
 {
 	return container_of(kobj, struct mrpool_ib_dev, kobj);
+}
+
+/*
+ * Take a device's lock inside a NOIO scope (see the locking notes above);
+ * returns the scope's flags for mrpool_ib_dev_unlock().
+ */
+static inline unsigned int mrpool_ib_dev_lock(struct mrpool_ib_dev *d)
+{
+	unsigned int noio = memalloc_noio_save();
+
+	mutex_lock(&d->lock);
+	return noio;
+}
+
+static inline void mrpool_ib_dev_unlock(struct mrpool_ib_dev *d,
+					unsigned int noio)
+{
+	mutex_unlock(&d->lock);
+	memalloc_noio_restore(noio);
 }
 
 /*

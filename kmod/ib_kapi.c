@@ -7,6 +7,9 @@
  * lend PD holds nothing but such MRs. A chunk whose lend MR may outlive
  * the buffer (a work request that never came back, a refused
  * deregistration) is retired from the pool instead of being reused.
+ *
+ * Every call may come from a reclaim or writeback path: the device's lock
+ * is taken with mrpool_ib_dev_lock() (a NOIO scope, see ib.h).
  */
 #include "ib.h"
 
@@ -62,6 +65,7 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	struct mrpool_ib_dev *d;
 	struct mrpool_ib_mr *m;
 	LIST_HEAD(chunks);
+	unsigned int noio;
 	bool safe = true;
 	int ret;
 
@@ -93,7 +97,7 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	list_del_init(&kb->chunk->link);
 
 	/* Read under the lock: a removal right after frees the lend PD. */
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	ret = mrpool_ib_lend(d, kb->chunk, size, MRPOOL_KBUF_ACCESS, &m, &safe);
 	if (!ret) {
 		kb->lend = m;
@@ -102,7 +106,7 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 		kb->buf.dma_addr = m->iova;
 		kb->buf.pd = d->loop[MRPOOL_IB_LEND].pd;
 	}
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 	if (ret)
 		goto return_chunk;
 
@@ -119,9 +123,9 @@ struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size)
 	return &kb->buf;
 
 unlend:
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	safe = mrpool_ib_unlend(d, kb->lend);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 return_chunk:
 	if (safe) {
 		list_add(&kb->chunk->link, &chunks);
@@ -142,6 +146,7 @@ void mrpool_kbuf_free(struct mrpool_kbuf *buf)
 	struct mrpool_kbuf_priv *kb;
 	struct mrpool_ib_dev *d;
 	LIST_HEAD(chunks);
+	unsigned int noio;
 	bool safe;
 
 	if (IS_ERR_OR_NULL(buf))
@@ -152,9 +157,9 @@ void mrpool_kbuf_free(struct mrpool_kbuf *buf)
 	if (kb->vmapped)
 		vunmap(buf->vaddr);
 
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	safe = mrpool_ib_unlend(d, kb->lend);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 
 	if (safe) {
 		list_add(&kb->chunk->link, &chunks);

@@ -8,7 +8,9 @@
  * from a chunk a process owns through its cached lkey (must fail: the
  * buffers' PD holds no cached MR), and 300 lends whose keys must all
  * differ. With mode=lend_once dev=NAME it only lends one buffer on that
- * device and frees it (for the failure-knob tests of ib_timeout_test).
+ * device and frees it (for the failure-knob tests of ib_timeout_test);
+ * with mode=reclaim dev=NAME it borrows as a reclaim path would (see
+ * kt_reclaim()).
  * Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -21,6 +23,7 @@
 #include <linux/vmalloc.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <net/ipv6.h>
@@ -28,10 +31,10 @@
 
 static char *mode = "";
 module_param(mode, charp, 0444);
-MODULE_PARM_DESC(mode, "\"\" (every test) or lend_once (one lend on dev)");
+MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev) or reclaim (borrow on dev from reclaim context)");
 static char *dev = "";
 module_param(dev, charp, 0444);
-MODULE_PARM_DESC(dev, "the device lend_once uses");
+MODULE_PARM_DESC(dev, "the device lend_once and reclaim use");
 static char *foreign_dev = "";
 module_param(foreign_dev, charp, 0444);
 MODULE_PARM_DESC(foreign_dev, "device whose cached lkey of a process's chunk is tried");
@@ -472,6 +475,54 @@ static void kt_lend_once(struct kt_ctx *t)
 	kt_report(true, " - %s: lend freed", t->name);
 }
 
+/*
+ * A borrower on a reclaim path (a shrinker, a block driver's writeback):
+ * as direct reclaim does, fs_reclaim is held (for lockdep: it then knows
+ * of any mrpool lock held across an allocation that may reclaim, and
+ * reports the cycle) and PF_MEMALLOC set. In there: a buffer is taken,
+ * bytes are written into it over RDMA from a buffer taken before, checked,
+ * and it is freed. The loop's QPs are made outside, as a borrower would.
+ */
+static void kt_reclaim(struct kt_ctx *t)
+{
+	u32 len = min_t(size_t, KT_LEN_MAX, mrpool_kbuf_max_size());
+	struct mrpool_kbuf *a, *b;
+	unsigned int noreclaim;
+	int ret;
+
+	a = mrpool_kbuf_alloc(t->dev, len);
+	if (IS_ERR(a)) {
+		kt_report(false, " - %s: reclaim: no first buffer (%ld)",
+			  t->name, PTR_ERR(a));
+		return;
+	}
+	t->pd = a->pd;
+	ret = kt_loop_create(t);
+	if (ret) {
+		kt_report(false, " - %s: reclaim: no QPs (%d)", t->name, ret);
+		goto destroy;
+	}
+	kt_fill(a->vaddr, len, 0x3c);
+
+	fs_reclaim_acquire(GFP_KERNEL);
+	noreclaim = memalloc_noreclaim_save();
+	b = mrpool_kbuf_alloc(t->dev, len);
+	ret = PTR_ERR_OR_ZERO(b);
+	if (!ret)
+		ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey,
+			      b->dma_addr, b->rkey, len);
+	kt_report(!ret && !memcmp(a->vaddr, b->vaddr, len),
+		  " - %s: reclaim: a buffer taken, written over RDMA and freed from reclaim context (%d)",
+		  t->name, ret);
+	mrpool_kbuf_free(b);
+	memalloc_noreclaim_restore(noreclaim);
+	fs_reclaim_release(GFP_KERNEL);
+
+destroy:
+	kt_loop_destroy(t);
+	mrpool_kbuf_free(a);
+}
+
 static int kt_add(struct ib_device *ibdev)
 {
 	struct kt_ctx *t;
@@ -485,6 +536,9 @@ static int kt_add(struct ib_device *ibdev)
 	if (!strcmp(mode, "lend_once")) {
 		if (!strcmp(t->name, dev))
 			kt_lend_once(t);
+	} else if (!strcmp(mode, "reclaim")) {
+		if (!strcmp(t->name, dev))
+			kt_reclaim(t);
 	} else {
 		kt_run(t);
 	}
