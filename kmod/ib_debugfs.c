@@ -110,6 +110,7 @@ static int ib_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "dma_maps %d\n", atomic_read(&st->dma_maps));
 	seq_printf(m, "kbufs %d\n", atomic_read(&st->kbufs));
 	seq_printf(m, "lends %d\n", atomic_read(&st->lends));
+	seq_printf(m, "sessions %d\n", atomic_read(&st->sessions));
 	seq_printf(m, "stuck_mrs %d\n", atomic_read(&st->stuck_mrs));
 	seq_printf(m, "wr_waits %d\n", atomic_read(&st->wr_waits));
 	seq_printf(m, "devs_added %lld\n", atomic64_read(&st->devs_added));

@@ -34,7 +34,7 @@
 #include "rdmatest.h"
 
 /* Tests the module reports per usable device, and once for rxe0. */
-#define KTEST_PER_DEV	8
+#define KTEST_PER_DEV	13
 #define KTEST_FOREIGN	1
 #define CYCLES		20
 
@@ -179,7 +179,10 @@ static unsigned long cached_lkey(unsigned long want, const char *want_dev)
 /*
  * Kernel QPs in the buffers' PD move bytes with the buffers' keys, on
  * every device; they reach neither past a buffer's length nor a chunk a
- * process owns (its cached lkey); 300 lends never repeat a key.
+ * process owns (its cached lkey); 300 lends never repeat a key and their
+ * key bytes do not count up; two sessions get PDs of their own, and a QP
+ * in one (or in the shared PD) cannot read or write the other's buffer
+ * with its rkey.
  */
 TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 {
@@ -187,6 +190,7 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 	char path[PATH_MAX], params[256];
 	struct mrpool_alloc a;
 	unsigned long pfn = 0, lkey;
+	long long grown;
 
 	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
 		TH_LOG("%s.ko not built (make -C $GUEST_KDIR M=$PWD/selftests/kmod_rdma)",
@@ -209,8 +213,13 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 	/* Every buffer went back with its own MR. */
 	EXPECT_EQ(0, ib_stat("kbufs"));
 	EXPECT_EQ(0, ib_stat("lends"));
-	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
-	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	/* Every session went, with its PD and QPs. */
+	EXPECT_EQ(0, ib_stat("sessions"));
+	EXPECT_EQ(self->base.pds, ib_stat("pds"));
+	/* No MR but the cache's, which covers what the buffers grew. */
+	grown = pool_chunks() - self->base.chunks;
+	EXPECT_EQ(self->base.mrs + grown * ready, ib_stat("mrs"));
+	EXPECT_EQ(self->base.dma_maps + grown * ready, ib_stat("dma_maps"));
 	close(fd);
 }
 
