@@ -49,7 +49,10 @@
  *                     driver allocate inside) never enters IO or FS
  *                     reclaim, so a kernel-buffer borrower on a reclaim
  *                     or writeback path may wait for it without waiting
- *                     for itself.
+ *                     for itself. For the same reason nothing that may
+ *                     take rtnl_mutex (ib_query_port(), rxe's) is called
+ *                     under it: its holders allocate outside any such
+ *                     scope (mrpool_ib_self_ah()).
  *     mrpool_ib_lock  the device list, the chunk registry, each device's
  *                     state and reason text, the cached summary (node,
  *                     ready count). Never held across a hardware wait,
@@ -252,6 +255,8 @@ int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
 			 unsigned int max);
 
 /* ---- ib_reg.c (the device's lock held unless said) ---- */
+int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
+		      struct rdma_ah_attr *ah);
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d);
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d);
 int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c);
@@ -262,7 +267,8 @@ int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 		   struct mrpool_ib_mr **out, bool *chunk_safe);
 bool mrpool_ib_unlend(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
 struct mrpool_ib_loop *mrpool_ib_loop_add(struct mrpool_ib_dev *d,
-					  struct ib_pd *pd);
+					  struct ib_pd *pd,
+					  const struct rdma_ah_attr *ah);
 void mrpool_ib_loop_put(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l);
 
 /* ---- ib_sysfs.c ---- */

@@ -236,8 +236,12 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 		return -ENOMEM;
 	atomic64_inc(&mrpool_ib_stats.devs_added);
 
-	noio = mrpool_ib_dev_lock(d);
+	/*
+	 * Unlisted, so unlocked: its QPs' address comes from
+	 * ib_query_port(), which must not run under the device's lock.
+	 */
 	mrpool_ib_dev_setup(d);
+	noio = mrpool_ib_dev_lock(d);
 	/* Listed first: chunks added from now on find it themselves. */
 	mutex_lock(&mrpool_ib_lock);
 	d->seq = ++mrpool_ib_seq;

@@ -200,6 +200,7 @@ struct mrpool_kbuf_session *
 mrpool_kbuf_session_create(struct ib_device *device, struct ib_pd *pd)
 {
 	struct mrpool_kbuf_session_priv *sp;
+	struct rdma_ah_attr ah;
 	struct mrpool_ib_loop *l;
 	struct mrpool_ib_dev *d;
 	unsigned int noio;
@@ -216,8 +217,12 @@ mrpool_kbuf_session_create(struct ib_device *device, struct ib_pd *pd)
 		ret = -ENODEV;
 		goto free_sp;
 	}
+	/* Not under the device's lock (see there); @device is the caller's. */
+	ret = mrpool_ib_self_ah(device, d->port, &ah);
+	if (ret)
+		goto put_dev;
 	noio = mrpool_ib_dev_lock(d);
-	l = mrpool_ib_loop_add(d, pd);
+	l = mrpool_ib_loop_add(d, pd, &ah);
 	if (!IS_ERR(l))
 		sp->s.pd = l->pd;
 	mrpool_ib_dev_unlock(d, noio);

@@ -543,27 +543,39 @@ static const struct ib_gid_attr *mrpool_ib_pick_gid(struct ib_device *ibdev,
 	return best ? best : ERR_PTR(-ENOENT);
 }
 
-/* Address of the port itself: loopback needs no network, only a route. */
-static int mrpool_ib_self_ah(struct mrpool_ib_dev *d, struct rdma_ah_attr *ah)
+/**
+ * mrpool_ib_self_ah - the address of a port itself, for a loop's QPs
+ * @ibdev: a device the caller keeps registered
+ * @port: its port the loops use
+ * @ah: receives the address
+ *
+ * Loopback needs no network, only a route. Called without any device's
+ * lock: ib_query_port() may take rtnl_mutex (rxe's does, for the link
+ * speed), whose holders allocate with GFP_KERNEL, and a d->lock held
+ * around it would make reclaim-path borrowers wait for them.
+ *
+ * Return: 0 or a negative errno.
+ */
+int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
+		      struct rdma_ah_attr *ah)
 {
-	struct ib_device *ibdev = d->ibdev;
 	const struct ib_gid_attr *gid;
 	struct ib_port_attr pattr;
 	union ib_gid dgid;
 	u16 vlan;
 	int ret;
 
-	ret = ib_query_port(ibdev, d->port, &pattr);
+	ret = ib_query_port(ibdev, port, &pattr);
 	if (ret)
 		return ret;
 	memset(ah, 0, sizeof(*ah));
-	ah->type = rdma_ah_find_type(ibdev, d->port);
-	rdma_ah_set_port_num(ah, d->port);
-	if (!rdma_protocol_roce(ibdev, d->port)) {
+	ah->type = rdma_ah_find_type(ibdev, port);
+	rdma_ah_set_port_num(ah, port);
+	if (!rdma_protocol_roce(ibdev, port)) {
 		rdma_ah_set_dlid(ah, pattr.lid);
 		return 0;
 	}
-	gid = mrpool_ib_pick_gid(ibdev, d->port, pattr.gid_tbl_len);
+	gid = mrpool_ib_pick_gid(ibdev, port, pattr.gid_tbl_len);
 	if (IS_ERR(gid))
 		return PTR_ERR(gid);
 	dgid = gid->gid;
@@ -574,7 +586,7 @@ static int mrpool_ib_self_ah(struct mrpool_ib_dev *d, struct rdma_ah_attr *ah)
 }
 
 static int mrpool_ib_qp_rts(struct ib_qp *qp, u32 port, u32 dest_qpn,
-			    struct rdma_ah_attr *ah)
+			    const struct rdma_ah_attr *ah)
 {
 	struct ib_qp_attr a = {
 		.qp_state = IB_QPS_INIT,
@@ -612,7 +624,8 @@ static int mrpool_ib_qp_rts(struct ib_qp *qp, u32 port, u32 dest_qpn,
 }
 
 static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
-				struct mrpool_ib_loop *l)
+				struct mrpool_ib_loop *l,
+				const struct rdma_ah_attr *ah)
 {
 	struct ib_qp_init_attr init = {
 		.send_cq = d->cq,
@@ -626,7 +639,6 @@ static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
 			.max_recv_sge = 1,
 		},
 	};
-	struct rdma_ah_attr ah;
 	int i, ret;
 
 	for (i = 0; i < 2; i++) {
@@ -637,13 +649,10 @@ static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
 			return ret;
 		}
 	}
-	ret = mrpool_ib_self_ah(d, &ah);
+	ret = mrpool_ib_qp_rts(l->qp[0], d->port, l->qp[1]->qp_num, ah);
 	if (ret)
 		return ret;
-	ret = mrpool_ib_qp_rts(l->qp[0], d->port, l->qp[1]->qp_num, &ah);
-	if (ret)
-		return ret;
-	return mrpool_ib_qp_rts(l->qp[1], d->port, l->qp[0]->qp_num, &ah);
+	return mrpool_ib_qp_rts(l->qp[1], d->port, l->qp[0]->qp_num, ah);
 }
 
 static void mrpool_ib_loop_qps_destroy(struct mrpool_ib_loop *l)
@@ -712,13 +721,13 @@ static void mrpool_ib_dev_release(struct mrpool_ib_dev *d)
 }
 
 /*
- * Give @l a PD (@pd, or one of ours when NULL) and a connected QP pair on
- * the device's CQ. On failure *@what names the step; the caller releases
- * what was built.
+ * Give @l a PD (@pd, or one of ours when NULL) and a QP pair on the
+ * device's CQ, connected to each other at @ah. On failure *@what names the
+ * step; the caller releases what was built.
  */
 static int mrpool_ib_loop_setup(struct mrpool_ib_dev *d,
 				struct mrpool_ib_loop *l, struct ib_pd *pd,
-				const char **what)
+				const struct rdma_ah_attr *ah, const char **what)
 {
 	l->dev = d;
 	l->cqe.done = mrpool_ib_wr_done;
@@ -740,13 +749,14 @@ static int mrpool_ib_loop_setup(struct mrpool_ib_dev *d,
 		atomic_inc(&mrpool_ib_stats.pds);
 	}
 	*what = "loopback QPs";
-	return mrpool_ib_qps_create(d, l);
+	return mrpool_ib_qps_create(d, l, ah);
 }
 
 /**
  * mrpool_ib_loop_add - a loop for a kernel buffer session
  * @d: a device, lock held
  * @pd: the borrower's PD on @d, or NULL for one of mrpool's own
+ * @ah: mrpool_ib_self_ah() of the device's port, found before the lock
  *
  * The loop has one user, the session; each lend made in it takes another
  * (the caller counts it), and mrpool_ib_loop_put() drops one.
@@ -755,7 +765,8 @@ static int mrpool_ib_loop_setup(struct mrpool_ib_dev *d,
  * the error of building its PD or QPs.
  */
 struct mrpool_ib_loop *mrpool_ib_loop_add(struct mrpool_ib_dev *d,
-					  struct ib_pd *pd)
+					  struct ib_pd *pd,
+					  const struct rdma_ah_attr *ah)
 {
 	struct mrpool_ib_loop *l;
 	const char *what = "PD";
@@ -768,7 +779,7 @@ struct mrpool_ib_loop *mrpool_ib_loop_add(struct mrpool_ib_dev *d,
 	if (!l)
 		return ERR_PTR(-ENOMEM);
 	atomic_inc(&mrpool_ib_stats.sessions);
-	ret = mrpool_ib_loop_setup(d, l, pd, &what);
+	ret = mrpool_ib_loop_setup(d, l, pd, ah, &what);
 	if (ret) {
 		pr_warn_ratelimited("%s: no kernel buffer session: %s: %d\n",
 				    d->name, what, ret);
@@ -818,7 +829,8 @@ void mrpool_ib_loop_put(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l)
 
 /**
  * mrpool_ib_dev_setup - check a new device and build its CQ, PDs and QPs
- * @d: the device, lock held, not yet listed
+ * @d: the device, not yet listed: no one else can see it, and its lock is
+ *	not held (mrpool_ib_self_ah() must not be called under it)
  *
  * Sets d->state and, unless READY, d->reason.
  *
@@ -828,10 +840,10 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 {
 	static const char *const pd_what[] = { "cache PD", "lend PD" };
 	struct ib_device *ibdev = d->ibdev;
+	struct rdma_ah_attr ah;
 	const char *what;
 	int i, ret;
 
-	lockdep_assert_held(&d->lock);
 	d->port = rdma_start_port(ibdev);
 	if (!(ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS) ||
 	    !ibdev->attrs.max_fast_reg_page_list_len) {
@@ -878,9 +890,13 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		d->cq = NULL;
 		goto fail;
 	}
+	what = "loopback address";
+	ret = mrpool_ib_self_ah(ibdev, d->port, &ah);
+	if (ret)
+		goto fail;
 	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
 		what = pd_what[i];
-		ret = mrpool_ib_loop_setup(d, &d->loop[i], NULL, &what);
+		ret = mrpool_ib_loop_setup(d, &d->loop[i], NULL, &ah, &what);
 		if (ret)
 			goto fail;
 	}
