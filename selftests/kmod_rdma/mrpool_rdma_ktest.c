@@ -412,6 +412,17 @@ static void kt_abuse(struct kt_ctx *from, struct mrpool_kbuf *own,
 		kt_loop_connect(from);
 	rd = kt_rdma(from, IB_WR_RDMA_READ, own->dma_addr, own->lkey,
 		     victim->dma_addr, victim->rkey, len);
+	if (rd == -ETIMEDOUT) {
+		/*
+		 * No completion at all: the loop, reconnected after the
+		 * WRITE's error, was not back yet on a starved host (seen
+		 * once on rxe under TCG), which says nothing of the rkey.
+		 * Once more on a loop connected again.
+		 */
+		kt_loop_connect(from);
+		rd = kt_rdma(from, IB_WR_RDMA_READ, own->dma_addr, own->lkey,
+			     victim->dma_addr, victim->rkey, len);
+	}
 	if (rd)
 		kt_loop_connect(from);
 	kt_report(wr == -EIO && rd == -EIO && kt_filled(victim->vaddr, len, 0xb1) &&
