@@ -16,10 +16,14 @@
  *
  * Protection domains: per device, the cache PD holds only the cached MRs
  * (local write, never remote access) and the module's own QP pair; the
- * lend PD holds only the MRs of kernel buffers (one fresh MR per lend,
- * over the lent length rounded up to pages, remote read/write) and its own
- * QP pair. Borrowers create their QPs in the lend PD, so they can reach
- * lent buffers and nothing else: no cached lkey of a chunk a process owns.
+ * shared lend PD holds only the MRs of kernel buffers lent through
+ * mrpool_kbuf_alloc() (one fresh MR per lend, over the lent length
+ * rounded up to pages, remote read/write) and its own QP pair. Each kernel
+ * buffer session (mrpool_kbuf_session_create()) has a loop of its own: a
+ * PD (mrpool's, or one the borrower passed in) with a QP pair of ours, and
+ * its buffers' MRs are made there. Borrowers create their QPs in the PD of
+ * their buffers, so they reach those lent buffers and nothing else: no
+ * cached lkey of a chunk a process owns, no other session's buffer.
  *
  * Work requests: one at a time per device, signalled, awaited for
  * mrpool_ib_wr_timeout_ms. On a timeout the QP is moved to the error state
@@ -35,12 +39,26 @@
  * mrpool_pool.lock (only mrpool_ib_node(), a lock-free read, is called
  * with it held), so no pool lock is ever held across a hardware wait.
  *   d->lock           one per device: its QPs and work requests, its
- *                     mrs xarray, lends and stuck lists, every MR's
- *                     fields, the teardown. Held across hardware waits.
+ *                     mrs xarray, lends, stuck and sessions lists,
+ *                     every loop's and MR's fields, the teardown. Held
+ *                     across hardware waits.
+ *                     Taken only through mrpool_ib_dev_lock(), which
+ *                     opens a NOIO scope first: what is allocated under
+ *                     it (sg tables, MRs, PDs, QPs, xarray nodes,
+ *                     netlink messages, and whatever ib_core and the
+ *                     driver allocate inside) never enters IO or FS
+ *                     reclaim, so a kernel-buffer borrower on a reclaim
+ *                     or writeback path may wait for it without waiting
+ *                     for itself. For the same reason nothing that may
+ *                     take rtnl_mutex (ib_query_port(), rxe's) is called
+ *                     under it: its holders allocate outside any such
+ *                     scope (mrpool_ib_self_ah()).
  *     mrpool_ib_lock  the device list, the chunk registry, each device's
  *                     state and reason text, the cached summary (node,
  *                     ready count). Never held across a hardware wait,
- *                     never held while taking a d->lock or the pool lock.
+ *                     never held while taking a d->lock or the pool lock;
+ *                     its one allocation (a registry node) is made in a
+ *                     NOIO scope, for the same borrowers.
  * Two d->locks are never held together: walkers take a reference on the
  * next device under mrpool_ib_lock (mrpool_ib_dev_next()), drop it, then
  * lock the device. Cached MRs are freed after an RCU grace period, so
@@ -56,6 +74,7 @@
 #include <linux/kobject.h>
 #include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_verbs.h>
 
 /* Longest reason text kept for a device that is not ready. */
@@ -78,11 +97,18 @@ enum mrpool_ib_loop_id {
 /*
  * A PD with a loopback pair of RC QPs: fast registration needs the MR and
  * the QP in one PD. Work requests go on qp[0]. Under the device's lock.
+ * The device's own two are in d->loop[]; a session's is allocated, on
+ * d->sessions, and lives while it has users (the session and each of its
+ * lends), or, with none left but an MR of its PD on d->stuck, until the
+ * teardown.
  */
 struct mrpool_ib_loop {
 	struct mrpool_ib_dev *dev;
 	struct ib_pd *pd;
+	bool own_pd;			/* allocated here, deallocated here */
 	struct ib_qp *qp[2];
+	struct list_head link;		/* d->sessions (a session's loop) */
+	unsigned int users;		/* a session's loop: session + lends */
 	bool broken;			/* in error state and drained: no WR in
 					 * flight, none posted again
 					 */
@@ -112,9 +138,9 @@ struct mrpool_ib_dev {
 	struct ib_cq *cq;		/* every internal QP */
 	struct mrpool_ib_loop loop[MRPOOL_IB_NR_LOOPS];
 	bool pd_leaked;			/* an MR could never be deregistered */
-	u8 lend_key;			/* key byte of the next lend */
 	struct xarray mrs;		/* chunk key -> cached mrpool_ib_mr */
 	struct list_head lends;		/* mrpool_ib_mr of kbufs out */
+	struct list_head sessions;	/* mrpool_ib_loop of kbuf sessions */
 	struct list_head stuck;		/* mrpool_ib_mr a WR may still use */
 	atomic_t nr_mrs;		/* entries in mrs */
 	atomic_t kbufs;			/* kernel buffers handed out */
@@ -129,6 +155,25 @@ struct mrpool_ib_dev {
 static inline struct mrpool_ib_dev *to_mrpool_ib_dev(struct kobject *kobj)
 {
 	return container_of(kobj, struct mrpool_ib_dev, kobj);
+}
+
+/*
+ * Take a device's lock inside a NOIO scope (see the locking notes above);
+ * returns the scope's flags for mrpool_ib_dev_unlock().
+ */
+static inline unsigned int mrpool_ib_dev_lock(struct mrpool_ib_dev *d)
+{
+	unsigned int noio = memalloc_noio_save();
+
+	mutex_lock(&d->lock);
+	return noio;
+}
+
+static inline void mrpool_ib_dev_unlock(struct mrpool_ib_dev *d,
+					unsigned int noio)
+{
+	mutex_unlock(&d->lock);
+	memalloc_noio_restore(noio);
 }
 
 /*
@@ -148,6 +193,7 @@ struct mrpool_ib_mr {
 	bool lent;			/* a kernel buffer's (lend PD) */
 	bool stuck;			/* a WR may still use it; on d->stuck */
 	bool released;			/* lend torn down with its device */
+	struct mrpool_ib_loop *loop;	/* whose PD and QP it was made with */
 	u32 lkey, rkey;			/* copies for readers under RCU */
 	u64 iova;
 	struct list_head link;		/* d->lends or d->stuck */
@@ -163,6 +209,7 @@ struct mrpool_ib_stats {
 	atomic_t dma_maps;		/* chunk DMA mappings */
 	atomic_t kbufs;			/* kernel buffers outstanding */
 	atomic_t lends;			/* lend MRs (kbufs' own registrations) */
+	atomic_t sessions;		/* session loops not yet freed */
 	atomic_t stuck_mrs;		/* MRs a work request may still use */
 	atomic_t wr_waits;		/* threads waiting for a completion now */
 };
@@ -208,15 +255,21 @@ int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
 			 unsigned int max);
 
 /* ---- ib_reg.c (the device's lock held unless said) ---- */
+int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
+		      struct rdma_ah_attr *ah);
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d);
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d);
 int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c);
 bool mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
 bool mrpool_ib_chunk_stuck(struct mrpool_ib_dev *d, unsigned long key);
-int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
-		   size_t len, int access, struct mrpool_ib_mr **out,
-		   bool *chunk_safe);
+int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+		   struct mrpool_chunk *c, size_t len, int access,
+		   struct mrpool_ib_mr **out, bool *chunk_safe);
 bool mrpool_ib_unlend(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);
+struct mrpool_ib_loop *mrpool_ib_loop_add(struct mrpool_ib_dev *d,
+					  struct ib_pd *pd,
+					  const struct rdma_ah_attr *ah);
+void mrpool_ib_loop_put(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l);
 
 /* ---- ib_sysfs.c ---- */
 int mrpool_ib_sysfs_init(void);

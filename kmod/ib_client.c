@@ -228,6 +228,7 @@ static struct ib_client mrpool_ib_client;
 static int mrpool_ib_add(struct ib_device *ibdev)
 {
 	struct mrpool_ib_dev *d;
+	unsigned int noio;
 	bool ready;
 
 	d = mrpool_ib_dev_alloc(ibdev, mrpool_ib_dev_node(ibdev));
@@ -235,8 +236,12 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 		return -ENOMEM;
 	atomic64_inc(&mrpool_ib_stats.devs_added);
 
-	mutex_lock(&d->lock);
+	/*
+	 * Unlisted, so unlocked: its QPs' address comes from
+	 * ib_query_port(), which must not run under the device's lock.
+	 */
 	mrpool_ib_dev_setup(d);
+	noio = mrpool_ib_dev_lock(d);
 	/* Listed first: chunks added from now on find it themselves. */
 	mutex_lock(&mrpool_ib_lock);
 	d->seq = ++mrpool_ib_seq;
@@ -244,7 +249,7 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 	mrpool_ib_summary_update();
 	mutex_unlock(&mrpool_ib_lock);
 	mrpool_ib_reg_all(d);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 
 	ib_set_client_data(ibdev, &mrpool_ib_client, d);
 	mrpool_ib_dev_publish(d);
@@ -253,7 +258,7 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 	 * callers hold the device's lock, as this does until ADDED and the
 	 * state it found are out: no change is reported before them.
 	 */
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	mutex_lock(&mrpool_ib_lock);
 	d->announced = true;
 	ready = d->state == MRPOOL_IB_READY;
@@ -261,7 +266,7 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 	mrpool_nl_dev_event(MRPOOL_EVENT_DEV_ADDED, d);
 	mrpool_nl_dev_event(ready ? MRPOOL_EVENT_DEV_READY :
 			    MRPOOL_EVENT_DEV_FAILED, d);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 	pr_info("%s: %s, node %d, %d chunks registered\n", d->name,
 		mrpool_ib_state_name(READ_ONCE(d->state)), d->node,
 		atomic_read(&d->nr_mrs));
@@ -279,10 +284,11 @@ static int mrpool_ib_add(struct ib_device *ibdev)
 static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 {
 	struct mrpool_ib_dev *d = client_data;
+	unsigned int noio;
 
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	mrpool_ib_dev_teardown(d);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 
 	mutex_lock(&mrpool_ib_lock);
 	list_del(&d->link);
@@ -299,17 +305,18 @@ static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 static void mrpool_ib_rename(struct ib_device *ibdev, void *client_data)
 {
 	struct mrpool_ib_dev *d = client_data;
+	unsigned int noio;
 	int ret;
 
 	/*
 	 * Written under both locks, as d->state is: the device list's
 	 * readers hold mrpool_ib_lock, debugfs holds d->lock (the outer one).
 	 */
-	mutex_lock(&d->lock);
+	noio = mrpool_ib_dev_lock(d);
 	mutex_lock(&mrpool_ib_lock);
 	strscpy(d->name, dev_name(&ibdev->dev), sizeof(d->name));
 	mutex_unlock(&mrpool_ib_lock);
-	mutex_unlock(&d->lock);
+	mrpool_ib_dev_unlock(d, noio);
 	if (d->in_sysfs) {
 		ret = kobject_rename(&d->kobj, d->name);
 		if (ret)
@@ -336,23 +343,27 @@ static struct ib_client mrpool_ib_client = {
 int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 {
 	struct mrpool_ib_dev *d;
+	unsigned int noio;
 	int ret, err = 0;
 
+	/* A registry node: never through IO or FS reclaim (see ib.h). */
+	noio = memalloc_noio_save();
 	mutex_lock(&mrpool_ib_lock);
 	ret = xa_insert(&mrpool_ib_chunks, mrpool_ib_chunk_key(c), c,
 			GFP_KERNEL);
 	mutex_unlock(&mrpool_ib_lock);
+	memalloc_noio_restore(noio);
 	if (ret && ret != -EBUSY)
 		return ret;
 
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
-		mutex_lock(&d->lock);
+		noio = mrpool_ib_dev_lock(d);
 		if (d->state == MRPOOL_IB_READY) {
 			ret = mrpool_ib_reg_chunk(d, c);
 			if (ret && !err)
 				err = ret;
 		}
-		mutex_unlock(&d->lock);
+		mrpool_ib_dev_unlock(d, noio);
 	}
 	return err;
 }
@@ -375,6 +386,7 @@ bool mrpool_ib_chunk_removing(struct mrpool_chunk *c)
 {
 	struct mrpool_ib_dev *d;
 	struct mrpool_ib_mr *m;
+	unsigned int noio;
 	unsigned long key;
 	bool safe = true;
 
@@ -389,13 +401,13 @@ bool mrpool_ib_chunk_removing(struct mrpool_chunk *c)
 		safe = false;
 
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
-		mutex_lock(&d->lock);
+		noio = mrpool_ib_dev_lock(d);
 		m = xa_erase(&d->mrs, key);
 		if (m && !mrpool_ib_unreg(d, m))
 			safe = false;
 		if (mrpool_ib_chunk_stuck(d, key))
 			safe = false;
-		mutex_unlock(&d->lock);
+		mrpool_ib_dev_unlock(d, noio);
 	}
 	return safe;
 }
@@ -454,12 +466,16 @@ int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
  * Seed the registry with the chunks the pool already holds. Runs before the
  * client is registered, so no device walks the registry yet; the pool lock
  * keeps the list still (and is taken without mrpool_ib_lock, see ib.h).
+ * Kernel-buffer borrowers on reclaim paths take the pool lock: its
+ * registry nodes are allocated in a NOIO scope.
  */
 static int mrpool_ib_seed(void)
 {
 	struct mrpool_chunk *c;
+	unsigned int noio;
 	int ret = 0;
 
+	noio = memalloc_noio_save();
 	mutex_lock(&mrpool_pool.lock);
 	list_for_each_entry(c, &mrpool_pool.chunks, all) {
 		ret = xa_insert(&mrpool_ib_chunks, mrpool_ib_chunk_key(c), c,
@@ -470,6 +486,7 @@ static int mrpool_ib_seed(void)
 			break;
 	}
 	mutex_unlock(&mrpool_pool.lock);
+	memalloc_noio_restore(noio);
 	return ret;
 }
 

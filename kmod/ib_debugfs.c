@@ -45,16 +45,17 @@ static int mrs_show(struct seq_file *m, void *v)
 {
 	struct mrpool_ib_mr *e;
 	struct mrpool_ib_dev *d;
+	unsigned int noio;
 	unsigned long key;
 
 	seq_puts(m, "pfn device lkey rkey iova_offset page_size access lent\n");
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
-		mutex_lock(&d->lock);
+		noio = mrpool_ib_dev_lock(d);
 		xa_for_each(&d->mrs, key, e)
 			mrs_show_one(m, d, e);
 		list_for_each_entry(e, &d->lends, link)
 			mrs_show_one(m, d, e);
-		mutex_unlock(&d->lock);
+		mrpool_ib_dev_unlock(d, noio);
 	}
 	return 0;
 }
@@ -109,6 +110,7 @@ static int ib_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "dma_maps %d\n", atomic_read(&st->dma_maps));
 	seq_printf(m, "kbufs %d\n", atomic_read(&st->kbufs));
 	seq_printf(m, "lends %d\n", atomic_read(&st->lends));
+	seq_printf(m, "sessions %d\n", atomic_read(&st->sessions));
 	seq_printf(m, "stuck_mrs %d\n", atomic_read(&st->stuck_mrs));
 	seq_printf(m, "wr_waits %d\n", atomic_read(&st->wr_waits));
 	seq_printf(m, "devs_added %lld\n", atomic64_read(&st->devs_added));

@@ -4,10 +4,12 @@
  * device: a CQ and two loops, each a PD with a loopback pair of RC QPs
  * (rxe executes work requests, REG_MR and LOCAL_INV included, only on a QP
  * in RTS, and RTS needs a peer; fast registration needs the MR and the QP
- * in one PD). Per chunk per device: a DMA mapping and an
- * IB_MR_TYPE_MEM_REG MR in the cache PD, registered local-only with the
- * largest page size the device and the mapping allow. Per kernel buffer: a
- * fresh MR in the lend PD over the lent length only, with remote access.
+ * in one PD), plus one loop per kernel buffer session, on the same CQ.
+ * Per chunk per device: a DMA mapping and an IB_MR_TYPE_MEM_REG MR in the
+ * cache PD, registered local-only with the largest page size the device
+ * and the mapping allow. Per kernel buffer: a fresh MR in the shared lend
+ * PD or in its session's PD, over the lent length only, with remote
+ * access, under a random key byte.
  *
  * Every work request is signalled and awaited, one at a time per device,
  * under the device's lock (never under mrpool_ib_lock). A timeout drains
@@ -23,9 +25,15 @@
 #include <linux/jiffies.h>
 #include <linux/dma-mapping.h>
 #include <linux/swiotlb.h>
+#include <linux/random.h>
 #include <rdma/ib_cache.h>
 
 #define MRPOOL_IB_SQ_DEPTH	4
+/*
+ * Sessions' loops share the CQ: it holds the completions of one work
+ * request and its drain marker at a time (one per device, under its
+ * lock), and no loop ever posts a receive.
+ */
 #define MRPOOL_IB_CQ_DEPTH	(MRPOOL_IB_NR_LOOPS * (2 * MRPOOL_IB_SQ_DEPTH + 2))
 /* Registrations of the cache are local; lends add remote access. */
 #define MRPOOL_IB_ACCESS_LOCAL	IB_ACCESS_LOCAL_WRITE
@@ -325,16 +333,18 @@ static int mrpool_ib_mr_build(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 		return ret;
 	}
 	atomic_inc(&mrpool_ib_stats.mrs);
+	m->loop = l;
 	ret = mrpool_ib_map(m);
 	if (ret)
 		return ret;
 	/*
-	 * A lend's key: the MR is new (its index is the device's choice) and
-	 * the key byte turns per device, so successive lends of one chunk
-	 * differ in the index, the byte, or both.
+	 * A lend's key: the MR is new (its index is the device's choice,
+	 * sequential on rxe and mlx5) and its key byte random, so a peer
+	 * that saw other keys cannot compute the next one: it has one guess
+	 * in 256 per index, each failed one costing it its connection.
 	 */
 	if (m->lent)
-		ib_update_fast_reg_key(m->mr, ++d->lend_key);
+		ib_update_fast_reg_key(m->mr, get_random_u8());
 	return mrpool_ib_post_reg(d, l, m, access);
 }
 
@@ -446,19 +456,21 @@ bool mrpool_ib_chunk_stuck(struct mrpool_ib_dev *d, unsigned long key)
 /**
  * mrpool_ib_lend - register @len bytes of a chunk for a kernel buffer
  * @d: a READY device, lock held
+ * @l: the loop whose PD gets the MR: the device's lend loop or a session's
+ *	(which the caller counts the lend in)
  * @c: the chunk, owned by the caller
  * @len: bytes lent; the MR covers them rounded up to pages, nothing more
  * @access: IB_ACCESS_* of the registration
  * @out: receives the lend
  * @chunk_safe: false when a failed registration may leave an MR over @c
  *
- * A fresh MR in the lend PD each time, with a new key byte.
+ * A fresh MR in @l's PD each time, with a random key byte.
  *
  * Return: 0 or a negative errno.
  */
-int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
-		   size_t len, int access, struct mrpool_ib_mr **out,
-		   bool *chunk_safe)
+int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
+		   struct mrpool_chunk *c, size_t len, int access,
+		   struct mrpool_ib_mr **out, bool *chunk_safe)
 {
 	struct mrpool_ib_mr *m;
 	int ret;
@@ -470,7 +482,7 @@ int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
 	m = mrpool_ib_mr_new(d, c, PAGE_ALIGN(len), true);
 	if (!m)
 		return -ENOMEM;
-	ret = mrpool_ib_mr_build(d, &d->loop[MRPOOL_IB_LEND], c, m, access);
+	ret = mrpool_ib_mr_build(d, l, c, m, access);
 	if (ret) {
 		*chunk_safe = mrpool_ib_mr_release(d, m);
 		return ret;
@@ -490,7 +502,7 @@ int mrpool_ib_lend(struct mrpool_ib_dev *d, struct mrpool_chunk *c,
  */
 bool mrpool_ib_unlend(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
 {
-	struct mrpool_ib_loop *l = &d->loop[MRPOOL_IB_LEND];
+	struct mrpool_ib_loop *l = m->loop;
 	bool safe;
 
 	lockdep_assert_held(&d->lock);
@@ -531,27 +543,39 @@ static const struct ib_gid_attr *mrpool_ib_pick_gid(struct ib_device *ibdev,
 	return best ? best : ERR_PTR(-ENOENT);
 }
 
-/* Address of the port itself: loopback needs no network, only a route. */
-static int mrpool_ib_self_ah(struct mrpool_ib_dev *d, struct rdma_ah_attr *ah)
+/**
+ * mrpool_ib_self_ah - the address of a port itself, for a loop's QPs
+ * @ibdev: a device the caller keeps registered
+ * @port: its port the loops use
+ * @ah: receives the address
+ *
+ * Loopback needs no network, only a route. Called without any device's
+ * lock: ib_query_port() may take rtnl_mutex (rxe's does, for the link
+ * speed), whose holders allocate with GFP_KERNEL, and a d->lock held
+ * around it would make reclaim-path borrowers wait for them.
+ *
+ * Return: 0 or a negative errno.
+ */
+int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
+		      struct rdma_ah_attr *ah)
 {
-	struct ib_device *ibdev = d->ibdev;
 	const struct ib_gid_attr *gid;
 	struct ib_port_attr pattr;
 	union ib_gid dgid;
 	u16 vlan;
 	int ret;
 
-	ret = ib_query_port(ibdev, d->port, &pattr);
+	ret = ib_query_port(ibdev, port, &pattr);
 	if (ret)
 		return ret;
 	memset(ah, 0, sizeof(*ah));
-	ah->type = rdma_ah_find_type(ibdev, d->port);
-	rdma_ah_set_port_num(ah, d->port);
-	if (!rdma_protocol_roce(ibdev, d->port)) {
+	ah->type = rdma_ah_find_type(ibdev, port);
+	rdma_ah_set_port_num(ah, port);
+	if (!rdma_protocol_roce(ibdev, port)) {
 		rdma_ah_set_dlid(ah, pattr.lid);
 		return 0;
 	}
-	gid = mrpool_ib_pick_gid(ibdev, d->port, pattr.gid_tbl_len);
+	gid = mrpool_ib_pick_gid(ibdev, port, pattr.gid_tbl_len);
 	if (IS_ERR(gid))
 		return PTR_ERR(gid);
 	dgid = gid->gid;
@@ -562,7 +586,7 @@ static int mrpool_ib_self_ah(struct mrpool_ib_dev *d, struct rdma_ah_attr *ah)
 }
 
 static int mrpool_ib_qp_rts(struct ib_qp *qp, u32 port, u32 dest_qpn,
-			    struct rdma_ah_attr *ah)
+			    const struct rdma_ah_attr *ah)
 {
 	struct ib_qp_attr a = {
 		.qp_state = IB_QPS_INIT,
@@ -600,7 +624,8 @@ static int mrpool_ib_qp_rts(struct ib_qp *qp, u32 port, u32 dest_qpn,
 }
 
 static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
-				struct mrpool_ib_loop *l)
+				struct mrpool_ib_loop *l,
+				const struct rdma_ah_attr *ah)
 {
 	struct ib_qp_init_attr init = {
 		.send_cq = d->cq,
@@ -614,7 +639,6 @@ static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
 			.max_recv_sge = 1,
 		},
 	};
-	struct rdma_ah_attr ah;
 	int i, ret;
 
 	for (i = 0; i < 2; i++) {
@@ -625,55 +649,188 @@ static int mrpool_ib_qps_create(struct mrpool_ib_dev *d,
 			return ret;
 		}
 	}
-	ret = mrpool_ib_self_ah(d, &ah);
+	ret = mrpool_ib_qp_rts(l->qp[0], d->port, l->qp[1]->qp_num, ah);
 	if (ret)
 		return ret;
-	ret = mrpool_ib_qp_rts(l->qp[0], d->port, l->qp[1]->qp_num, &ah);
-	if (ret)
-		return ret;
-	return mrpool_ib_qp_rts(l->qp[1], d->port, l->qp[0]->qp_num, &ah);
+	return mrpool_ib_qp_rts(l->qp[1], d->port, l->qp[0]->qp_num, ah);
+}
+
+static void mrpool_ib_loop_qps_destroy(struct mrpool_ib_loop *l)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (l->qp[i])
+			ib_destroy_qp(l->qp[i]);
+		l->qp[i] = NULL;
+	}
+	l->broken = true;
 }
 
 /* After this no work request of ours runs on the device any more. */
 static void mrpool_ib_qps_destroy(struct mrpool_ib_dev *d)
 {
 	struct mrpool_ib_loop *l;
-	int i, j;
+	int i;
 
-	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
-		l = &d->loop[i];
-		for (j = 0; j < 2; j++) {
-			if (l->qp[j])
-				ib_destroy_qp(l->qp[j]);
-			l->qp[j] = NULL;
-		}
-		l->broken = true;
-	}
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++)
+		mrpool_ib_loop_qps_destroy(&d->loop[i]);
+	list_for_each_entry(l, &d->sessions, link)
+		mrpool_ib_loop_qps_destroy(l);
 }
 
-/* Release what setup built; safe on a partly built device. */
+/* A loop's QPs are gone: its PD goes too, if it is ours and not leaked. */
+static void mrpool_ib_loop_pd_put(struct mrpool_ib_dev *d,
+				  struct mrpool_ib_loop *l)
+{
+	if (l->pd && l->own_pd && !d->pd_leaked) {
+		ib_dealloc_pd(l->pd);
+		atomic_dec(&mrpool_ib_stats.pds);
+	}
+	l->pd = NULL;
+}
+
+static void mrpool_ib_session_free(struct mrpool_ib_loop *l)
+{
+	kfree(l);
+	atomic_dec(&mrpool_ib_stats.sessions);
+}
+
+/*
+ * Release what setup built; safe on a partly built device. Sessions' loops
+ * lose their QPs and PDs; those with users left stay allocated (off the
+ * list) for their last mrpool_ib_loop_put().
+ */
 static void mrpool_ib_dev_release(struct mrpool_ib_dev *d)
 {
-	struct mrpool_ib_loop *l;
+	struct mrpool_ib_loop *l, *tmp;
 	int i;
 
 	mrpool_ib_qps_destroy(d);
 	if (d->cq)
 		ib_free_cq(d->cq);
 	d->cq = NULL;
-	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
-		l = &d->loop[i];
-		if (l->pd && !d->pd_leaked) {
-			ib_dealloc_pd(l->pd);
-			atomic_dec(&mrpool_ib_stats.pds);
-		}
-		l->pd = NULL;
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++)
+		mrpool_ib_loop_pd_put(d, &d->loop[i]);
+	list_for_each_entry_safe(l, tmp, &d->sessions, link) {
+		mrpool_ib_loop_pd_put(d, l);
+		list_del_init(&l->link);
+		if (!l->users)
+			mrpool_ib_session_free(l);
 	}
+}
+
+/*
+ * Give @l a PD (@pd, or one of ours when NULL) and a QP pair on the
+ * device's CQ, connected to each other at @ah. On failure *@what names the
+ * step; the caller releases what was built.
+ */
+static int mrpool_ib_loop_setup(struct mrpool_ib_dev *d,
+				struct mrpool_ib_loop *l, struct ib_pd *pd,
+				const struct rdma_ah_attr *ah, const char **what)
+{
+	l->dev = d;
+	l->cqe.done = mrpool_ib_wr_done;
+	l->drain_cqe.done = mrpool_ib_drain_done;
+	init_completion(&l->done);
+	init_completion(&l->drained);
+	INIT_LIST_HEAD(&l->link);
+	if (pd) {
+		l->pd = pd;
+	} else {
+		l->pd = ib_alloc_pd(d->ibdev, 0);
+		if (IS_ERR(l->pd)) {
+			int ret = PTR_ERR(l->pd);
+
+			l->pd = NULL;
+			return ret;
+		}
+		l->own_pd = true;
+		atomic_inc(&mrpool_ib_stats.pds);
+	}
+	*what = "loopback QPs";
+	return mrpool_ib_qps_create(d, l, ah);
+}
+
+/**
+ * mrpool_ib_loop_add - a loop for a kernel buffer session
+ * @d: a device, lock held
+ * @pd: the borrower's PD on @d, or NULL for one of mrpool's own
+ * @ah: mrpool_ib_self_ah() of the device's port, found before the lock
+ *
+ * The loop has one user, the session; each lend made in it takes another
+ * (the caller counts it), and mrpool_ib_loop_put() drops one.
+ *
+ * Return: the loop, or ERR_PTR(-ENODEV) unless @d is READY, -ENOMEM, or
+ * the error of building its PD or QPs.
+ */
+struct mrpool_ib_loop *mrpool_ib_loop_add(struct mrpool_ib_dev *d,
+					  struct ib_pd *pd,
+					  const struct rdma_ah_attr *ah)
+{
+	struct mrpool_ib_loop *l;
+	const char *what = "PD";
+	int ret;
+
+	lockdep_assert_held(&d->lock);
+	if (d->state != MRPOOL_IB_READY)
+		return ERR_PTR(-ENODEV);
+	l = kzalloc_node(sizeof(*l), GFP_KERNEL, d->node);
+	if (!l)
+		return ERR_PTR(-ENOMEM);
+	atomic_inc(&mrpool_ib_stats.sessions);
+	ret = mrpool_ib_loop_setup(d, l, pd, ah, &what);
+	if (ret) {
+		pr_warn_ratelimited("%s: no kernel buffer session: %s: %d\n",
+				    d->name, what, ret);
+		mrpool_ib_loop_qps_destroy(l);
+		mrpool_ib_loop_pd_put(d, l);
+		mrpool_ib_session_free(l);
+		return ERR_PTR(ret);
+	}
+	l->users = 1;
+	list_add_tail(&l->link, &d->sessions);
+	return l;
+}
+
+/* Does an MR on d->stuck live in @l's PD? Its QP and PD must then stay. */
+static bool mrpool_ib_loop_stuck(struct mrpool_ib_dev *d,
+				 struct mrpool_ib_loop *l)
+{
+	struct mrpool_ib_mr *m;
+
+	list_for_each_entry(m, &d->stuck, link)
+		if (m->loop == l)
+			return true;
+	return false;
+}
+
+/**
+ * mrpool_ib_loop_put - drop one user of a session's loop
+ * @d: its device, lock held (possibly removed since)
+ * @l: from mrpool_ib_loop_add()
+ *
+ * The last user destroys its QPs and (if mrpool's) its PD and frees it;
+ * unless an MR of its PD is stuck: the loop then stays on d->sessions,
+ * unused, until the device's teardown.
+ */
+void mrpool_ib_loop_put(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l)
+{
+	lockdep_assert_held(&d->lock);
+	if (WARN_ON_ONCE(!l->users) || --l->users)
+		return;
+	if (!list_empty(&l->link) && mrpool_ib_loop_stuck(d, l))
+		return;
+	list_del_init(&l->link);
+	mrpool_ib_loop_qps_destroy(l);
+	mrpool_ib_loop_pd_put(d, l);
+	mrpool_ib_session_free(l);
 }
 
 /**
  * mrpool_ib_dev_setup - check a new device and build its CQ, PDs and QPs
- * @d: the device, lock held, not yet listed
+ * @d: the device, not yet listed: no one else can see it, and its lock is
+ *	not held (mrpool_ib_self_ah() must not be called under it)
  *
  * Sets d->state and, unless READY, d->reason.
  *
@@ -683,11 +840,10 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 {
 	static const char *const pd_what[] = { "cache PD", "lend PD" };
 	struct ib_device *ibdev = d->ibdev;
-	struct mrpool_ib_loop *l;
+	struct rdma_ah_attr ah;
 	const char *what;
 	int i, ret;
 
-	lockdep_assert_held(&d->lock);
 	d->port = rdma_start_port(ibdev);
 	if (!(ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS) ||
 	    !ibdev->attrs.max_fast_reg_page_list_len) {
@@ -734,23 +890,13 @@ int mrpool_ib_dev_setup(struct mrpool_ib_dev *d)
 		d->cq = NULL;
 		goto fail;
 	}
+	what = "loopback address";
+	ret = mrpool_ib_self_ah(ibdev, d->port, &ah);
+	if (ret)
+		goto fail;
 	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
-		l = &d->loop[i];
-		l->dev = d;
-		l->cqe.done = mrpool_ib_wr_done;
-		l->drain_cqe.done = mrpool_ib_drain_done;
-		init_completion(&l->done);
-		init_completion(&l->drained);
 		what = pd_what[i];
-		l->pd = ib_alloc_pd(ibdev, 0);
-		if (IS_ERR(l->pd)) {
-			ret = PTR_ERR(l->pd);
-			l->pd = NULL;
-			goto fail;
-		}
-		atomic_inc(&mrpool_ib_stats.pds);
-		what = "loopback QPs";
-		ret = mrpool_ib_qps_create(d, l);
+		ret = mrpool_ib_loop_setup(d, &d->loop[i], NULL, &ah, &what);
 		if (ret)
 			goto fail;
 	}
@@ -808,7 +954,8 @@ static bool mrpool_ib_mr_final(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m)
  * @d: the device, lock held, still listed
  *
  * Leaves d as a REMOVED husk without its ib_device. Lends still out are
- * deregistered and marked released for mrpool_ib_unlend().
+ * deregistered and marked released for mrpool_ib_unlend(); sessions still
+ * open lose their loop's QPs and PD (a borrower's PD is left to it).
  */
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d)
 {

@@ -148,6 +148,7 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 	xa_init(&d->mrs);
 	INIT_LIST_HEAD(&d->lends);
 	INIT_LIST_HEAD(&d->stuck);
+	INIT_LIST_HEAD(&d->sessions);
 	return d;
 }
 

@@ -33,9 +33,15 @@
  * Folios are allocated on the module's own workqueue: page cache insertion
  * charges the memcg of current->mm, and pool memory belongs to no cgroup of
  * whoever happened to grow the pool (the charge would outlive that slice).
- * A caller in a reclaim or NOIO/NOFS scope (a kernel-buffer borrower on a
- * reclaim path) gets plain pages instead: the worker would not inherit
- * the scope.
+ * A caller under PF_MEMALLOC or in a NOIO/NOFS scope gets plain pages
+ * instead, allocated in its own context: the worker would not inherit the
+ * scope, and waiting for its GFP_KERNEL allocations could wait for the
+ * caller's own reclaim. That caller is a kernel-buffer borrower on a
+ * reclaim or writeback path, which mrpool_kapi.h asks to mark itself so;
+ * the locks it meets on the way (the pool's, mrpool_ib_lock, the
+ * devices') are never held across an allocation that enters IO or FS
+ * reclaim (ib.h). A borrower that does not mark its path gets no such
+ * promise.
  */
 #include "mrpool.h"
 

@@ -34,7 +34,7 @@
 #include "rdmatest.h"
 
 /* Tests the module reports per usable device, and once for rxe0. */
-#define KTEST_PER_DEV	8
+#define KTEST_PER_DEV	13
 #define KTEST_FOREIGN	1
 #define CYCLES		20
 
@@ -179,7 +179,10 @@ static unsigned long cached_lkey(unsigned long want, const char *want_dev)
 /*
  * Kernel QPs in the buffers' PD move bytes with the buffers' keys, on
  * every device; they reach neither past a buffer's length nor a chunk a
- * process owns (its cached lkey); 300 lends never repeat a key.
+ * process owns (its cached lkey); 300 lends never repeat a key and their
+ * key bytes do not count up; two sessions get PDs of their own, and a QP
+ * in one (or in the shared PD) cannot read or write the other's buffer
+ * with its rkey.
  */
 TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 {
@@ -187,6 +190,7 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 	char path[PATH_MAX], params[256];
 	struct mrpool_alloc a;
 	unsigned long pfn = 0, lkey;
+	long long grown;
 
 	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
 		TH_LOG("%s.ko not built (make -C $GUEST_KDIR M=$PWD/selftests/kmod_rdma)",
@@ -209,9 +213,88 @@ TEST_F_TIMEOUT(ib, kernel_api_rdma, 240)
 	/* Every buffer went back with its own MR. */
 	EXPECT_EQ(0, ib_stat("kbufs"));
 	EXPECT_EQ(0, ib_stat("lends"));
-	EXPECT_EQ(self->base.mrs, ib_stat("mrs"));
-	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	/* Every session went, with its PD and QPs. */
+	EXPECT_EQ(0, ib_stat("sessions"));
+	EXPECT_EQ(self->base.pds, ib_stat("pds"));
+	/* No MR but the cache's, which covers what the buffers grew. */
+	grown = pool_chunks() - self->base.chunks;
+	EXPECT_EQ(self->base.mrs + grown * ready, ib_stat("mrs"));
+	EXPECT_EQ(self->base.dma_maps + grown * ready, ib_stat("dma_maps"));
 	close(fd);
+}
+
+/* /dev/kmsg positioned at its end, or -1. */
+static int kmsg_open_end(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd >= 0)
+		lseek(fd, 0, SEEK_END);
+	return fd;
+}
+
+/* Lockdep reports in the kernel log since @fd was opened (each echoed). */
+static int kmsg_lockdep_reports(int fd)
+{
+	char rec[2048];
+	ssize_t n;
+	int found = 0;
+
+	for (;;) {
+		n = read(fd, rec, sizeof(rec) - 1);
+		if (n < 0 && errno == EPIPE)
+			continue;	/* overwritten records: go on */
+		if (n <= 0)
+			break;
+		rec[n] = 0;
+		if (strstr(rec, "possible circular locking") ||
+		    strstr(rec, "inconsistent lock state") ||
+		    strstr(rec, "possible recursive locking") ||
+		    strstr(rec, "lock dependency")) {
+			printf("# kmsg: %s", rec);
+			found++;
+		}
+	}
+	fflush(stdout);
+	return found;
+}
+
+/*
+ * A borrower on a reclaim path, after a process's ALLOC grew the pool (so
+ * the chunk was registered on every device under its lock): the test
+ * module takes, uses and frees a buffer from reclaim context (fs_reclaim
+ * held, PF_MEMALLOC). On a lockdep kernel, an mrpool lock held across an
+ * allocation that may reclaim is a circular dependency report; elsewhere
+ * the path still runs and the bytes arrive.
+ */
+TEST_F_TIMEOUT(ib, kernel_api_from_reclaim, 120)
+{
+	long long chunk = pool_attr("chunk_bytes"), grown;
+	char path[PATH_MAX];
+	struct mrpool_alloc a;
+	int ok, not_ok, fd, kmsg;
+
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko not built", KTEST_NAME);
+	ASSERT_TRUE(dev_listed("rxe0"));
+	TH_LOG("lockdep %s", access("/proc/lockdep", F_OK) ? "off" : "on");
+	kmsg = kmsg_open_end();
+	ASSERT_LE(0, kmsg);
+	grown = pool_chunks();
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pool_alloc(fd, pool_attr("free_bytes") + chunk, &a));
+	ASSERT_LT(grown, pool_chunks());
+	ASSERT_EQ(0, pool_free(fd, a.slice_id));
+	close(fd);
+
+	ASSERT_EQ(0, ktest_run(path, "mode=reclaim dev=rxe0", &ok, &not_ok,
+			       NULL));
+	EXPECT_EQ(0, not_ok);
+	EXPECT_EQ(1, ok);
+	EXPECT_EQ(0, kmsg_lockdep_reports(kmsg));
+	EXPECT_EQ(0, ib_stat("kbufs"));
+	close(kmsg);
 }
 
 /* Cached MRs (debugfs mrs) whose page size is below @chunk; -1 on error. */

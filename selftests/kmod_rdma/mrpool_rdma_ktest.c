@@ -6,10 +6,13 @@
  * RDMA READ (bytes verified), a WRITE past the lent length inside the chunk
  * and one through the rkey of a freed buffer (both must fail), a WRITE
  * from a chunk a process owns through its cached lkey (must fail: the
- * buffers' PD holds no cached MR), and 300 lends whose keys must all
- * differ. With mode=lend_once dev=NAME it only lends one buffer on that
- * device and frees it (for the failure-knob tests of ib_timeout_test).
- * Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
+ * buffers' PD holds no cached MR), 300 lends whose keys must all differ
+ * and whose key bytes must not count up, and two sessions, each with a PD
+ * of its own, whose QPs cannot reach each other's buffers. With
+ * mode=lend_once dev=NAME it only lends one buffer on that device and
+ * frees it (for the failure-knob tests of ib_timeout_test); with
+ * mode=reclaim dev=NAME it borrows as a reclaim path would (see
+ * kt_reclaim()). Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -21,6 +24,7 @@
 #include <linux/vmalloc.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <net/ipv6.h>
@@ -28,10 +32,10 @@
 
 static char *mode = "";
 module_param(mode, charp, 0444);
-MODULE_PARM_DESC(mode, "\"\" (every test) or lend_once (one lend on dev)");
+MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev) or reclaim (borrow on dev from reclaim context)");
 static char *dev = "";
 module_param(dev, charp, 0444);
-MODULE_PARM_DESC(dev, "the device lend_once uses");
+MODULE_PARM_DESC(dev, "the device lend_once and reclaim use");
 static char *foreign_dev = "";
 module_param(foreign_dev, charp, 0444);
 MODULE_PARM_DESC(foreign_dev, "device whose cached lkey of a process's chunk is tried");
@@ -336,11 +340,15 @@ static void kt_foreign(struct kt_ctx *t, struct mrpool_kbuf *b)
 		kt_loop_connect(t);
 }
 
-/* KT_LENDS lends one after the other: no two share a key. */
+/*
+ * KT_LENDS lends one after the other: no two share a key, and their key
+ * bytes are no counter (a counter steps by one every time; random bytes
+ * do so about once in 256).
+ */
 static void kt_lends(struct kt_ctx *t)
 {
 	unsigned long first_pfn = 0;
-	unsigned int i, j, same = 0, dup = 0, got = 0;
+	unsigned int i, j, same = 0, dup = 0, got = 0, steps = 0;
 	struct mrpool_kbuf *k;
 	u32 *keys;
 
@@ -365,10 +373,130 @@ static void kt_lends(struct kt_ctx *t)
 	for (i = 0; i < got; i++)
 		for (j = i + 1; j < got; j++)
 			dup += keys[i] == keys[j];
+	for (i = 1; i < got; i++)
+		steps += (u8)(keys[i] - keys[i - 1]) == 1;
 	kfree(keys);
 	kt_report(got == KT_LENDS && !dup,
 		  " - %s: %u lends (%u more of the first chunk), %u repeated keys",
 		  t->name, got, same, dup);
+	kt_report(got == KT_LENDS && steps < got / 8,
+		  " - %s: key bytes of %u lends in a row: %u steps of +1",
+		  t->name, got, steps);
+}
+
+/* Did kt_fill(@p, @len, @seed) write these bytes? */
+static bool kt_filled(const u8 *p, size_t len, u8 seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != (u8)(seed + i * 7 + (i >> 9)))
+			return false;
+	return true;
+}
+
+/*
+ * A QP in @from's PD, given @victim's address and rkey, WRITEs into it and
+ * READs from it: both must fail, and neither buffer change.
+ */
+static void kt_abuse(struct kt_ctx *from, struct mrpool_kbuf *own,
+		     struct mrpool_kbuf *victim, u32 len, const char *what)
+{
+	int wr, rd;
+
+	kt_fill(victim->vaddr, len, 0xb1);
+	kt_fill(own->vaddr, len, 0xa1);
+	wr = kt_rdma(from, IB_WR_RDMA_WRITE, own->dma_addr, own->lkey,
+		     victim->dma_addr, victim->rkey, len);
+	if (wr)
+		kt_loop_connect(from);
+	rd = kt_rdma(from, IB_WR_RDMA_READ, own->dma_addr, own->lkey,
+		     victim->dma_addr, victim->rkey, len);
+	if (rd == -ETIMEDOUT) {
+		/*
+		 * No completion at all: the loop, reconnected after the
+		 * WRITE's error, was not back yet on a starved host (seen
+		 * once on rxe under TCG), which says nothing of the rkey.
+		 * Once more on a loop connected again.
+		 */
+		kt_loop_connect(from);
+		rd = kt_rdma(from, IB_WR_RDMA_READ, own->dma_addr, own->lkey,
+			     victim->dma_addr, victim->rkey, len);
+	}
+	if (rd)
+		kt_loop_connect(from);
+	kt_report(wr == -EIO && rd == -EIO && kt_filled(victim->vaddr, len, 0xb1) &&
+		  kt_filled(own->vaddr, len, 0xa1),
+		  " - %s: %s: WRITE (%d) and READ (%d) with its rkey fail, no byte moves",
+		  from->name, what, wr, rd);
+}
+
+/*
+ * Two sessions, A in a PD of mrpool's and B in one of this module's: the
+ * PDs differ from each other and from the shared lend PD of @shared; a QP
+ * in A's PD moves bytes between A's buffers but reaches B's buffer with
+ * B's rkey neither for WRITE nor READ, and neither does a QP in the shared
+ * PD (@t, connected). B's buffer outlives B's session.
+ */
+static void kt_sessions(struct kt_ctx *t, struct mrpool_kbuf *shared, u32 len)
+{
+	struct kt_ctx ta = { .dev = t->dev, .name = t->name, .port = t->port };
+	struct mrpool_kbuf *a1 = NULL, *a2 = NULL, *b1 = NULL;
+	struct mrpool_kbuf_session *sa, *sb = NULL;
+	struct ib_pd *pd_b;
+	int ret;
+
+	pd_b = ib_alloc_pd(t->dev, 0);
+	if (IS_ERR(pd_b)) {
+		kt_report(false, " - %s: sessions: no PD (%ld)", t->name,
+			  PTR_ERR(pd_b));
+		return;
+	}
+	sa = mrpool_kbuf_session_create(t->dev, NULL);
+	if (!IS_ERR(sa))
+		sb = mrpool_kbuf_session_create(t->dev, pd_b);
+	if (!IS_ERR_OR_NULL(sb)) {
+		a1 = mrpool_kbuf_session_alloc(sa, len);
+		a2 = mrpool_kbuf_session_alloc(sa, len);
+		b1 = mrpool_kbuf_session_alloc(sb, len);
+	}
+	ret = IS_ERR(sa) ? PTR_ERR(sa) : IS_ERR(sb) ? PTR_ERR(sb) :
+	      IS_ERR(a1) ? PTR_ERR(a1) : IS_ERR(a2) ? PTR_ERR(a2) :
+	      PTR_ERR_OR_ZERO(b1);
+	kt_report(!ret && sa->pd && sa->pd != sb->pd && sb->pd == pd_b &&
+		  sa->pd != shared->pd && a1->pd == sa->pd && a2->pd == sa->pd &&
+		  b1->pd == pd_b && !memchr_inv(b1->vaddr, 0, len),
+		  " - %s: two sessions, each buffer in its session's PD, none in the shared one (%d)",
+		  t->name, ret);
+	if (ret)
+		goto free;
+
+	ta.pd = sa->pd;
+	ret = kt_loop_create(&ta);
+	if (!ret) {
+		kt_fill(a1->vaddr, len, 0x11);
+		ret = kt_rdma(&ta, IB_WR_RDMA_WRITE, a1->dma_addr, a1->lkey,
+			      a2->dma_addr, a2->rkey, len);
+	}
+	kt_report(!ret && !memcmp(a1->vaddr, a2->vaddr, len),
+		  " - %s: a QP in session A's PD moves bytes between A's buffers (%d)",
+		  t->name, ret);
+	if (!ret)
+		kt_abuse(&ta, a1, b1, len, "a QP in session A's PD, B's buffer");
+	kt_loop_destroy(&ta);
+	kt_abuse(t, shared, b1, len, "a QP in the shared PD, B's buffer");
+
+	/* B goes first; its buffer stays usable until freed. */
+	mrpool_kbuf_session_destroy(sb);
+	sb = NULL;
+free:
+	mrpool_kbuf_free(b1);
+	mrpool_kbuf_free(a2);
+	mrpool_kbuf_free(a1);
+	mrpool_kbuf_session_destroy(sb);
+	mrpool_kbuf_session_destroy(sa);
+	/* Only now has no QP of mrpool's left in it. */
+	ib_dealloc_pd(pd_b);
 }
 
 static void kt_run(struct kt_ctx *t)
@@ -436,6 +564,10 @@ static void kt_run(struct kt_ctx *t)
 	if (!strcmp(t->name, foreign_dev))
 		kt_foreign(t, b);
 
+	ret = kt_loop_connect(t);
+	if (!ret)
+		kt_sessions(t, a, len);
+
 	/* A freed buffer's rkey must not reach the chunk's next owner. */
 	stale_addr = b->dma_addr;
 	stale_rkey = b->rkey;
@@ -472,6 +604,54 @@ static void kt_lend_once(struct kt_ctx *t)
 	kt_report(true, " - %s: lend freed", t->name);
 }
 
+/*
+ * A borrower on a reclaim path (a shrinker, a block driver's writeback):
+ * as direct reclaim does, fs_reclaim is held (for lockdep: it then knows
+ * of any mrpool lock held across an allocation that may reclaim, and
+ * reports the cycle) and PF_MEMALLOC set. In there: a buffer is taken,
+ * bytes are written into it over RDMA from a buffer taken before, checked,
+ * and it is freed. The loop's QPs are made outside, as a borrower would.
+ */
+static void kt_reclaim(struct kt_ctx *t)
+{
+	u32 len = min_t(size_t, KT_LEN_MAX, mrpool_kbuf_max_size());
+	struct mrpool_kbuf *a, *b;
+	unsigned int noreclaim;
+	int ret;
+
+	a = mrpool_kbuf_alloc(t->dev, len);
+	if (IS_ERR(a)) {
+		kt_report(false, " - %s: reclaim: no first buffer (%ld)",
+			  t->name, PTR_ERR(a));
+		return;
+	}
+	t->pd = a->pd;
+	ret = kt_loop_create(t);
+	if (ret) {
+		kt_report(false, " - %s: reclaim: no QPs (%d)", t->name, ret);
+		goto destroy;
+	}
+	kt_fill(a->vaddr, len, 0x3c);
+
+	fs_reclaim_acquire(GFP_KERNEL);
+	noreclaim = memalloc_noreclaim_save();
+	b = mrpool_kbuf_alloc(t->dev, len);
+	ret = PTR_ERR_OR_ZERO(b);
+	if (!ret)
+		ret = kt_rdma(t, IB_WR_RDMA_WRITE, a->dma_addr, a->lkey,
+			      b->dma_addr, b->rkey, len);
+	kt_report(!ret && !memcmp(a->vaddr, b->vaddr, len),
+		  " - %s: reclaim: a buffer taken, written over RDMA and freed from reclaim context (%d)",
+		  t->name, ret);
+	mrpool_kbuf_free(b);
+	memalloc_noreclaim_restore(noreclaim);
+	fs_reclaim_release(GFP_KERNEL);
+
+destroy:
+	kt_loop_destroy(t);
+	mrpool_kbuf_free(a);
+}
+
 static int kt_add(struct ib_device *ibdev)
 {
 	struct kt_ctx *t;
@@ -485,6 +665,9 @@ static int kt_add(struct ib_device *ibdev)
 	if (!strcmp(mode, "lend_once")) {
 		if (!strcmp(t->name, dev))
 			kt_lend_once(t);
+	} else if (!strcmp(mode, "reclaim")) {
+		if (!strcmp(t->name, dev))
+			kt_reclaim(t);
 	} else {
 		kt_run(t);
 	}
