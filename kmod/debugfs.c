@@ -8,7 +8,9 @@
  *                     (shmem: a huge folio of the private tmpfs, pages)
  *   slices            id pid comm length chunks maps state (live/freed)
  *   users             uid bytes quarantined_bytes memlock_bytes: what each
- *                     user holds of the pool (tenant.c)
+ *                     user holds of the pool (tenant.c); then, while
+ *                     dead processes' mappings hold any, "orphans" in
+ *                     place of a uid for what is charged to no user
  *   clients           pid comm slices bytes, one line per open file, then
  *                     the counters its process published in its stats page
  *                     (client_stats.c), "-" where it published none

@@ -73,6 +73,7 @@ static void mrpool_slice_put_mm(struct mrpool_slice *s, struct file *file)
 	 */
 	if (!(current->flags & PF_KTHREAD)) {
 		s->put_file = get_file(file);
+		WRITE_ONCE(s->put_task, current);
 		init_task_work(&s->put_work, mrpool_slice_put_work);
 		if (!task_work_add(current, &s->put_work, TWA_RESUME)) {
 			WRITE_ONCE(mrpool_put_deferred, true);

@@ -251,6 +251,7 @@ void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
 			 bool memlock);
 void mrpool_chunk_quarantined(struct mrpool_chunk *c);
 void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
+bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr);
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
 void mrpool_tenants_show(struct seq_file *m);
 
@@ -286,6 +287,8 @@ struct mrpool_slice {
 	/* The last put deferred out of mmap_lock (mmap.c). */
 	struct callback_head put_work;
 	struct file *put_file;		/* pins the module until then */
+	/* The task that runs it; compared only, never dereferenced. */
+	const struct task_struct *put_task;
 };
 
 extern struct list_head mrpool_clients;

@@ -357,13 +357,27 @@ int mrpool_slice_free(struct mrpool_client *client, u64 id)
 	return 0;
 }
 
+/*
+ * The owner process is closing its file on its way out, its mm already
+ * gone from it (exit_mm() runs before exit_files()). What its slices still
+ * hold may outlive the reap: VMAs of its mm when another task held that mm
+ * at the exit (that task's mmput() closes them, and their last puts run
+ * as that task's work), or dma-bufs passed on (tenant.c).
+ */
+static bool mrpool_client_owner_exiting(const struct mrpool_client *client)
+{
+	return (current->flags & PF_EXITING) && !current->mm &&
+	       current->tgid == client->pid;
+}
+
 /**
  * mrpool_client_close - the /dev/mrpool file is released
  * @client: its client
  *
  * Drops ownership of every slice: those neither mapped nor exported return
  * to the pool now, the others when their last VMA or dma-buf goes, still
- * charged to their owner meanwhile. Then drops the file's reference.
+ * charged to their owner meanwhile -- or to the orphans (tenant.c) when
+ * the owner process is exiting and they may outlive its reap. Then drops the file's reference.
  */
 void mrpool_client_close(struct mrpool_client *client)
 {
@@ -391,6 +405,16 @@ void mrpool_client_close(struct mrpool_client *client)
 		list_move_tail(&s->node, &client->slices);
 		mutex_unlock(&client->lock);
 		mrpool_slice_put(s);
+	}
+	if (mrpool_client_owner_exiting(client)) {
+		mutex_lock(&client->lock);
+		list_for_each_entry(s, &client->slices, node) {
+			/* Its last put is this task's work: before the reap. */
+			if (READ_ONCE(s->put_task) == current)
+				continue;
+			mrpool_chunks_orphan(&s->chunks, s->nr_chunks);
+		}
+		mutex_unlock(&client->lock);
 	}
 	/* VMAs of the file's slices hold their own reference to it. */
 	fput(map_file);

@@ -23,6 +23,21 @@
  * owner's own when one of the owner's tasks opened the device first, else
  * that of the first uid of the namespace to do so; every uid charged to
  * the tenant draws on that one count.
+ *
+ * A user's own charge is back by the time its process has been reaped
+ * (issue 33). A slice its dead process still maps is torn down by the
+ * last mmput(), which runs exit_mmap() in whichever task drops it: one
+ * that held the mm a moment (a read of /proc/PID/smaps or status,
+ * process_vm_readv()) closes the VMAs, and its own task work drops the
+ * last slice references, after the parent may have reaped the process.
+ * A dma-buf passed to another process outlives it as well. So when the
+ * owner process closes its file on its way out, its mm gone from it, what
+ * its slices still hold -- but for those whose last put is that task's
+ * own pending work -- moves to the orphans: a tenant of no user, capped
+ * at one user's share (max_user_mb, or max_user_pct of max_mb), with no
+ * RLIMIT_MEMLOCK charge. Past that cap the owner keeps the charge until
+ * the memory is free, as before, so no user makes the pool hold more
+ * than twice its share through its dead processes.
  */
 #include "mrpool.h"
 
@@ -45,6 +60,12 @@ struct mrpool_tenant {
 	unsigned long chunks;		/* charged: live to quarantined */
 	unsigned long quarantined;	/* of those, in quarantine */
 	unsigned long memlock;		/* of those, in RLIMIT_MEMLOCK */
+};
+
+/* Charges of dead owners (see above): never listed, never freed. */
+static struct mrpool_tenant mrpool_orphans = {
+	.ref = REFCOUNT_INIT(1),
+	.uid = INVALID_UID,
 };
 
 /* Few users hold pool memory at once: a list does. */
@@ -216,6 +237,66 @@ void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
 	mrpool_tenant_put(t);
 }
 
+/*
+ * One user's share: max_user_mb, or while that is 0 max_user_pct of
+ * max_mb.
+ */
+static unsigned long mrpool_orphans_cap(void)
+{
+	u64 cap = (u64)READ_ONCE(mrpool_max_user_mb) * SZ_1M;
+
+	if (!cap)
+		cap = div_u64((u64)READ_ONCE(mrpool_max_mb) * SZ_1M *
+			      READ_ONCE(mrpool_max_user_pct), 100);
+	return div_u64(cap, mrpool_pool.chunk_size);
+}
+
+/**
+ * mrpool_chunks_orphan - move the charge of a dead owner's slice
+ * @chunks: the slice's chunks, charged to one tenant
+ * @nr: how many
+ *
+ * The caller holds the owning client's lock with the slice on its list:
+ * the slice's release unlinks it under that lock before it returns the
+ * chunks, so no chunk is uncharged meanwhile. All of the slice moves, or
+ * none of it past the orphans' cap.
+ *
+ * Return: true if the charge moved to the orphans.
+ */
+bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr)
+{
+	struct mrpool_tenant *t = NULL;
+	struct mrpool_chunk *c;
+	unsigned long moved = 0;
+
+	spin_lock(&mrpool_tenants_lock);
+	if (mrpool_orphans.chunks + nr > mrpool_orphans_cap()) {
+		spin_unlock(&mrpool_tenants_lock);
+		return false;
+	}
+	list_for_each_entry(c, chunks, link) {
+		if (!c->tenant || c->tenant == &mrpool_orphans)
+			continue;
+		t = c->tenant;
+		if (c->memlock) {
+			atomic_long_sub(1L << mrpool_pool.chunk_order,
+					&t->user->locked_vm);
+			t->memlock--;
+		}
+		t->chunks--;
+		mrpool_orphans.chunks++;
+		refcount_inc(&mrpool_orphans.ref);
+		c->tenant = &mrpool_orphans;
+		c->memlock = false;
+		moved++;
+	}
+	spin_unlock(&mrpool_tenants_lock);
+	/* The chunks' references to @t; its client holds one more. */
+	while (moved--)
+		mrpool_tenant_put(t);
+	return true;
+}
+
 /* Bytes charged to @t, and of those in quarantine. */
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined)
 {
@@ -243,5 +324,9 @@ void mrpool_tenants_show(struct seq_file *m)
 			   mrpool_pool_bytes(t->chunks),
 			   mrpool_pool_bytes(t->quarantined),
 			   mrpool_pool_bytes(t->memlock));
+	if (mrpool_orphans.chunks)
+		seq_printf(m, "orphans %llu %llu 0\n",
+			   mrpool_pool_bytes(mrpool_orphans.chunks),
+			   mrpool_pool_bytes(mrpool_orphans.quarantined));
 	spin_unlock(&mrpool_tenants_lock);
 }

@@ -5,8 +5,9 @@
  * cap that more opens and forks cannot multiply, slices returned when the
  * file closes although another slice stays mapped or exported, a forked
  * child that cannot fault in its parent's slice (MADV_DOFORK), kernel
- * addresses hidden from the unprivileged, and the uids of a user namespace
- * charged to its owner.
+ * addresses hidden from the unprivileged, the uids of a user namespace
+ * charged to its owner, and a user's charge back by the time its process
+ * has been reaped, however it died.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <grp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -89,6 +91,23 @@ static long long user_row(unsigned int uid, bool quarantined)
 			ret = (long long)(quarantined ? q : bytes);
 	fclose(f);
 	return ret;
+}
+
+/* Bytes charged to no user (debugfs users' "orphans" row), else 0. */
+static long long orphan_bytes(void)
+{
+	unsigned long long bytes = 0;
+	char line[256];
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/users", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "orphans %llu", &bytes) == 1)
+			break;
+	fclose(f);
+	return (long long)bytes;
 }
 
 static long long user_quarantined(unsigned int uid)
@@ -614,6 +633,205 @@ TEST_F(tenant, slice_keys_hide_addresses)
 	ASSERT_LE(1U, sk.total);
 	EXPECT_NE(0ULL, k[0].iova);
 	EXPECT_EQ(0, in_child(keys_child, self->q0.chunk_size));
+}
+
+/*
+ * A user's own charge is back by the time its process has been reaped
+ * (issue 33): REAP_LOOPS times, a child of nobody with a budget of exactly
+ * REAP_CHUNKS chunks (RLIMIT_MEMLOCK and max_user_mb) takes all of it,
+ * maps and touches it and dies one of the ways below; right after
+ * waitpid() nobody's charge is 0 and the next child gets the whole budget
+ * again. Seen once on 6.12 under load: a restart right after an exit got
+ * ENOMEM for its first chunk.
+ */
+#define REAP_LOOPS	200
+#define REAP_CHUNKS	4
+
+enum reap_way {
+	REAP_EXIT,		/* mapped, _exit() */
+	REAP_KILL,		/* mapped, SIGKILL */
+	REAP_DMABUF_EXIT,	/* mapped and exported (mapped too), _exit() */
+	REAP_DMABUF_KILL,	/* freed, only its dma-buf's mapping left, SIGKILL */
+	REAP_TWO_MAPS_KILL,	/* freed, two mappings left, SIGKILL */
+	REAP_THREAD_KILL,	/* a second thread touching it, SIGKILL */
+	REAP_PROC_KILL,		/* mapped, SIGKILL while its smaps is read */
+	REAP_WAYS
+};
+
+/*
+ * Reads /proc/<pid>/smaps until told to stop, as ps, top or a monitoring
+ * agent would: each read holds the child's mm (mm_users), so its exit may
+ * leave the last mmput(), and with it exit_mmap(), to this thread.
+ */
+struct reap_reader {
+	pid_t pid;
+	bool stop;		/* __atomic */
+	unsigned long reads;
+};
+
+static void *reap_proc_reader(void *arg)
+{
+	struct reap_reader *r = arg;
+	char path[64], buf[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", r->pid);
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED) &&
+		       read(fd, buf, sizeof(buf)) > 0)
+			r->reads++;
+		close(fd);
+	}
+	return NULL;
+}
+
+static void *reap_toucher(void *arg)
+{
+	volatile uint8_t *p = arg;
+
+	for (;;)
+		p[0]++;
+	return NULL;
+}
+
+/*
+ * As nobody: ALLOC the budget in @nr slices, hold it the @way way, write
+ * 0 (or -errno of the first refused ALLOC, or a step) to @out, then exit
+ * or wait for SIGKILL.
+ */
+static void reap_child(uint64_t chunk, unsigned int nr, enum reap_way way,
+		       int out)
+{
+	struct rlimit rl = { REAP_CHUNKS * chunk, REAP_CHUNKS * chunk };
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a;
+	int fd, ret = 0, i;
+	pthread_t th;
+	uint8_t *p, *q;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		_exit(1);
+	fd = pool_open();
+	if (fd < 0)
+		_exit(2);
+	for (i = 0; i < (int)nr && !ret; i++) {
+		ret = pool_alloc(fd, REAP_CHUNKS * chunk / nr, &a);
+		if (ret)
+			break;
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED)
+			_exit(3);
+		memset(p, 0x5a, a.length);
+		memset(&e, 0, sizeof(e));
+		e.size = sizeof(e);
+		e.slice_id = a.slice_id;
+		switch (way) {
+		case REAP_DMABUF_EXIT:
+		case REAP_DMABUF_KILL:
+			if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e))
+				_exit(4);
+			q = mmap(NULL, a.length, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, e.fd, 0);
+			if (q == MAP_FAILED || q[a.length - 1] != 0x5a)
+				_exit(5);
+			if (way == REAP_DMABUF_KILL &&
+			    (munmap(p, a.length) || pool_free(fd, a.slice_id)))
+				_exit(6);
+			break;
+		case REAP_TWO_MAPS_KILL:
+			q = pool_map(fd, &a);
+			if (q == MAP_FAILED || q[0] != 0x5a ||
+			    pool_free(fd, a.slice_id))
+				_exit(7);
+			break;
+		case REAP_THREAD_KILL:
+			if (pthread_create(&th, NULL, reap_toucher, p))
+				_exit(8);
+			break;
+		default:
+			break;
+		}
+	}
+	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+		_exit(9);
+	if (ret || way == REAP_EXIT || way == REAP_DMABUF_EXIT)
+		_exit(0);
+	for (;;)
+		pause();
+}
+
+TEST_F_TIMEOUT(tenant, charge_back_at_reap, 1800)
+{
+	uint64_t chunk = self->q0.chunk_size;
+	unsigned int i, nr, bad_charge = 0, first_bad = 0;
+	struct reap_reader reader = { 0 };
+	enum reap_way way;
+	int res[2], ret, st;
+	pthread_t th;
+	long long held;
+	pid_t pid;
+
+	ASSERT_EQ(0, getuid());
+	ASSERT_LE(REAP_CHUNKS * chunk, (uint64_t)pool_param("max_mb") * MIB);
+	ASSERT_EQ(0, pool_set_param("max_user_mb", REAP_CHUNKS * chunk / MIB));
+	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000))
+		TH_LOG("nobody holds pool memory already");
+	for (i = 0; i < REAP_LOOPS; i++) {
+		way = i % REAP_WAYS;
+		/* One slice of the whole budget, or one slice per chunk. */
+		nr = (i / REAP_WAYS) % 2 ? REAP_CHUNKS : 1;
+		ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (pid == 0) {
+			close(res[0]);
+			reap_child(chunk, nr, way, res[1]);
+		}
+		close(res[1]);
+		ret = -EPIPE;
+		if (read(res[0], &ret, sizeof(ret)) != sizeof(ret))
+			ret = -EPIPE;
+		close(res[0]);
+		reader.pid = pid;
+		reader.stop = false;
+		if (way == REAP_PROC_KILL)
+			ASSERT_EQ(0, pthread_create(&th, NULL,
+						    reap_proc_reader, &reader));
+		if (ret || (way != REAP_EXIT && way != REAP_DMABUF_EXIT))
+			kill(pid, SIGKILL);
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		/* Reaped: nothing of nobody's may be charged any more. */
+		held = user_bytes(NOBODY);
+		if (way == REAP_PROC_KILL) {
+			__atomic_store_n(&reader.stop, true, __ATOMIC_RELAXED);
+			pthread_join(th, NULL);
+		}
+		ASSERT_EQ(0, ret)
+			TH_LOG("iteration %u (way %d, %u slices): ALLOC of the whole budget: %s",
+			       i, way, nr, strerror(-ret));
+		if (way == REAP_EXIT || way == REAP_DMABUF_EXIT) {
+			ASSERT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+				TH_LOG("iteration %u: child status %#x", i, st);
+		} else {
+			ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+				TH_LOG("iteration %u: child status %#x", i, st);
+		}
+		if (held > 0 && !bad_charge++)
+			first_bad = i;
+		EXPECT_GE(0, held)
+			TH_LOG("iteration %u (way %d, %u slices): %lld bytes charged after waitpid()",
+			       i, way, nr, held);
+	}
+	EXPECT_EQ(0U, bad_charge)
+		TH_LOG("%u of %u reaps left a charge, the first at iteration %u",
+		       bad_charge, REAP_LOOPS, first_bad);
+	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+	/* What the readers' mmput() tore down late is free again. */
+	EXPECT_TRUE(POOL_WAIT(orphan_bytes() == 0, 20000));
 }
 
 TEST_HARNESS_MAIN
