@@ -71,39 +71,11 @@ FIXTURE(tmo) {
 
 #define RETIRED_MSG	" retired: an RDMA MR may still reach it"
 
-/*
- * One chunk was retired since setup: the log says so once, naming the
- * chunk by no frame number (@pfn, its first page's, in any hex form) and
- * no other "0x" number either.
- */
+/* One chunk was retired since setup: the log says so once, by pointer. */
 static void expect_retired_log(struct __test_metadata *_metadata, int fd,
 			       unsigned long pfn)
 {
-	char log[8192] = "", *line, *save, *tok, *tsave;
-	char hex[32], xhex[32];
-	int retired = 0;
-
-	ASSERT_LE(0, fd) TH_LOG("/dev/kmsg: %s", strerror(-fd));
-	/* The count is raised before the line is logged: wait for it. */
-	POOL_WAIT((kmsg_mrpool(fd, log, sizeof(log)),
-		   strstr(log, RETIRED_MSG) != NULL), 5000);
-	snprintf(hex, sizeof(hex), "%lx", pfn);
-	snprintf(xhex, sizeof(xhex), "%#lx", pfn);
-	for (line = strtok_r(log, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (!strstr(line, "chunk "))
-			continue;
-		TH_LOG("kernel: %s", line);
-		EXPECT_EQ(NULL, strstr(line, "0x")) TH_LOG("%s", line);
-		if (strstr(line, RETIRED_MSG))
-			retired++;
-		for (tok = strtok_r(line, " :", &tsave); tok;
-		     tok = strtok_r(NULL, " :", &tsave)) {
-			EXPECT_NE(0, strcasecmp(tok, hex)) TH_LOG("pfn %s", hex);
-			EXPECT_NE(0, strcasecmp(tok, xhex)) TH_LOG("pfn %s", xhex);
-		}
-	}
-	EXPECT_EQ(1, retired);
+	kmsg_expect_chunk_line(_metadata, fd, RETIRED_MSG, &pfn, 1);
 }
 
 FIXTURE_SETUP(tmo)

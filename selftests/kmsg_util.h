@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* /dev/kmsg, positioned after the last record: a descriptor or -errno. */
@@ -59,6 +60,44 @@ static inline int kmsg_mrpool(int fd, char *buf, size_t len)
 		n++;
 	}
 	return n;
+}
+
+/*
+ * Needs kselftest_harness.h and pool_util.h (POOL_WAIT) included first.
+ * Since the last read of @fd, the log has exactly one mrpool line with
+ * @msg (waited for up to 5 s: a counter moves before its line is logged),
+ * and no mrpool "chunk" line carries a frame number (@pfns, as "%lx" or
+ * "%#lx") or any other "0x" number: chunks are named by pointer only.
+ */
+static inline void kmsg_expect_chunk_line(struct __test_metadata *_metadata,
+					  int fd, const char *msg,
+					  const unsigned long *pfns, int npfns)
+{
+	char log[8192] = "", *line, *save, *tok, *tsave;
+	char hex[32], xhex[32];
+	int n = 0, i;
+
+	ASSERT_LE(0, fd) TH_LOG("/dev/kmsg: %s", strerror(-fd));
+	POOL_WAIT((kmsg_mrpool(fd, log, sizeof(log)),
+		   strstr(log, msg) != NULL), 5000);
+	for (line = strtok_r(log, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (!strstr(line, "chunk "))
+			continue;
+		TH_LOG("kernel: %s", line);
+		EXPECT_EQ(NULL, strstr(line, "0x")) TH_LOG("%s", line);
+		if (strstr(line, msg))
+			n++;
+		for (tok = strtok_r(line, " :", &tsave); tok;
+		     tok = strtok_r(NULL, " :", &tsave))
+			for (i = 0; i < npfns; i++) {
+				snprintf(hex, sizeof(hex), "%lx", pfns[i]);
+				snprintf(xhex, sizeof(xhex), "%#lx", pfns[i]);
+				EXPECT_NE(0, strcasecmp(tok, hex)) TH_LOG("pfn %s", hex);
+				EXPECT_NE(0, strcasecmp(tok, xhex)) TH_LOG("pfn %s", xhex);
+			}
+	}
+	EXPECT_EQ(1, n);
 }
 
 #endif

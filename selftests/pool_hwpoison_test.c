@@ -216,40 +216,11 @@ static bool row_of(const struct pool_chunk_row *r, void *arg)
 
 /* ---- the kernel log ---- */
 
-/*
- * Since setup the log has one retire line for a poisoned chunk, and no
- * mrpool chunk line carries a frame number (@pfns, in any hex form) or
- * any other "0x" number.
- */
+/* Since setup, one retire line for a poisoned chunk, no frame number. */
 static void expect_log(struct __test_metadata *_metadata, int fd,
 		       const unsigned long *pfns, int npfns)
 {
-	char log[8192] = "", *line, *save, *tok, *tsave;
-	char hex[32], xhex[32];
-	int n = 0, i;
-
-	ASSERT_LE(0, fd);
-	/* The counter moves before the line is logged: wait for it. */
-	POOL_WAIT((kmsg_mrpool(fd, log, sizeof(log)),
-		   strstr(log, HWP_MSG) != NULL), 5000);
-	for (line = strtok_r(log, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (!strstr(line, "chunk "))
-			continue;
-		TH_LOG("kernel: %s", line);
-		EXPECT_EQ(NULL, strstr(line, "0x")) TH_LOG("%s", line);
-		if (strstr(line, HWP_MSG))
-			n++;
-		for (tok = strtok_r(line, " :", &tsave); tok;
-		     tok = strtok_r(NULL, " :", &tsave))
-			for (i = 0; i < npfns; i++) {
-				snprintf(hex, sizeof(hex), "%lx", pfns[i]);
-				snprintf(xhex, sizeof(xhex), "%#lx", pfns[i]);
-				EXPECT_NE(0, strcasecmp(tok, hex));
-				EXPECT_NE(0, strcasecmp(tok, xhex));
-			}
-	}
-	EXPECT_EQ(1, n);
+	kmsg_expect_chunk_line(_metadata, fd, HWP_MSG, pfns, npfns);
 }
 
 /* ---- setup: a fresh chunk of the variant, max_mb one chunk above ---- */
