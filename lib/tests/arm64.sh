@@ -44,6 +44,9 @@ ksft=$(sed -n 's/^KSFT_DIR := //p' "$top/.cache/env.mk" 2>/dev/null || true)
 rm -rf "$out"
 mkdir -p "$out"
 cp -r "$top/lib" "$top/include" "$out/"
+# preload_test runs mrpool-run through wrappers (MRP_RUN_PATH)
+mkdir -p "$out/tools"
+cp -r "$top/tools/run" "$out/tools/"
 rm -rf "$out/lib/build" "$out"/lib/libmrpool.a "$out"/lib/libmrpool.so*
 cd "$out/lib"
 make -s clean
