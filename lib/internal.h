@@ -475,13 +475,16 @@ struct mrp_pool {
 	 * register in it unlocked (mrp_detach_pd() waits for 0 before the
 	 * PD's MRs go); slots a detach is waiting on, which no creation
 	 * starts to register in; and the condition those waits sleep on,
-	 * broadcast whenever a creation ends.
+	 * broadcast whenever a creation ends. detach_waits counts the
+	 * detaches that found registrations in flight and slept (for tests:
+	 * that a detach waited, not only that it returned late).
 	 */
 	struct mrp_arena *creating;
 	size_t creating_bytes;
 	uint32_t reg_busy[MRP_MAX_PDS];
 	uint32_t pd_detaching;
 	pthread_cond_t created;
+	_Atomic uint64_t detach_waits;
 	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
 	struct mrp_fallback *fallbacks;
 	struct mrp_mw *mws;		/* bound memory windows */

@@ -388,6 +388,8 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	 */
 	pool->pd_detaching |= 1u << slot;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	if (pool->reg_busy[slot])
+		mrp_add(&pool->detach_waits, 1);
 	while (pool->reg_busy[slot])
 		pthread_cond_wait(&pool->created, &pool->lock);
 	pthread_setcancelstate(cancel, NULL);

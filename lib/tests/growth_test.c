@@ -454,7 +454,7 @@ TEST(detach_waits_for_registration)
 	struct detacher d = { 0 };
 	struct mrp_buf b;
 	struct grower g;
-	int live0 = fake_live;
+	int live0 = fake_live, i;
 
 	ASSERT_NE(NULL, pool);
 	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
@@ -465,8 +465,11 @@ TEST(detach_waits_for_registration)
 	d.pool = pool;
 	d.pd = FAKE_PD(1);
 	ASSERT_EQ(0, pthread_create(&d.thr, NULL, detacher_main, &d));
-	/* a chance to return early, which a correct detach never takes */
-	sleep_ms(100);
+	/* the detach sleeps for the registration in flight, counted */
+	for (i = 0; i < HOLD_MS && !atomic_load(&pool->detach_waits) &&
+	     !atomic_load(&d.done); i++)
+		sleep_ms(1);
+	EXPECT_EQ(1, atomic_load(&pool->detach_waits));
 	EXPECT_FALSE(atomic_load(&d.done));
 	EXPECT_EQ(1, fake_held());
 	fake_release();
