@@ -612,12 +612,15 @@ static void kt_lend_once(struct kt_ctx *t)
  * of any mrpool lock held across an allocation that may reclaim, and
  * reports the cycle) and PF_MEMALLOC set. In there: a buffer is taken,
  * bytes are written into it over RDMA from a buffer taken before, checked,
- * and it is freed. The loop's QPs are made outside, as a borrower would.
+ * and it is freed; then the same with a buffer of a session. The loop's
+ * QPs and the session are made outside, as a borrower would (at connection
+ * set-up); only buffers are taken and freed in there.
  */
 static void kt_reclaim(struct kt_ctx *t)
 {
 	u32 len = min_t(size_t, KT_LEN_MAX, mrpool_kbuf_max_size());
-	struct mrpool_kbuf *a, *b;
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *a, *b, *c;
 	unsigned int noreclaim;
 	int ret;
 
@@ -634,6 +637,7 @@ static void kt_reclaim(struct kt_ctx *t)
 		goto destroy;
 	}
 	kt_fill(a->vaddr, len, 0x3c);
+	s = mrpool_kbuf_session_create(t->dev, NULL);
 
 	fs_reclaim_acquire(GFP_KERNEL);
 	noreclaim = memalloc_noreclaim_save();
@@ -646,8 +650,18 @@ static void kt_reclaim(struct kt_ctx *t)
 		  " - %s: reclaim: a buffer taken, written over RDMA and freed from reclaim context (%d)",
 		  t->name, ret);
 	mrpool_kbuf_free(b);
+	/* a session's buffer: its own PD's loop registers it */
+	c = IS_ERR(s) ? ERR_CAST(s) : mrpool_kbuf_session_alloc(s, len);
+	ret = PTR_ERR_OR_ZERO(c);
+	if (!ret)
+		memcpy(c->vaddr, a->vaddr, len);
+	kt_report(!ret && c->pd == s->pd && !memcmp(a->vaddr, c->vaddr, len),
+		  " - %s: reclaim: a session's buffer taken and freed from reclaim context (%d)",
+		  t->name, ret);
+	mrpool_kbuf_free(c);
 	memalloc_noreclaim_restore(noreclaim);
 	fs_reclaim_release(GFP_KERNEL);
+	mrpool_kbuf_session_destroy(s);
 
 destroy:
 	kt_loop_destroy(t);
