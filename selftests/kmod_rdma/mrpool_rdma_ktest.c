@@ -10,7 +10,8 @@
  * and whose key bytes must not count up, and two sessions, each with a PD
  * of its own, whose QPs cannot reach each other's buffers. With
  * mode=lend_once dev=NAME it only lends one buffer on that device and
- * frees it (for the failure-knob tests of ib_timeout_test); with
+ * frees it (for the failure-knob tests of ib_timeout_test; session_once:
+ * the same in a session of its own); with
  * mode=reclaim dev=NAME it borrows as a reclaim path would (see
  * kt_reclaim()); with mode=session_hold dev=NAME it keeps a session and
  * two buffers through the device's removal (see kt_hold()). Results are
@@ -34,7 +35,7 @@
 
 static char *mode = "";
 module_param(mode, charp, 0444);
-MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev), reclaim (borrow on dev from reclaim context) or session_hold (keep a session on dev through its removal)");
+MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev), session_once (one lend in a session on dev), reclaim (borrow on dev from reclaim context) or session_hold (keep a session on dev through its removal)");
 static char *dev = "";
 module_param(dev, charp, 0444);
 MODULE_PARM_DESC(dev, "the device lend_once and reclaim use");
@@ -607,6 +608,26 @@ static void kt_lend_once(struct kt_ctx *t)
 }
 
 /*
+ * The same through a session of mrpool's PD: one buffer lent, freed, and
+ * the session destroyed (for ib_timeout_test: a lend MR that gets stuck
+ * keeps the session's loop until the device goes).
+ */
+static void kt_session_once(struct kt_ctx *t)
+{
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *a;
+
+	s = mrpool_kbuf_session_create(t->dev, NULL);
+	a = IS_ERR(s) ? ERR_CAST(s) : mrpool_kbuf_session_alloc(s, PAGE_SIZE);
+	kt_report(!IS_ERR(a), " - %s: session lend pfn %#lx rkey %#x (%d)",
+		  t->name, IS_ERR(a) ? 0UL : kt_pfn(a->vaddr),
+		  IS_ERR(a) ? 0 : a->rkey, PTR_ERR_OR_ZERO(a));
+	mrpool_kbuf_free(a);
+	mrpool_kbuf_session_destroy(s);
+	kt_report(!IS_ERR(a), " - %s: lend freed, session destroyed", t->name);
+}
+
+/*
  * A borrower on a reclaim path (a shrinker, a block driver's writeback):
  * as direct reclaim does, fs_reclaim is held (for lockdep: it then knows
  * of any mrpool lock held across an allocation that may reclaim, and
@@ -774,6 +795,9 @@ static int kt_add(struct ib_device *ibdev)
 	if (!strcmp(mode, "lend_once")) {
 		if (!strcmp(t->name, dev))
 			kt_lend_once(t);
+	} else if (!strcmp(mode, "session_once")) {
+		if (!strcmp(t->name, dev))
+			kt_session_once(t);
 	} else if (!strcmp(mode, "reclaim")) {
 		if (!strcmp(t->name, dev))
 			kt_reclaim(t);
