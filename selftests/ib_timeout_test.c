@@ -49,7 +49,7 @@
 
 /* Objects that must return to their count once DEV is gone. */
 struct census {
-	long long pds, mrs, dma_maps, stuck, kbufs, lends;
+	long long pds, mrs, dma_maps, stuck, kbufs, lends, sessions;
 };
 
 static void census(struct census *c)
@@ -60,6 +60,7 @@ static void census(struct census *c)
 	c->stuck = ib_stat("stuck_mrs");
 	c->kbufs = ib_stat("kbufs");
 	c->lends = ib_stat("lends");
+	c->sessions = ib_stat("sessions");
 }
 
 FIXTURE(tmo) {
@@ -142,6 +143,7 @@ static void expect_dev_gone(struct __test_metadata *_metadata,
 	EXPECT_EQ(base->stuck, now.stuck);
 	EXPECT_EQ(base->kbufs, now.kbufs);
 	EXPECT_EQ(base->lends, now.lends);
+	EXPECT_EQ(base->sessions, now.sessions);
 }
 
 struct adder {
@@ -326,6 +328,45 @@ TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
 	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
 	EXPECT_EQ(self->base.lends, ib_stat("lends"));
 	expect_retired_log(_metadata, self->kmsg, pfn);
+	expect_dev_gone(_metadata, &self->base, others);
+}
+
+/*
+ * The same for a buffer of a session (mrpool's PD): the chunk is retired,
+ * and the session's loop, destroyed by its borrower, stays parked (its PD
+ * holds the stuck MR, its QP may still run the late work request) until
+ * the device's teardown, which then frees it with the MR.
+ */
+TEST_F_TIMEOUT(tmo, undrained_session_free_parks_loop, 120)
+{
+	unsigned long pfn = 0;
+	char path[PATH_MAX], state[32];
+	int others, ok, not_ok;
+
+	ASSERT_EQ(0, link_add(DEV));
+	others = ib_ready_devices(DEV);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)));
+	ASSERT_EQ(0, ktest_run(path, "mode=session_once dev=" DEV, &ok, &not_ok,
+			       &pfn));
+	EXPECT_EQ(2, ok);
+	EXPECT_EQ(0, not_ok);
+	ASSERT_NE(0, pfn);
+
+	EXPECT_EQ(self->retired + 1, pool_attr("stats/retired"));
+	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
+	dev_str(DEV, "state", state, sizeof(state));
+	EXPECT_STREQ("failed", state);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->base.lends, ib_stat("lends"));
+	EXPECT_EQ(self->base.kbufs, ib_stat("kbufs"));
+	/* destroyed by its borrower, kept for the stuck MR */
+	EXPECT_EQ(self->base.sessions + 1, ib_stat("sessions"));
+	expect_retired_log(_metadata, self->kmsg, pfn);
+	/* the teardown frees the parked loop: sessions and PDs back */
 	expect_dev_gone(_metadata, &self->base, others);
 }
 

@@ -274,42 +274,66 @@ static inline int ktest_path(char *buf, size_t len)
  * TAP, count its results, unload it. A "lend pfn X" line sets *@lend_pfn
  * (NULL: not wanted). 0 or -errno.
  */
-static inline int ktest_run(const char *path, const char *params, int *ok,
-			    int *not_ok, unsigned long *lend_pfn)
+/* Load the test module with @params (an old copy goes first): 0 or -errno. */
+static inline int ktest_load(const char *path, const char *params)
 {
-	char line[256], *p;
-	FILE *f;
 	int fd, ret;
 
-	*ok = *not_ok = 0;
 	syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ret = syscall(__NR_finit_module, fd, params, 0) ? -errno : 0;
 	close(fd);
+	return ret;
+}
+
+/*
+ * The loaded test module's results so far, each echoed: ok and not ok
+ * counted, the pfn of a "lend pfn" line in *lend_pfn if asked. 0 or -errno.
+ */
+static inline int ktest_tap(int *ok, int *not_ok, unsigned long *lend_pfn)
+{
+	char line[256], *p;
+	FILE *f;
+
+	*ok = *not_ok = 0;
+	f = fopen(KTEST_TAP, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		printf("# ktest: %s", line);
+		if (!strncmp(line, "ok ", 3))
+			(*ok)++;
+		else if (!strncmp(line, "not ok ", 7))
+			(*not_ok)++;
+		p = strstr(line, "lend pfn ");
+		if (p && lend_pfn)
+			*lend_pfn = strtoul(p + 9, NULL, 16);
+	}
+	fclose(f);
+	fflush(stdout);
+	return 0;
+}
+
+static inline int ktest_unload(void)
+{
+	return syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) ? -errno : 0;
+}
+
+/* Load, read the results of what ran at load, unload. */
+static inline int ktest_run(const char *path, const char *params, int *ok,
+			    int *not_ok, unsigned long *lend_pfn)
+{
+	int ret, unload;
+
+	*ok = *not_ok = 0;
+	ret = ktest_load(path, params);
 	if (ret)
 		return ret;
-	f = fopen(KTEST_TAP, "re");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			printf("# ktest: %s", line);
-			if (!strncmp(line, "ok ", 3))
-				(*ok)++;
-			else if (!strncmp(line, "not ok ", 7))
-				(*not_ok)++;
-			p = strstr(line, "lend pfn ");
-			if (p && lend_pfn)
-				*lend_pfn = strtoul(p + 9, NULL, 16);
-		}
-		fclose(f);
-	} else {
-		ret = -errno;
-	}
-	fflush(stdout);
-	if (syscall(__NR_delete_module, KTEST_NAME, O_NONBLOCK) && !ret)
-		ret = -errno;
-	return ret;
+	ret = ktest_tap(ok, not_ok, lend_pfn);
+	unload = ktest_unload();
+	return ret ? ret : unload;
 }
 
 #endif /* IB_UTIL_H */

@@ -262,8 +262,8 @@ static int kmsg_lockdep_reports(int fd)
 /*
  * A borrower on a reclaim path, after a process's ALLOC grew the pool (so
  * the chunk was registered on every device under its lock): the test
- * module takes, uses and frees a buffer from reclaim context (fs_reclaim
- * held, PF_MEMALLOC). On a lockdep kernel, an mrpool lock held across an
+ * module takes, uses and frees a buffer of the shared PD and one of a
+ * session from reclaim context (fs_reclaim held, PF_MEMALLOC). On a lockdep kernel, an mrpool lock held across an
  * allocation that may reclaim is a circular dependency report; elsewhere
  * the path still runs and the bytes arrive.
  */
@@ -291,10 +291,59 @@ TEST_F_TIMEOUT(ib, kernel_api_from_reclaim, 120)
 	ASSERT_EQ(0, ktest_run(path, "mode=reclaim dev=rxe0", &ok, &not_ok,
 			       NULL));
 	EXPECT_EQ(0, not_ok);
-	EXPECT_EQ(1, ok);
+	EXPECT_EQ(2, ok);
 	EXPECT_EQ(0, kmsg_lockdep_reports(kmsg));
 	EXPECT_EQ(0, ib_stat("kbufs"));
 	close(kmsg);
+}
+
+/*
+ * A borrower that keeps a session (in mrpool's PD) and two buffers (one of
+ * the session, one of the shared lend PD) through its device's removal,
+ * against the API's rule: the removal still completes (mrpool tears the
+ * session's QPs, PD and the lends down), the session then refuses a new
+ * buffer with -ENODEV, both buffers kept their bytes (their chunks were
+ * not handed on while lent), and freeing them and destroying the session
+ * afterwards is safe (KASAN on the debug kernel) and leaves no kernel
+ * buffer, lend, session or PD behind.
+ */
+TEST_F_TIMEOUT(ib, session_outlives_device, 120)
+{
+	char path[PATH_MAX];
+	int ok, not_ok, fd;
+
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko not built", KTEST_NAME);
+	ASSERT_EQ(0, link_add("mrpt0"));
+	ASSERT_EQ(0, ktest_load(path, "mode=session_hold dev=mrpt0"));
+	ASSERT_EQ(0, ktest_tap(&ok, &not_ok, NULL));
+	EXPECT_EQ(0, not_ok);
+	ASSERT_EQ(1, ok);
+	EXPECT_EQ(1, ib_stat("sessions"));
+	EXPECT_EQ(2, ib_stat("kbufs"));
+	EXPECT_EQ(2, ib_stat("lends"));
+
+	/* returns only once every user of mrpt0 let go: mrpool did */
+	ASSERT_EQ(0, link_del("mrpt0"));
+	EXPECT_FALSE(dev_listed("mrpt0"));
+	ASSERT_EQ(0, ktest_tap(&ok, &not_ok, NULL));
+	EXPECT_EQ(0, not_ok);
+	EXPECT_EQ(2, ok);
+	EXPECT_EQ(2, ib_stat("kbufs"));
+
+	fd = open("/sys/kernel/debug/" KTEST_NAME "/release", O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(1, write(fd, "1", 1)) TH_LOG("release: %s", strerror(errno));
+	close(fd);
+	ASSERT_EQ(0, ktest_tap(&ok, &not_ok, NULL));
+	EXPECT_EQ(0, not_ok);
+	EXPECT_EQ(5, ok);
+	EXPECT_EQ(0, ib_stat("kbufs"));
+	EXPECT_EQ(0, ib_stat("lends"));
+	EXPECT_EQ(0, ib_stat("sessions"));
+	EXPECT_EQ(self->base.pds, ib_stat("pds"));
+	EXPECT_EQ(self->base.devices, ib_stat("devices"));
+	EXPECT_EQ(0, ktest_unload());
 }
 
 /* Cached MRs (debugfs mrs) whose page size is below @chunk; -1 on error. */

@@ -10,9 +10,12 @@
  * and whose key bytes must not count up, and two sessions, each with a PD
  * of its own, whose QPs cannot reach each other's buffers. With
  * mode=lend_once dev=NAME it only lends one buffer on that device and
- * frees it (for the failure-knob tests of ib_timeout_test); with
+ * frees it (for the failure-knob tests of ib_timeout_test; session_once:
+ * the same in a session of its own); with
  * mode=reclaim dev=NAME it borrows as a reclaim path would (see
- * kt_reclaim()). Results are TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
+ * kt_reclaim()); with mode=session_hold dev=NAME it keeps a session and
+ * two buffers through the device's removal (see kt_hold()). Results are
+ * TAP in /sys/kernel/debug/mrpool_rdma_ktest/tap.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -32,7 +35,7 @@
 
 static char *mode = "";
 module_param(mode, charp, 0444);
-MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev) or reclaim (borrow on dev from reclaim context)");
+MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev), session_once (one lend in a session on dev), reclaim (borrow on dev from reclaim context) or session_hold (keep a session on dev through its removal)");
 static char *dev = "";
 module_param(dev, charp, 0444);
 MODULE_PARM_DESC(dev, "the device lend_once and reclaim use");
@@ -605,17 +608,40 @@ static void kt_lend_once(struct kt_ctx *t)
 }
 
 /*
+ * The same through a session of mrpool's PD: one buffer lent, freed, and
+ * the session destroyed (for ib_timeout_test: a lend MR that gets stuck
+ * keeps the session's loop until the device goes).
+ */
+static void kt_session_once(struct kt_ctx *t)
+{
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *a;
+
+	s = mrpool_kbuf_session_create(t->dev, NULL);
+	a = IS_ERR(s) ? ERR_CAST(s) : mrpool_kbuf_session_alloc(s, PAGE_SIZE);
+	kt_report(!IS_ERR(a), " - %s: session lend pfn %#lx rkey %#x (%d)",
+		  t->name, IS_ERR(a) ? 0UL : kt_pfn(a->vaddr),
+		  IS_ERR(a) ? 0 : a->rkey, PTR_ERR_OR_ZERO(a));
+	mrpool_kbuf_free(a);
+	mrpool_kbuf_session_destroy(s);
+	kt_report(!IS_ERR(a), " - %s: lend freed, session destroyed", t->name);
+}
+
+/*
  * A borrower on a reclaim path (a shrinker, a block driver's writeback):
  * as direct reclaim does, fs_reclaim is held (for lockdep: it then knows
  * of any mrpool lock held across an allocation that may reclaim, and
  * reports the cycle) and PF_MEMALLOC set. In there: a buffer is taken,
  * bytes are written into it over RDMA from a buffer taken before, checked,
- * and it is freed. The loop's QPs are made outside, as a borrower would.
+ * and it is freed; then the same with a buffer of a session. The loop's
+ * QPs and the session are made outside, as a borrower would (at connection
+ * set-up); only buffers are taken and freed in there.
  */
 static void kt_reclaim(struct kt_ctx *t)
 {
 	u32 len = min_t(size_t, KT_LEN_MAX, mrpool_kbuf_max_size());
-	struct mrpool_kbuf *a, *b;
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *a, *b, *c;
 	unsigned int noreclaim;
 	int ret;
 
@@ -632,6 +658,7 @@ static void kt_reclaim(struct kt_ctx *t)
 		goto destroy;
 	}
 	kt_fill(a->vaddr, len, 0x3c);
+	s = mrpool_kbuf_session_create(t->dev, NULL);
 
 	fs_reclaim_acquire(GFP_KERNEL);
 	noreclaim = memalloc_noreclaim_save();
@@ -644,13 +671,116 @@ static void kt_reclaim(struct kt_ctx *t)
 		  " - %s: reclaim: a buffer taken, written over RDMA and freed from reclaim context (%d)",
 		  t->name, ret);
 	mrpool_kbuf_free(b);
+	/* a session's buffer: its own PD's loop registers it */
+	c = IS_ERR(s) ? ERR_CAST(s) : mrpool_kbuf_session_alloc(s, len);
+	ret = PTR_ERR_OR_ZERO(c);
+	if (!ret)
+		memcpy(c->vaddr, a->vaddr, len);
+	kt_report(!ret && c->pd == s->pd && !memcmp(a->vaddr, c->vaddr, len),
+		  " - %s: reclaim: a session's buffer taken and freed from reclaim context (%d)",
+		  t->name, ret);
+	mrpool_kbuf_free(c);
 	memalloc_noreclaim_restore(noreclaim);
 	fs_reclaim_release(GFP_KERNEL);
+	mrpool_kbuf_session_destroy(s);
 
 destroy:
 	kt_loop_destroy(t);
 	mrpool_kbuf_free(a);
 }
+
+/*
+ * mode=session_hold: a borrower that breaks mrpool_kapi.h's lifetime rule
+ * (free everything in your remove callback, before mrpool's runs). At add
+ * it takes a session in a PD of mrpool's, a buffer of that session and one
+ * of the shared lend PD, and fills both; its remove callback keeps them
+ * all. mrpool tears them down with the device; the API promises they are
+ * still safe to free. A write to debugfs "release" then checks that the
+ * session refuses a new buffer (-ENODEV: the device is gone), that both
+ * buffers still hold their bytes (their chunks were not handed on), and
+ * frees the buffers and the session. Under kt_hold_lock.
+ */
+#define KT_HOLD_LEN	SZ_16K
+
+static DEFINE_MUTEX(kt_hold_lock);
+static struct {
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *sbuf, *lbuf;
+	struct ib_device *ibdev;	/* compared only, never used after remove */
+	char name[IB_DEVICE_NAME_MAX];
+} kt_held;
+
+static void kt_hold(struct kt_ctx *t)
+{
+	struct mrpool_kbuf_session *s;
+	struct mrpool_kbuf *sb = NULL, *lb = NULL;
+
+	s = mrpool_kbuf_session_create(t->dev, NULL);
+	if (!IS_ERR(s)) {
+		sb = mrpool_kbuf_session_alloc(s, KT_HOLD_LEN);
+		lb = mrpool_kbuf_alloc(t->dev, KT_HOLD_LEN);
+	}
+	kt_report(!IS_ERR(s) && !IS_ERR(sb) && !IS_ERR(lb),
+		  " - %s: hold: a session, its buffer and a shared one (%d %d %d)",
+		  t->name, PTR_ERR_OR_ZERO(s), PTR_ERR_OR_ZERO(sb),
+		  PTR_ERR_OR_ZERO(lb));
+	if (IS_ERR(s) || IS_ERR(sb) || IS_ERR(lb)) {
+		mrpool_kbuf_free(lb);
+		mrpool_kbuf_free(sb);
+		mrpool_kbuf_session_destroy(s);
+		return;
+	}
+	kt_fill(sb->vaddr, KT_HOLD_LEN, 0x5a);
+	kt_fill(lb->vaddr, KT_HOLD_LEN, 0xa5);
+	mutex_lock(&kt_hold_lock);
+	kt_held.s = s;
+	kt_held.sbuf = sb;
+	kt_held.lbuf = lb;
+	kt_held.ibdev = t->dev;
+	strscpy(kt_held.name, t->name, sizeof(kt_held.name));
+	mutex_unlock(&kt_hold_lock);
+}
+
+/* The held objects checked and freed; false if none were held. */
+static bool kt_release(void)
+{
+	struct mrpool_kbuf *b;
+	bool held;
+
+	mutex_lock(&kt_hold_lock);
+	held = kt_held.s;
+	if (held) {
+		b = mrpool_kbuf_session_alloc(kt_held.s, KT_HOLD_LEN);
+		kt_report(PTR_ERR_OR_ZERO(b) == -ENODEV,
+			  " - %s: after the removal the session takes no buffer (%d)",
+			  kt_held.name, PTR_ERR_OR_ZERO(b));
+		mrpool_kbuf_free(b);
+		kt_report(kt_filled(kt_held.sbuf->vaddr, KT_HOLD_LEN, 0x5a) &&
+			  kt_filled(kt_held.lbuf->vaddr, KT_HOLD_LEN, 0xa5),
+			  " - %s: both buffers kept their bytes through the removal",
+			  kt_held.name);
+		mrpool_kbuf_free(kt_held.sbuf);
+		mrpool_kbuf_free(kt_held.lbuf);
+		mrpool_kbuf_session_destroy(kt_held.s);
+		kt_report(true, " - %s: buffers freed and session destroyed",
+			  kt_held.name);
+		memset(&kt_held, 0, sizeof(kt_held));
+	}
+	mutex_unlock(&kt_hold_lock);
+	return held;
+}
+
+static ssize_t release_write(struct file *file, const char __user *buf,
+			     size_t len, loff_t *ppos)
+{
+	return kt_release() ? len : -ENOENT;
+}
+
+static const struct file_operations release_fops = {
+	.owner = THIS_MODULE,
+	.write = release_write,
+	.llseek = noop_llseek,
+};
 
 static int kt_add(struct ib_device *ibdev)
 {
@@ -665,9 +795,19 @@ static int kt_add(struct ib_device *ibdev)
 	if (!strcmp(mode, "lend_once")) {
 		if (!strcmp(t->name, dev))
 			kt_lend_once(t);
+	} else if (!strcmp(mode, "session_once")) {
+		if (!strcmp(t->name, dev))
+			kt_session_once(t);
 	} else if (!strcmp(mode, "reclaim")) {
 		if (!strcmp(t->name, dev))
 			kt_reclaim(t);
+	} else if (!strcmp(mode, "session_hold")) {
+		if (!strcmp(t->name, dev)) {
+			kt_hold(t);
+			kfree(t);
+			/* remove is called for this device: it reports */
+			return 0;
+		}
 	} else {
 		kt_run(t);
 	}
@@ -676,9 +816,21 @@ static int kt_add(struct ib_device *ibdev)
 	return -EOPNOTSUPP;
 }
 
+/* Only session_hold's device: what it holds is kept on purpose (above). */
+static void kt_remove(struct ib_device *ibdev, void *client_data)
+{
+	mutex_lock(&kt_hold_lock);
+	kt_report(kt_held.ibdev == ibdev,
+		  " - %s: removed while the session and its buffers are held",
+		  dev_name(&ibdev->dev));
+	kt_held.ibdev = NULL;
+	mutex_unlock(&kt_hold_lock);
+}
+
 static struct ib_client kt_client = {
 	.name = "mrpool_rdma_ktest",
 	.add = kt_add,
+	.remove = kt_remove,
 };
 
 static int __init kt_init(void)
@@ -696,6 +848,7 @@ static int __init kt_init(void)
 	}
 	kt_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("tap", 0400, kt_dir, NULL, &tap_fops);
+	debugfs_create_file("release", 0200, kt_dir, NULL, &release_fops);
 	return 0;
 }
 
@@ -703,6 +856,8 @@ static void __exit kt_exit(void)
 {
 	debugfs_remove_recursive(kt_dir);
 	ib_unregister_client(&kt_client);
+	/* a test that stopped before its release leaves nothing behind */
+	kt_release();
 	kfree(kt_results);
 }
 
