@@ -83,9 +83,19 @@ static struct mrpool_quota *mrpool_quota_find(const struct cgroup *cgrp)
 	return NULL;
 }
 
+/*
+ * @cgrp was removed (rmdir): its own css goes offline then. Not
+ * css_is_dying(), which newer kernels answer from CSS_DYING, set on
+ * the subsystems' css only.
+ */
+static bool mrpool_cgroup_removed(struct cgroup *cgrp)
+{
+	return !(READ_ONCE(cgrp->self.flags) & CSS_ONLINE);
+}
+
 static bool mrpool_quota_removed(struct mrpool_quota *q)
 {
-	return css_is_dying(&q->cgrp->self);
+	return mrpool_cgroup_removed(q->cgrp);
 }
 
 /*
@@ -257,7 +267,7 @@ int mrpool_quota_set(struct cgroup *cgrp, u64 limit)
 	}
 	spin_lock(&mrpool_quotas_lock);
 	mrpool_quotas_prune(&dead);
-	if (css_is_dying(&cgrp->self)) {
+	if (mrpool_cgroup_removed(cgrp)) {
 		ret = -ENOENT;
 		goto unlock;
 	}
