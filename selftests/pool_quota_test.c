@@ -9,7 +9,8 @@
  * sum of its children, quota_mode rlimit and both bring the tenant's
  * limits back, a charged cgroup removed by rmdir stays charged until its
  * memory is back, a killed child's charge is gone right after waitpid(),
- * and unprivileged or malformed requests change nothing.
+ * and unprivileged or malformed requests change nothing; mrpoolctl quota
+ * and metrics agree with netlink.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mount.h>
@@ -733,6 +735,131 @@ TEST_F(quota, malformed_requests_refused)
 		EXPECT_EQ(before.rows[i].limit, after.rows[i].limit);
 		EXPECT_EQ(before.rows[i].usage, after.rows[i].usage);
 	}
+}
+
+/* tools/mrpoolctl/mrpoolctl (as mrpoolctl_test finds it), or NULL. */
+static const char *ctl_tool(void)
+{
+	static const char *const tries[] = {
+		"tools/mrpoolctl/mrpoolctl", "../tools/mrpoolctl/mrpoolctl",
+	};
+	const char *env = getenv("MRPOOLCTL");
+	size_t i;
+
+	if (env && *env)
+		return env;
+	for (i = 0; i < ARRAY_SIZE(tries); i++)
+		if (!access(tries[i], X_OK))
+			return tries[i];
+	return NULL;
+}
+
+/* Run "mrpoolctl ARGS" (stderr dropped), stdout into @out; exit status. */
+static int ctl_run(const char *args, char *out, size_t len)
+{
+	char cmd[512];
+	size_t got = 0, n;
+	FILE *p;
+	int st;
+
+	out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", ctl_tool(), args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (got + 1 < len && (n = fread(out + got, 1, len - 1 - got, p)))
+		got += n;
+	out[got] = '\0';
+	st = pclose(p);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * mrpoolctl quota set (with a /sys/fs/cgroup path and a size suffix),
+ * list, list --json, del, and metrics' per-quota samples agree with
+ * netlink; as nobody set is refused, a bad size is a usage error.
+ */
+TEST_F(quota, mrpoolctl_quota)
+{
+	uint64_t ida = cg_id(self->a), limit = QA * self->chunk;
+	static char out[65536];
+	struct child_report rep;
+	struct quota_list l;
+	struct quota_row *row;
+	char args[256], want[256];
+	int status;
+	pid_t pid;
+
+	if (!ctl_tool())
+		POOL_SKIP("tools/mrpoolctl/mrpoolctl not built (run make)");
+	snprintf(args, sizeof(args), "quota set %s %lluK", self->a,
+		 (unsigned long long)(limit >> 10));
+	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(limit, row->limit);
+	EXPECT_STREQ(CG_REL "/a", row->path);
+
+	pid = spawn(self->a, self->chunk, 2, true, &rep);
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(2, rep.got);
+	ASSERT_EQ(0, ctl_run("quota list", out, sizeof(out)));
+	snprintf(want, sizeof(want), "%s %llu %llu %llu", CG_REL "/a",
+		 (unsigned long long)ida, (unsigned long long)limit,
+		 (unsigned long long)(2 * self->chunk));
+	/* Columns are aligned: compare with runs of spaces squeezed. */
+	{
+		char *r = out, *w = out;
+
+		for (; *r; r++)
+			if (*r != ' ' || w == out || w[-1] != ' ')
+				*w++ = *r;
+		*w = '\0';
+	}
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("list: %s", out);
+	ASSERT_EQ(0, ctl_run("--json quota list", out, sizeof(out)));
+	snprintf(want, sizeof(want),
+		 "{\"path\":\"%s\",\"cgroup_id\":%llu,\"limit_bytes\":%llu,\"bytes\":%llu,",
+		 CG_REL "/a", (unsigned long long)ida,
+		 (unsigned long long)limit,
+		 (unsigned long long)(2 * self->chunk));
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("json: %s", out);
+	ASSERT_EQ(0, ctl_run("metrics", out, sizeof(out)));
+	snprintf(want, sizeof(want),
+		 "mrpool_quota_bytes{cgroup=\"%s\"} %llu\n", CG_REL "/a",
+		 (unsigned long long)(2 * self->chunk));
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("metrics: %s", out);
+	snprintf(want, sizeof(want),
+		 "mrpool_quota_limit_bytes{cgroup=\"%s\"} %llu\n",
+		 CG_REL "/a", (unsigned long long)limit);
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("metrics: %s", out);
+	ASSERT_EQ(0, reap(pid));
+
+	/* Usage errors, and a refusal as nobody: the quota unchanged. */
+	snprintf(args, sizeof(args), "quota set %s 8X", self->a);
+	EXPECT_EQ(2, ctl_run(args, out, sizeof(out)));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(100);
+		snprintf(args, sizeof(args), "quota set %s 1G", self->a);
+		_exit(ctl_run(args, out, sizeof(out)));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+		TH_LOG("status %#x", status);
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(limit, row->limit);
+
+	snprintf(args, sizeof(args), "quota del %s", CG_REL "/a");
+	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	EXPECT_EQ(NULL, quota_find(&l, ida));
+	EXPECT_EQ(1, ctl_run(args, out, sizeof(out)));
 }
 
 TEST_HARNESS_MAIN
