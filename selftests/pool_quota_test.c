@@ -8,7 +8,8 @@
  * exactly its quota, siblings each theirs, a parent's quota bounds the
  * sum of its children, quota_mode rlimit and both bring the tenant's
  * limits back, a charged cgroup removed by rmdir stays charged until its
- * memory is back, a killed child's charge is gone right after waitpid(),
+ * memory is back, freed chunks a pipe pins stay charged (quarantined)
+ * until it goes, a killed child's charge is gone right after waitpid(),
  * and unprivileged or malformed requests change nothing; mrpoolctl quota
  * and metrics agree with netlink.
  */
@@ -27,6 +28,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
@@ -370,6 +372,57 @@ static int reap(pid_t pid)
 	return waitpid(pid, &st, 0) == pid ? 0 : -1;
 }
 
+/*
+ * As quota_child, but each chunk is mapped, one page of it vmsplice()d
+ * into a pipe kept open, unmapped and freed: it stays in quarantine
+ * until the pipes go with the process.
+ */
+static void splice_child(const char *dir, uint64_t chunk, int max, int out)
+{
+	struct rlimit rl = { MEMLOCK, MEMLOCK };
+	struct child_report rep = { 0 };
+	struct mrpool_alloc a;
+	struct iovec iov;
+	int fd = -1, ret, pfd[2];
+	void *p;
+
+	if (cg_move(dir, getpid()))
+		rep.err = 1;
+	else if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+		 setgid(NOBODY) || setuid(NOBODY))
+		rep.err = 2;
+	if (!rep.err) {
+		fd = pool_open();
+		if (fd < 0)
+			rep.err = 3;
+	}
+	while (!rep.err && rep.got < max) {
+		ret = pool_alloc(fd, chunk, &a);
+		if (ret) {
+			rep.err = ret;
+			break;
+		}
+		rep.got++;
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED || pipe(pfd)) {
+			rep.err = 4;
+			break;
+		}
+		memset(p, 0x5a, 4096);
+		iov.iov_base = p;
+		iov.iov_len = 4096;
+		if (vmsplice(pfd[1], &iov, 1, 0) != 4096 ||
+		    munmap(p, a.length) || pool_free(fd, a.slice_id)) {
+			rep.err = 5;
+			break;
+		}
+	}
+	if (write(out, &rep, sizeof(rep)) != sizeof(rep))
+		_exit(9);
+	for (;;)
+		pause();
+}
+
 FIXTURE(quota) {
 	int fd;
 	struct mrpool_query q0;
@@ -456,6 +509,46 @@ TEST_F(quota, child_gets_exactly_its_quota)
 			       i, usage);
 	}
 	EXPECT_EQ(0U, late);
+}
+
+/*
+ * Freed chunks a pipe still pins stay charged to the quota, shown as
+ * quarantined, and count against it; back to 0 once the pipes are gone.
+ */
+TEST_F(quota, quarantine_keeps_quota_charge)
+{
+	uint64_t ida = cg_id(self->a);
+	struct child_report rep = { -1, 10 };
+	struct quota_list l;
+	struct quota_row *row;
+	int res[2];
+	pid_t pid;
+
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(res[0]);
+		splice_child(self->a, self->chunk, QA + 1, res[1]);
+	}
+	close(res[1]);
+	if (read(res[0], &rep, sizeof(rep)) != sizeof(rep))
+		rep.err = 11;
+	close(res[0]);
+	EXPECT_EQ(QA, rep.got);
+	EXPECT_EQ(-EDQUOT, rep.err);
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(QA * self->chunk, row->usage);
+	EXPECT_EQ(QA * self->chunk, row->quarantined);
+	ASSERT_EQ(0, reap(pid));
+	/* The pipes went with the child: quarantine lets go. */
+	EXPECT_TRUE(POOL_WAIT(!quota_dump(self->nl, self->family, &l) &&
+			      (row = quota_find(&l, ida)) && !row->usage &&
+			      !row->quarantined, 20000));
 }
 
 /* Two sibling cgroups with different quotas each get theirs. */

@@ -36,14 +36,6 @@
  *	%MRPOOL_A_EVENT says what happened, the pool's totals follow (as
  *	after the event), then the event's own attributes (see
  *	enum mrpool_nl_event). Not a request: -EOPNOTSUPP.
- *
- * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
- * rate-limited per type, since unprivileged requests cause them: at most
- * one per second. One that comes sooner is held back; the latest held
- * back is sent when the second ends (its totals as then), with
- * %MRPOOL_A_EVENT_SUPPRESSED counting the earlier ones it replaces.
- * Device events are never held back.
- *
  * @MRPOOL_CMD_QUOTA_SET: request, CAP_NET_ADMIN and CAP_SYS_ADMIN in the
  *	initial user namespace (-EPERM otherwise, so a container cannot raise
  *	its own quota): give a cgroup v2 directory a pool quota of
@@ -68,6 +60,13 @@
  *	%MRPOOL_A_QUOTA_QUARANTINED_BYTES and %MRPOOL_A_QUOTA_REMOVED. A
  *	cgroup removed while it holds pool memory stays charged and listed
  *	with %MRPOOL_A_QUOTA_REMOVED until the memory is back.
+ *
+ * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
+ * rate-limited per type, since unprivileged requests cause them: at most
+ * one per second. One that comes sooner is held back; the latest held
+ * back is sent when the second ends (its totals as then), with
+ * %MRPOOL_A_EVENT_SUPPRESSED counting the earlier ones it replaces.
+ * Device events are never held back.
  */
 enum mrpool_nl_cmd {
 	MRPOOL_CMD_UNSPEC,
