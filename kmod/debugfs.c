@@ -11,6 +11,10 @@
  *                     user holds of the pool (tenant.c); then, while
  *                     dead processes' mappings hold any, "orphans" in
  *                     place of a uid for what is charged to no user
+ *   quotas            path cgroup_id limit_bytes bytes quarantined_bytes
+ *                     removed: each cgroup pool quota (quota.c); "-" for
+ *                     a deleted limit still holding usage, removed 1 for
+ *                     a cgroup gone while charged
  *   clients           pid comm slices bytes, one line per open file, then
  *                     the counters its process published in its stats page
  *                     (client_stats.c), "-" where it published none
@@ -147,6 +151,13 @@ static int users_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(users);
 
+static int quotas_show(struct seq_file *m, void *v)
+{
+	mrpool_quotas_show(m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(quotas);
+
 /* pid comm slices bytes + published counters, one line per open file */
 static int clients_show(struct seq_file *m, void *v)
 {
@@ -223,6 +234,7 @@ void mrpool_debugfs_init(void)
 	debugfs_create_file("slices", 0400, dir, NULL, &slices_fops);
 	debugfs_create_file("clients", 0400, dir, NULL, &clients_fops);
 	debugfs_create_file("users", 0400, dir, NULL, &users_fops);
+	debugfs_create_file("quotas", 0400, dir, NULL, &quotas_fops);
 	debugfs_create_atomic_t("fail_chunk_alloc", 0600, dir,
 				&mrpool_fail_chunk_alloc);
 	debugfs_create_atomic_t("fail_slice_alloc", 0600, dir,

@@ -194,6 +194,48 @@ module_param_cb(quarantine_event_pct, &mrpool_pct_ops,
 MODULE_PARM_DESC(quarantine_event_pct,
 		 "Quarantined bytes, in percent of max_mb, at which a netlink event is sent, 0 = never (default 10) [writable]");
 
+/*
+ * What a cgroup's pool quota does (quota.c). The default, quota: a quota
+ * is set by root of the initial namespaces only, so it relaxes nothing an
+ * operator did not ask for, and where one covers a caller it is the
+ * bound instead of RLIMIT_MEMLOCK and the per-user share, which
+ * containers cannot use (8 MiB of memlock, one uid for many pods). Where
+ * no quota covers the caller, every mode behaves as before quotas.
+ */
+enum mrpool_quota_mode mrpool_quota_mode = MRPOOL_QUOTA_MODE_QUOTA;
+
+static const char * const mrpool_quota_modes[] = {
+	[MRPOOL_QUOTA_MODE_RLIMIT] = "rlimit",
+	[MRPOOL_QUOTA_MODE_QUOTA] = "quota",
+	[MRPOOL_QUOTA_MODE_BOTH] = "both",
+};
+
+static int mrpool_set_quota_mode(const char *val,
+				 const struct kernel_param *kp)
+{
+	int i = sysfs_match_string(mrpool_quota_modes, val);
+
+	if (i < 0)
+		return -EINVAL;
+	WRITE_ONCE(mrpool_quota_mode, i);
+	return 0;
+}
+
+static int mrpool_get_quota_mode(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n",
+			  mrpool_quota_modes[READ_ONCE(mrpool_quota_mode)]);
+}
+
+static const struct kernel_param_ops mrpool_quota_mode_ops = {
+	.set = mrpool_set_quota_mode,
+	.get = mrpool_get_quota_mode,
+};
+
+module_param_cb(quota_mode, &mrpool_quota_mode_ops, &mrpool_quota_mode, 0644);
+MODULE_PARM_DESC(quota_mode,
+		 "Where a cgroup pool quota covers the caller: quota = it replaces RLIMIT_MEMLOCK and the per-user share, both = all apply, rlimit = quotas counted, not enforced (default quota) [writable]");
+
 static int __init mrpool_check_params(void)
 {
 	unsigned long chunk = (unsigned long)mrpool_chunk_kb * SZ_1K;
@@ -290,6 +332,8 @@ undo_ib:
 undo_debugfs:
 	mrpool_debugfs_exit();
 	mrpool_nl_exit();
+	/* Netlink may have set quotas meanwhile. */
+	mrpool_quotas_exit();
 undo_pool:
 	mrpool_pool_exit();
 	mrpool_ib_exit_leaked();
@@ -323,6 +367,7 @@ static void __exit mrpool_exit(void)
 	/* Keeps the chunks a device would not deregister (ib side's record). */
 	mrpool_pool_exit();
 	mrpool_ib_exit_leaked();
+	mrpool_quotas_exit();
 }
 
 module_init(mrpool_init);

@@ -43,6 +43,9 @@
  *                        frees the last of a client.
  *   mrpool_tenants_lock  (a spinlock) tenants and their counts; innermost,
  *                        nothing sleeps or takes another lock under it.
+ *   mrpool_quotas_lock   (a spinlock) cgroup quotas and their counts
+ *                        (quota.c); never held with mrpool_tenants_lock,
+ *                        nothing sleeps under it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
  * atomic locked_vm, so a slice can be released from vm_ops->close.
  * Counters are atomic64_t and read without locks.
@@ -81,6 +84,15 @@ extern unsigned int mrpool_quarantine_event_pct;
 extern bool mrpool_pmd_map;
 extern bool mrpool_shmem_chunks;
 
+/* quota_mode: what a cgroup's pool quota does (quota.c) */
+enum mrpool_quota_mode {
+	MRPOOL_QUOTA_MODE_RLIMIT,	/* counted, not enforced */
+	MRPOOL_QUOTA_MODE_QUOTA,	/* enforced, instead of the tenant's */
+	MRPOOL_QUOTA_MODE_BOTH,		/* enforced, and the tenant's too */
+};
+
+extern enum mrpool_quota_mode mrpool_quota_mode;
+
 /* First published sizes of the ioctl structs: smaller ones are refused. */
 #define MRPOOL_QUERY_SIZE_V1	128
 #define MRPOOL_ALLOC_SIZE_V1	80
@@ -113,6 +125,7 @@ enum mrpool_chunk_state {
 };
 
 struct mrpool_tenant;
+struct mrpool_quota_charge;
 
 struct mrpool_chunk {
 	struct list_head link;		/* free, quarantine or slice list */
@@ -127,6 +140,8 @@ struct mrpool_chunk {
 	/* Charged to (a reference), from ALLOC until free again; or NULL. */
 	struct mrpool_tenant *tenant;
 	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
+	/* Quotas charged with the tenant (quota.c), or NULL. */
+	struct mrpool_quota_charge *quota;
 	u8 q_level;			/* quarantine: index into quarantine[] */
 	unsigned long q_due;		/* quarantine: jiffies of next check */
 };
@@ -244,16 +259,44 @@ u64 mrpool_max_bytes(void);
 struct mrpool_tenant *mrpool_tenant_get(void);
 void mrpool_tenant_put(struct mrpool_tenant *t);
 int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
-			 bool *memlock);
+			 bool covered, bool *memlock);
 void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
 			    bool memlock);
 void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
-			 bool memlock);
+			 bool memlock, struct mrpool_quota_charge *qc);
 void mrpool_chunk_quarantined(struct mrpool_chunk *c);
 void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
 bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr);
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
 void mrpool_tenants_show(struct seq_file *m);
+
+/* ---- quota.c ---- */
+struct cgroup;
+
+/* One quota as mrpool_quotas_walk() reports it. */
+struct mrpool_quota_info {
+	const char *path;		/* from the cgroup2 root */
+	u64 cgroup_id;
+	bool has_limit;			/* else kept for its usage only */
+	u64 limit;			/* bytes */
+	u64 usage;			/* bytes charged, quarantined included */
+	u64 quarantined;		/* bytes */
+	bool removed;			/* its cgroup was removed */
+};
+
+int mrpool_quota_charge(unsigned long nr, struct mrpool_quota_charge **qcp,
+			bool *covered);
+void mrpool_quota_uncharge(struct mrpool_quota_charge *qc, unsigned long nr,
+			   bool quarantined);
+void mrpool_quota_quarantined(struct mrpool_quota_charge *qc);
+int mrpool_quota_set(struct cgroup *cgrp, u64 limit);
+int mrpool_quota_del(struct cgroup *cgrp);
+int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
+		       size_t len,
+		       int (*fn)(void *arg, const struct mrpool_quota_info *),
+		       void *arg);
+void mrpool_quotas_show(struct seq_file *m);
+void mrpool_quotas_exit(void);
 
 /* ---- slice.c ---- */
 struct mrpool_client {

@@ -8,7 +8,10 @@
  * Permissions follow sysfs: GET returns what the world-readable files
  * under /sys/class/misc/mrpool and /sys/module/mrpool/devices show, and
  * no per-process data (pids and owners stay in root-only debugfs), so it
- * needs no privilege, and neither does joining the group.
+ * needs no privilege, and neither does joining the group. The cgroup pool
+ * quotas (quota.c) are listed to anyone too (QUOTA_GET: paths, ids and
+ * counts, as cgroupfs shows them), but set and deleted by root of the
+ * initial namespaces only.
  *
  * Events are sent from process context only: every call site holds at
  * most mutexes (the pool lock, a device's lock), never a spinlock, so
@@ -20,6 +23,7 @@
 #include "mrpool.h"
 #include "ib.h"
 
+#include <linux/cgroup.h>
 #include <linux/module.h>
 #include <net/genetlink.h>
 #include <uapi/mrpool_nl.h>
@@ -34,12 +38,66 @@ static const struct nla_policy mrpool_nl_policy[MRPOOL_A_MAX + 1] = {
 				.len = MRPOOL_DEVICE_NAME_LEN - 1 },
 };
 
+/*
+ * Quota requests name a cgroup (one of the two); SET adds a limit. The
+ * range is not const: 6.1's policy points at it as non-const.
+ */
+static struct netlink_range_validation mrpool_nl_limit_range = {
+	.max = MRPOOL_QUOTA_MAX_BYTES,
+};
+
+static const struct nla_policy mrpool_nl_quota_set_policy[MRPOOL_A_MAX + 1] = {
+	[MRPOOL_A_QUOTA_PATH] = { .type = NLA_NUL_STRING, .len = PATH_MAX - 1 },
+	[MRPOOL_A_QUOTA_CGROUP_ID] = { .type = NLA_U64 },
+	[MRPOOL_A_QUOTA_LIMIT_BYTES] =
+		NLA_POLICY_FULL_RANGE(NLA_U64, &mrpool_nl_limit_range),
+};
+
+static const struct nla_policy mrpool_nl_quota_policy[MRPOOL_A_MAX + 1] = {
+	[MRPOOL_A_QUOTA_PATH] = { .type = NLA_NUL_STRING, .len = PATH_MAX - 1 },
+	[MRPOOL_A_QUOTA_CGROUP_ID] = { .type = NLA_U64 },
+};
+
 static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_quota_set(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_quota_del(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_quota_dump(struct sk_buff *skb,
+				struct netlink_callback *cb);
 
 static const struct genl_small_ops mrpool_nl_ops[] = {
 	{
 		.cmd = MRPOOL_CMD_GET,
 		.doit = mrpool_nl_get,
+	},
+};
+
+/*
+ * Quota commands, with policies of their own. SET and DEL are for root of
+ * the initial namespaces: GENL_ADMIN_PERM checks CAP_NET_ADMIN there, the
+ * handlers CAP_SYS_ADMIN, so a container cannot raise its own quota.
+ */
+static const struct genl_ops mrpool_nl_quota_ops[] = {
+	{
+		.cmd = MRPOOL_CMD_QUOTA_SET,
+		.doit = mrpool_nl_quota_set,
+		.policy = mrpool_nl_quota_set_policy,
+		.maxattr = MRPOOL_A_MAX,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = MRPOOL_CMD_QUOTA_DEL,
+		.doit = mrpool_nl_quota_del,
+		.policy = mrpool_nl_quota_policy,
+		.maxattr = MRPOOL_A_MAX,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = MRPOOL_CMD_QUOTA_GET,
+		.doit = mrpool_nl_quota_get,
+		.dumpit = mrpool_nl_quota_dump,
+		.policy = mrpool_nl_quota_policy,
+		.maxattr = MRPOOL_A_MAX,
 	},
 };
 
@@ -59,6 +117,8 @@ static struct genl_family mrpool_nl_family __ro_after_init = {
 	.module = THIS_MODULE,
 	.small_ops = mrpool_nl_ops,
 	.n_small_ops = ARRAY_SIZE(mrpool_nl_ops),
+	.ops = mrpool_nl_quota_ops,
+	.n_ops = ARRAY_SIZE(mrpool_nl_quota_ops),
 	.mcgrps = mrpool_nl_mcgrps,
 	.n_mcgrps = ARRAY_SIZE(mrpool_nl_mcgrps),
 };
@@ -236,6 +296,186 @@ static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info)
 		return ret;
 	}
 	return genlmsg_reply(msg, info);
+}
+
+/*
+ * The cgroup a quota request names (a reference), by path or by id:
+ * exactly one of them.
+ */
+static struct cgroup *mrpool_nl_cgroup(struct genl_info *info)
+{
+	struct nlattr *path = info->attrs[MRPOOL_A_QUOTA_PATH];
+	struct nlattr *id = info->attrs[MRPOOL_A_QUOTA_CGROUP_ID];
+	struct cgroup *cgrp;
+
+	if (!path == !id) {
+		NL_SET_ERR_MSG(info->extack,
+			       "name the cgroup by path or by id, one of them");
+		return ERR_PTR(-EINVAL);
+	}
+	if (path)
+		cgrp = cgroup_get_from_path(nla_data(path));
+	else
+		cgrp = cgroup_get_from_id(nla_get_u64(id));
+	if (IS_ERR(cgrp))
+		NL_SET_ERR_MSG_ATTR(info->extack, path ?: id,
+				    "no cgroup v2 directory of that name");
+	return cgrp;
+}
+
+/* SET and DEL: CAP_SYS_ADMIN in the initial user namespace as well. */
+static int mrpool_nl_quota_perm(struct sk_buff *skb, struct genl_info *info)
+{
+	if (netlink_capable(skb, CAP_SYS_ADMIN))
+		return 0;
+	NL_SET_ERR_MSG(info->extack,
+		       "quotas are set by CAP_SYS_ADMIN of the initial user namespace");
+	return -EPERM;
+}
+
+static int mrpool_nl_quota_set(struct sk_buff *skb, struct genl_info *info)
+{
+	struct cgroup *cgrp;
+	u64 limit;
+	int ret;
+
+	ret = mrpool_nl_quota_perm(skb, info);
+	if (ret)
+		return ret;
+	if (GENL_REQ_ATTR_CHECK(info, MRPOOL_A_QUOTA_LIMIT_BYTES)) {
+		NL_SET_ERR_MSG(info->extack, "a quota needs a limit in bytes");
+		return -EINVAL;
+	}
+	limit = nla_get_u64(info->attrs[MRPOOL_A_QUOTA_LIMIT_BYTES]);
+	cgrp = mrpool_nl_cgroup(info);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp);
+	/* The quota keeps the reference (or drops it). */
+	ret = mrpool_quota_set(cgrp, limit);
+	if (ret == -ENOENT)
+		NL_SET_ERR_MSG(info->extack, "the cgroup is being removed");
+	return ret;
+}
+
+static int mrpool_nl_quota_del(struct sk_buff *skb, struct genl_info *info)
+{
+	struct cgroup *cgrp;
+	int ret;
+
+	ret = mrpool_nl_quota_perm(skb, info);
+	if (ret)
+		return ret;
+	cgrp = mrpool_nl_cgroup(info);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp);
+	ret = mrpool_quota_del(cgrp);
+	cgroup_put(cgrp);
+	if (ret == -ENOENT)
+		NL_SET_ERR_MSG(info->extack, "the cgroup has no quota");
+	return ret;
+}
+
+struct mrpool_nl_quota_msg {
+	struct sk_buff *skb;
+	u32 portid;
+	u32 seq;
+	int flags;
+};
+
+/* One quota, one message; under the quota lock (GFP-free). */
+static int mrpool_nl_quota_fill(void *arg, const struct mrpool_quota_info *qi)
+{
+	struct mrpool_nl_quota_msg *m = arg;
+	void *hdr;
+
+	hdr = genlmsg_put(m->skb, m->portid, m->seq, &mrpool_nl_family,
+			  m->flags, MRPOOL_CMD_QUOTA_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nla_put_string(m->skb, MRPOOL_A_QUOTA_PATH, qi->path) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_QUOTA_CGROUP_ID,
+			      qi->cgroup_id) ||
+	    (qi->has_limit &&
+	     mrpool_nl_put_u64(m->skb, MRPOOL_A_QUOTA_LIMIT_BYTES,
+			       qi->limit)) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_QUOTA_USAGE_BYTES, qi->usage) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_QUOTA_QUARANTINED_BYTES,
+			      qi->quarantined) ||
+	    (qi->removed && nla_put_flag(m->skb, MRPOOL_A_QUOTA_REMOVED))) {
+		genlmsg_cancel(m->skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(m->skb, hdr);
+	return 0;
+}
+
+static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct mrpool_nl_quota_msg m = {
+		.portid = info->snd_portid,
+		.seq = info->snd_seq,
+	};
+	unsigned long pos = 0;
+	struct cgroup *cgrp;
+	char *buf;
+	int ret;
+
+	cgrp = mrpool_nl_cgroup(info);
+	if (IS_ERR(cgrp))
+		return PTR_ERR(cgrp);
+	ret = -ENOMEM;
+	buf = mrpool_kzalloc(PATH_MAX, GFP_KERNEL);
+	if (!buf)
+		goto put_cgroup;
+	/* A path of at most PATH_MAX and five numbers fit. */
+	m.skb = mrpool_fail_alloc(PATH_MAX + 256) ? NULL :
+		genlmsg_new(PATH_MAX + 256, GFP_KERNEL);
+	if (!m.skb)
+		goto free_buf;
+	ret = mrpool_quotas_walk(&pos, cgrp, buf, PATH_MAX,
+				 mrpool_nl_quota_fill, &m);
+	if (ret) {
+		if (ret == -ENOENT)
+			NL_SET_ERR_MSG(info->extack, "the cgroup has no quota");
+		nlmsg_free(m.skb);
+		goto free_buf;
+	}
+	ret = genlmsg_reply(m.skb, info);
+free_buf:
+	kfree(buf);
+put_cgroup:
+	cgroup_put(cgrp);
+	return ret;
+}
+
+/* cb->args[0]: quotas sent so far. */
+static int mrpool_nl_quota_dump(struct sk_buff *skb,
+				struct netlink_callback *cb)
+{
+	struct mrpool_nl_quota_msg m = {
+		.skb = skb,
+		.portid = NETLINK_CB(cb->skb).portid,
+		.seq = cb->nlh->nlmsg_seq,
+		.flags = NLM_F_MULTI,
+	};
+	unsigned long pos = cb->args[0];
+	int before = skb->len;
+	char *buf;
+	int ret;
+
+	buf = mrpool_kzalloc(PATH_MAX, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	ret = mrpool_quotas_walk(&pos, NULL, buf, PATH_MAX,
+				 mrpool_nl_quota_fill, &m);
+	kfree(buf);
+	cb->args[0] = pos;
+	/* A full skb ends this part; an empty one past the last ends all. */
+	if (ret == -EMSGSIZE && skb->len > before)
+		return skb->len;
+	if (ret)
+		return ret;
+	return skb->len;
 }
 
 /* Nobody in the group: the caller builds nothing. */

@@ -153,7 +153,8 @@ static int mrpool_alloc_check(const struct mrpool_alloc *arg)
  * grow; the chunks are taken without client->lock (growth registers them
  * on every RDMA device), and published under it.
  *
- * Return: 0; -EINVAL for a bad request; -EDQUOT past max_user_mb;
+ * Return: 0; -EINVAL for a bad request; -EDQUOT past max_user_mb or a
+ * cgroup's quota (quota.c);
  * -ENOMEM past RLIMIT_MEMLOCK, max_mb or available memory; -ENOSPC when
  * every slice id is in use.
  */
@@ -161,9 +162,10 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 	struct mrpool_tenant *t = client->tenant;
+	struct mrpool_quota_charge *qc;
 	struct mrpool_slice *s;
 	struct mrpool_chunk *c;
-	bool memlock;
+	bool memlock, covered;
 	int nid, ret;
 	u64 len;
 
@@ -190,23 +192,28 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	s->length = len;
 	s->nr_chunks = div64_u64(len, p->chunk_size);
 
-	ret = mrpool_tenant_charge(t, s->nr_chunks, &memlock);
+	ret = mrpool_quota_charge(s->nr_chunks, &qc, &covered);
+	if (ret) {
+		atomic64_inc(ret == -EDQUOT ? &mrpool_stats.fail_quota :
+			     &mrpool_stats.fail_nomem);
+		goto free_slice;
+	}
+	ret = mrpool_tenant_charge(t, s->nr_chunks, covered, &memlock);
 	if (ret) {
 		atomic64_inc(ret == -EDQUOT ? &mrpool_stats.fail_quota :
 			     &mrpool_stats.fail_memlock);
-		goto free_slice;
+		goto uncharge_quota;
 	}
 	ret = mrpool_pool_take(s->nr_chunks, nid,
 			       arg->flags & MRPOOL_ALLOC_NODE_STRICT,
 			       &s->chunks);
 	if (ret) {
 		atomic64_inc(&mrpool_stats.fail_nomem);
-		mrpool_tenant_uncharge(t, s->nr_chunks, memlock);
-		goto free_slice;
+		goto uncharge_tenant;
 	}
-	/* From here each chunk carries its share of the charge. */
+	/* From here each chunk carries its share of both charges. */
 	list_for_each_entry(c, &s->chunks, link)
-		mrpool_chunk_charge(c, t, memlock);
+		mrpool_chunk_charge(c, t, memlock, qc);
 
 	/* Set before the xarray publishes @s: lookups compare it. */
 	s->client = client;
@@ -240,6 +247,13 @@ erase_id:
 unlock:
 	mutex_unlock(&client->lock);
 	mrpool_pool_return(&s->chunks);
+	goto free_slice;
+
+uncharge_tenant:
+	mrpool_tenant_uncharge(t, s->nr_chunks, memlock);
+uncharge_quota:
+	if (qc)
+		mrpool_quota_uncharge(qc, s->nr_chunks, false);
 free_slice:
 	kfree(s);
 	return ret;

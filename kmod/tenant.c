@@ -37,7 +37,13 @@
  * at one user's share (max_user_mb, or max_user_pct of max_mb), with no
  * RLIMIT_MEMLOCK charge. Past that cap the owner keeps the charge until
  * the memory is free, as before, so no user makes the pool hold more
- * than twice its share through its dead processes.
+ * than twice its share through its dead processes. What moves to the
+ * orphans leaves its cgroup quotas as well (quota.c).
+ *
+ * A chunk also carries the cgroup quotas its ALLOC charged (quota.c),
+ * given back with the tenant charge; where quota_mode is quota and a
+ * quota with a limit covers the caller, that quota is its bound instead
+ * of the cap and RLIMIT_MEMLOCK, and the tenant only counts the chunks.
  */
 #include "mrpool.h"
 
@@ -138,6 +144,9 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
  * mrpool_tenant_charge - charge @nr chunks to @t before taking them
  * @t: the caller's tenant
  * @nr: chunks
+ * @covered: a cgroup quota bounds the caller instead (quota_mode quota,
+ *	quota.c): neither cap nor RLIMIT_MEMLOCK applies, the chunks are
+ *	counted only
  * @memlock: set when RLIMIT_MEMLOCK was charged (the caller lacks
  *	CAP_IPC_LOCK); pass it back to mrpool_tenant_uncharge() or
  *	mrpool_chunk_charge()
@@ -149,7 +158,7 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
  * Return: 0; -EDQUOT past the cap; -ENOMEM past RLIMIT_MEMLOCK.
  */
 int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
-			 bool *memlock)
+			 bool covered, bool *memlock)
 {
 	u64 cap = (u64)READ_ONCE(mrpool_max_user_mb) * SZ_1M;
 	unsigned long pages = nr << mrpool_pool.chunk_order;
@@ -157,8 +166,11 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 	int ret = 0;
 
 	/* Which limit applies, not a refusal: no audit record per ALLOC. */
-	*memlock = !ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK);
-	if (!cap && *memlock)
+	*memlock = !covered && !ns_capable_noaudit(&init_user_ns,
+						   CAP_IPC_LOCK);
+	if (covered)
+		cap = 0;
+	else if (!cap && *memlock)
 		cap = div_u64((u64)READ_ONCE(mrpool_max_mb) * SZ_1M *
 			      READ_ONCE(mrpool_max_user_pct), 100);
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
@@ -200,13 +212,17 @@ void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
 	spin_unlock(&mrpool_tenants_lock);
 }
 
-/* Hand one chunk of a charge to @c, which takes a tenant reference. */
+/*
+ * Hand one chunk of a charge to @c, which takes a tenant reference and
+ * one chunk of @qc (quota.c; NULL if no quota was charged).
+ */
 void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
-			 bool memlock)
+			 bool memlock, struct mrpool_quota_charge *qc)
 {
 	refcount_inc(&t->ref);
 	c->tenant = t;
 	c->memlock = memlock;
+	c->quota = qc;
 }
 
 /* @c entered quarantine: still charged, now shown as quarantined. */
@@ -217,6 +233,8 @@ void mrpool_chunk_quarantined(struct mrpool_chunk *c)
 	spin_lock(&mrpool_tenants_lock);
 	c->tenant->quarantined++;
 	spin_unlock(&mrpool_tenants_lock);
+	if (c->quota)
+		mrpool_quota_quarantined(c->quota);
 }
 
 /* @c is free again (@quarantined: it was in quarantine): drop its charge. */
@@ -224,6 +242,10 @@ void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
 {
 	struct mrpool_tenant *t = c->tenant;
 
+	if (c->quota) {
+		mrpool_quota_uncharge(c->quota, 1, quarantined);
+		c->quota = NULL;
+	}
 	if (!t)
 		return;
 	if (quarantined) {
@@ -291,6 +313,13 @@ bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr)
 		moved++;
 	}
 	spin_unlock(&mrpool_tenants_lock);
+	/* The orphans charge no quota: the dead owner's cgroups are free. */
+	list_for_each_entry(c, chunks, link) {
+		if (c->tenant != &mrpool_orphans || !c->quota)
+			continue;
+		mrpool_quota_uncharge(c->quota, 1, false);
+		c->quota = NULL;
+	}
 	/* The chunks' references to @t; its client holds one more. */
 	while (moved--)
 		mrpool_tenant_put(t);

@@ -2,8 +2,9 @@
 /*
  * mrpool's generic netlink family: the pool's and each RDMA device's state
  * on request, and a multicast group of events, for monitoring agents that
- * would otherwise poll sysfs. Everything here is also in sysfs (the events
- * excepted), which is world-readable: so is the family.
+ * would otherwise poll sysfs, and the cgroup pool quotas. Everything GET
+ * returns is also in sysfs, which is world-readable: so is the family,
+ * but for setting and deleting quotas (root of the initial namespaces).
  *
  * The family lives in the initial network namespace only. Requests are
  * validated strictly: an attribute the policy does not name, of the wrong
@@ -18,6 +19,8 @@
 #define MRPOOL_GENL_VERSION		1
 /* Multicast group of MRPOOL_CMD_EVENT messages; anyone may join. */
 #define MRPOOL_GENL_MCGRP_EVENTS	"events"
+/* Largest %MRPOOL_A_QUOTA_LIMIT_BYTES: max_mb's largest value, 1 TiB. */
+#define MRPOOL_QUOTA_MAX_BYTES		(1ULL << 40)
 
 /**
  * enum mrpool_nl_cmd - commands of the family
@@ -33,6 +36,30 @@
  *	%MRPOOL_A_EVENT says what happened, the pool's totals follow (as
  *	after the event), then the event's own attributes (see
  *	enum mrpool_nl_event). Not a request: -EOPNOTSUPP.
+ * @MRPOOL_CMD_QUOTA_SET: request, CAP_NET_ADMIN and CAP_SYS_ADMIN in the
+ *	initial user namespace (-EPERM otherwise, so a container cannot raise
+ *	its own quota): give a cgroup v2 directory a pool quota of
+ *	%MRPOOL_A_QUOTA_LIMIT_BYTES (required, at most
+ *	%MRPOOL_QUOTA_MAX_BYTES; 0 allows nothing). The cgroup is named by
+ *	exactly one of %MRPOOL_A_QUOTA_PATH and %MRPOOL_A_QUOTA_CGROUP_ID
+ *	(-ENOENT if there is none). Every process below the cgroup then
+ *	draws from it, hierarchically: an ALLOC is charged to every quota
+ *	above the caller and fails with -EDQUOT past any. Usage counts what
+ *	is allocated after the quota was set; a limit below the usage stops
+ *	further allocations only. Setting an existing quota changes its
+ *	limit. How a quota combines with RLIMIT_MEMLOCK and the per-user
+ *	share is the module parameter quota_mode (mrpool(4)).
+ * @MRPOOL_CMD_QUOTA_DEL: request, privileged as %MRPOOL_CMD_QUOTA_SET:
+ *	delete a cgroup's limit (named as for SET; -ENOENT if it has none).
+ *	What it has charged stays listed, without a limit, until it is back.
+ * @MRPOOL_CMD_QUOTA_GET: request (no privilege needed): one cgroup's quota
+ *	(named as for SET; -ENOENT if it has none), or with NLM_F_DUMP every
+ *	quota, one message each: %MRPOOL_A_QUOTA_PATH,
+ *	%MRPOOL_A_QUOTA_CGROUP_ID, %MRPOOL_A_QUOTA_LIMIT_BYTES (absent once
+ *	deleted), %MRPOOL_A_QUOTA_USAGE_BYTES,
+ *	%MRPOOL_A_QUOTA_QUARANTINED_BYTES and %MRPOOL_A_QUOTA_REMOVED. A
+ *	cgroup removed while it holds pool memory stays charged and listed
+ *	with %MRPOOL_A_QUOTA_REMOVED until the memory is back.
  *
  * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
  * rate-limited per type, since unprivileged requests cause them: at most
@@ -45,6 +72,9 @@ enum mrpool_nl_cmd {
 	MRPOOL_CMD_UNSPEC,
 	MRPOOL_CMD_GET,
 	MRPOOL_CMD_EVENT,
+	MRPOOL_CMD_QUOTA_SET,
+	MRPOOL_CMD_QUOTA_DEL,
+	MRPOOL_CMD_QUOTA_GET,
 
 	__MRPOOL_CMD_MAX,
 	MRPOOL_CMD_MAX = __MRPOOL_CMD_MAX - 1
@@ -115,13 +145,26 @@ enum mrpool_nl_event {
  * @MRPOOL_A_DEVICE: nest of enum mrpool_nl_dev_attr (GET, device events)
  * @MRPOOL_A_DEV_NAME: NUL-terminated string, at most
  *	MRPOOL_DEVICE_NAME_LEN - 1 characters: GET's device filter; the only
- *	attribute a request may carry
+ *	attribute GET may carry
  * @MRPOOL_A_EVENT: u32, enum mrpool_nl_event (events)
  * @MRPOOL_A_EVENT_CHUNKS: u32, see enum mrpool_nl_event
  * @MRPOOL_A_EVENT_THRESHOLD_BYTES: u64, see enum mrpool_nl_event
  * @MRPOOL_A_EVENT_SUPPRESSED: u32, earlier events of this type that this
  *	one stands for: held back by the rate limit and never sent (absent:
  *	none)
+ * @MRPOOL_A_QUOTA_PATH: NUL-terminated string, a cgroup v2 directory from
+ *	the cgroup2 root ("/pods/pod42" or "pods/pod42", not
+ *	"/sys/fs/cgroup/..."), shorter than 4096 bytes (quota requests,
+ *	QUOTA_GET replies)
+ * @MRPOOL_A_QUOTA_CGROUP_ID: u64, a cgroup's id (the inode number of its
+ *	directory in cgroup2; quota requests, QUOTA_GET replies)
+ * @MRPOOL_A_QUOTA_LIMIT_BYTES: u64, a quota's limit (QUOTA_SET, QUOTA_GET)
+ * @MRPOOL_A_QUOTA_USAGE_BYTES: u64, bytes charged to the quota, quarantined
+ *	ones included (QUOTA_GET)
+ * @MRPOOL_A_QUOTA_QUARANTINED_BYTES: u64, of those, in quarantine
+ *	(QUOTA_GET)
+ * @MRPOOL_A_QUOTA_REMOVED: flag, the cgroup was removed while charged
+ *	(QUOTA_GET)
  */
 enum mrpool_nl_attr {
 	MRPOOL_A_UNSPEC,
@@ -149,6 +192,12 @@ enum mrpool_nl_attr {
 	MRPOOL_A_EVENT_CHUNKS,
 	MRPOOL_A_EVENT_THRESHOLD_BYTES,
 	MRPOOL_A_EVENT_SUPPRESSED,
+	MRPOOL_A_QUOTA_PATH,
+	MRPOOL_A_QUOTA_CGROUP_ID,
+	MRPOOL_A_QUOTA_LIMIT_BYTES,
+	MRPOOL_A_QUOTA_USAGE_BYTES,
+	MRPOOL_A_QUOTA_QUARANTINED_BYTES,
+	MRPOOL_A_QUOTA_REMOVED,
 
 	__MRPOOL_A_MAX,
 	MRPOOL_A_MAX = __MRPOOL_A_MAX - 1

@@ -5,7 +5,8 @@
  * scrape wrapper. Names are mrpool_*; counters end in _total; every family
  * is printed once with its HELP and TYPE, all its samples together.
  * Counters the module adds under stats/ or devices/<dev>/ appear without
- * a change here, with a generic HELP text.
+ * a change here, with a generic HELP text. cgroup pool quotas come from
+ * netlink, labelled by cgroup path.
  */
 #include "mrpoolctl.h"
 
@@ -17,7 +18,7 @@ static const struct {
 	const char *help;
 } ctl_metric_help[] = {
 	{ "fail_nomem", "Slice allocations refused: pool full or no memory (ENOMEM)" },
-	{ "fail_quota", "Slice allocations refused by the per-user cap max_user_mb (EDQUOT)" },
+	{ "fail_quota", "Slice allocations refused by the per-user cap max_user_mb or a cgroup pool quota (EDQUOT)" },
 	{ "fail_memlock", "Slice allocations refused by RLIMIT_MEMLOCK (ENOMEM)" },
 	{ "fail_injected", "Slice allocations failed by the debugfs knob fail_slice_alloc" },
 	{ "chunk_alloc_failures", "Chunk allocations that failed" },
@@ -199,6 +200,50 @@ static int ctl_metrics_devices(const struct ctl_pool *p)
 	return 0;
 }
 
+/*
+ * cgroup pool quotas (netlink QUOTA_GET), one sample per quota labelled
+ * with its cgroup's path; a quota whose limit was deleted has no limit
+ * sample. Without the family (an older module) there are none.
+ */
+static void ctl_metrics_quotas(void)
+{
+	static const struct {
+		const char *col, *name, *help;
+	} fams[] = {
+		{ "limit_bytes", "mrpool_quota_limit_bytes",
+		  "Pool quota of a cgroup v2 directory" },
+		{ "bytes", "mrpool_quota_bytes",
+		  "Pool bytes charged to a cgroup's quota, quarantined included" },
+		{ "quarantined_bytes", "mrpool_quota_quarantined_bytes",
+		  "Of those, bytes in quarantine" },
+		{ "removed", "mrpool_quota_removed",
+		  "1 if the cgroup was removed while it holds pool memory" },
+	};
+	struct ctl_table t;
+	const char *cell;
+	long long v;
+	size_t f, r;
+	int col;
+
+	if (ctl_quota_table(&t, true))
+		return;
+	for (f = 0; t.nrows && f < ARRAY_SIZE(fams); f++) {
+		col = ctl_table_col(&t, fams[f].col);
+		if (col < 0)
+			continue;
+		ctl_family(fams[f].name, "gauge", fams[f].help);
+		for (r = 0; r < t.nrows; r++) {
+			cell = ctl_table_cell(&t, r, (size_t)col);
+			if (!ctl_parse_ll(cell, &v))
+				continue;
+			printf("%s{cgroup=\"", fams[f].name);
+			ctl_label(ctl_table_cell(&t, r, 0));
+			printf("\"} %lld\n", v);
+		}
+	}
+	ctl_table_free(&t);
+}
+
 int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	struct ctl_pool p;
@@ -216,6 +261,7 @@ int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv)
 	ctl_metrics_pool(&p);
 	ctl_metrics_blocks(&p);
 	ret = ctl_metrics_devices(&p);
+	ctl_metrics_quotas();
 	ctl_pool_free(&p);
 	if (ret) {
 		ctl_errno(ret, "metrics");

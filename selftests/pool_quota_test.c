@@ -1,0 +1,958 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * cgroup v2 pool quotas (issue 33, kmod/quota.c), set through the generic
+ * netlink family spoken raw (as netlink_test does). As root the test
+ * mounts cgroup2 if needed and makes its own cgroups; children move
+ * themselves into one, drop to nobody with RLIMIT_MEMLOCK 8 MiB (and a
+ * per-user share of two chunks) and ALLOC one chunk at a time: each gets
+ * exactly its quota, siblings each theirs, a parent's quota bounds the
+ * sum of its children, quota_mode rlimit and both bring the tenant's
+ * limits back, a charged cgroup removed by rmdir stays charged until its
+ * memory is back, freed chunks a pipe pins stay charged (quarantined)
+ * until it goes, a killed child's charge is gone right after waitpid(),
+ * and unprivileged or malformed requests change nothing; mrpoolctl quota
+ * and metrics agree with netlink.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#include "pool_util.h"
+#include "uapi/mrpool_nl.h"
+
+#define NOBODY		65534
+#define NL_BUF		65536
+#define CG_ROOT		"/sys/fs/cgroup"
+#define CG_BASE		CG_ROOT "/mrpool_quota_test"
+#define CG_REL		"/mrpool_quota_test"
+#define MEMLOCK		(8 * MIB)	/* what a container has */
+#define SHARE_CHUNKS	2		/* max_user_mb, in chunks */
+#define QA		6		/* chunks: more than memlock and share */
+#define QB		10
+#define KILL_LOOPS	12
+
+struct nl_req {
+	struct nlmsghdr n;
+	struct genlmsghdr g;
+	char attrs[8192];
+};
+
+static int nl_open(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	struct timeval tv = { .tv_sec = 60 };
+	int fd;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd)
+{
+	memset(r, 0, sizeof(*r));
+	r->n.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	r->n.nlmsg_type = family;
+	r->n.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	r->n.nlmsg_seq = 1;
+	r->g.cmd = cmd;
+	r->g.version = 1;
+}
+
+static void nl_put(struct nl_req *r, uint16_t type, const void *data,
+		   uint16_t len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)r +
+					     NLMSG_ALIGN(r->n.nlmsg_len));
+
+	a->nla_type = type;
+	a->nla_len = NLA_HDRLEN + len;
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	r->n.nlmsg_len = NLMSG_ALIGN(r->n.nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+static void nl_put_u64(struct nl_req *r, uint16_t type, uint64_t v)
+{
+	nl_put(r, type, &v, sizeof(v));
+}
+
+static void nl_put_str(struct nl_req *r, uint16_t type, const char *s)
+{
+	nl_put(r, type, s, strlen(s) + 1);
+}
+
+/*
+ * Send @r, read until its ack or the dump's end; each data message goes
+ * to @fn (if any). Returns the ack's error: 0 or -errno.
+ */
+static int nl_talk(int fd, struct nl_req *r,
+		   void (*fn)(struct nlmsghdr *h, void *arg), void *arg)
+{
+	static char buf[NL_BUF];
+	struct nlmsghdr *h;
+	ssize_t n;
+
+	if (send(fd, r, r->n.nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return *(int *)NLMSG_DATA(h);
+			if (fn)
+				fn(h, arg);
+		}
+	}
+}
+
+static struct nlattr *nl_find(struct nlmsghdr *h, int type)
+{
+	char *end = (char *)h + h->nlmsg_len;
+	struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(h) +
+					     GENL_HDRLEN);
+
+	for (; (char *)a + NLA_HDRLEN <= end && a->nla_len >= NLA_HDRLEN &&
+	       (char *)a + a->nla_len <= end;
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == type)
+			return a;
+	return NULL;
+}
+
+static uint64_t nl_u64(struct nlmsghdr *h, int type)
+{
+	struct nlattr *a = nl_find(h, type);
+	uint64_t v = UINT64_MAX;
+
+	if (a && a->nla_len == NLA_HDRLEN + 8)
+		memcpy(&v, (char *)a + NLA_HDRLEN, 8);
+	return v;
+}
+
+static void family_id(struct nlmsghdr *h, void *arg)
+{
+	struct nlattr *a = nl_find(h, CTRL_ATTR_FAMILY_ID);
+
+	if (a)
+		*(int *)arg = *(uint16_t *)((char *)a + NLA_HDRLEN);
+}
+
+static int nl_family(int fd)
+{
+	struct nl_req r;
+	int id = -ENOENT;
+
+	nl_init(&r, GENL_ID_CTRL, CTRL_CMD_GETFAMILY);
+	nl_put_str(&r, CTRL_ATTR_FAMILY_NAME, MRPOOL_GENL_NAME);
+	if (nl_talk(fd, &r, family_id, &id))
+		return -ENOENT;
+	return id;
+}
+
+/* A quota as QUOTA_GET lists it. */
+struct quota_row {
+	char path[256];
+	uint64_t id;
+	uint64_t limit;		/* UINT64_MAX: none */
+	uint64_t usage;
+	uint64_t quarantined;
+	bool removed;
+};
+
+struct quota_list {
+	int n;
+	struct quota_row rows[64];
+};
+
+static void quota_collect(struct nlmsghdr *h, void *arg)
+{
+	struct quota_list *l = arg;
+	struct quota_row *row;
+	struct nlattr *a;
+
+	if (l->n >= 64)
+		return;
+	row = &l->rows[l->n++];
+	memset(row, 0, sizeof(*row));
+	a = nl_find(h, MRPOOL_A_QUOTA_PATH);
+	if (a)
+		snprintf(row->path, sizeof(row->path), "%s",
+			 (char *)a + NLA_HDRLEN);
+	row->id = nl_u64(h, MRPOOL_A_QUOTA_CGROUP_ID);
+	row->limit = nl_u64(h, MRPOOL_A_QUOTA_LIMIT_BYTES);
+	row->usage = nl_u64(h, MRPOOL_A_QUOTA_USAGE_BYTES);
+	row->quarantined = nl_u64(h, MRPOOL_A_QUOTA_QUARANTINED_BYTES);
+	row->removed = nl_find(h, MRPOOL_A_QUOTA_REMOVED);
+}
+
+/* Every quota (a dump); -errno on failure. */
+static int quota_dump(int fd, int family, struct quota_list *l)
+{
+	struct nl_req r;
+
+	l->n = 0;
+	nl_init(&r, family, MRPOOL_CMD_QUOTA_GET);
+	r.n.nlmsg_flags |= NLM_F_DUMP;
+	return nl_talk(fd, &r, quota_collect, l);
+}
+
+/* The listed quota of cgroup @id, or NULL. */
+static struct quota_row *quota_find(struct quota_list *l, uint64_t id)
+{
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (l->rows[i].id == id)
+			return &l->rows[i];
+	return NULL;
+}
+
+static int quota_set(int fd, int family, const char *rel, uint64_t limit)
+{
+	struct nl_req r;
+
+	nl_init(&r, family, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	return nl_talk(fd, &r, NULL, NULL);
+}
+
+static int quota_del(int fd, int family, const char *rel)
+{
+	struct nl_req r;
+
+	nl_init(&r, family, MRPOOL_CMD_QUOTA_DEL);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
+	return nl_talk(fd, &r, NULL, NULL);
+}
+
+/* One quota by path: its usage in bytes, or -errno. */
+static long long quota_usage(int fd, int family, const char *rel)
+{
+	struct quota_list l = { 0 };
+	struct nl_req r;
+	int ret;
+
+	nl_init(&r, family, MRPOOL_CMD_QUOTA_GET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
+	ret = nl_talk(fd, &r, quota_collect, &l);
+	if (ret)
+		return ret;
+	return l.n == 1 ? (long long)l.rows[0].usage : -EPROTO;
+}
+
+static uint64_t cg_id(const char *dir)
+{
+	struct stat st;
+
+	return stat(dir, &st) ? 0 : st.st_ino;
+}
+
+static int cg_move(const char *dir, pid_t pid)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	return pool_write_ll(path, pid);
+}
+
+/* What a child got: chunks allocated and the errno that stopped it. */
+struct child_report {
+	int got;
+	int err;	/* 0, a negative errno, or a positive setup step */
+};
+
+/*
+ * Move into @dir, become nobody with RLIMIT_MEMLOCK MEMLOCK and ALLOC
+ * one chunk at a time, at most @max; report, then exit (@hold: wait for
+ * SIGKILL, mapping and touching what it got).
+ */
+static void quota_child(const char *dir, uint64_t chunk, int max, int out,
+			bool hold)
+{
+	struct rlimit rl = { MEMLOCK, MEMLOCK };
+	struct child_report rep = { 0 };
+	struct mrpool_alloc a;
+	int fd, ret;
+	void *p;
+
+	if (cg_move(dir, getpid()))
+		rep.err = 1;
+	else if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+		 setgid(NOBODY) || setuid(NOBODY))
+		rep.err = 2;
+	fd = rep.err ? -1 : pool_open();
+	if (!rep.err && fd < 0)
+		rep.err = 3;
+	while (!rep.err && rep.got < max) {
+		ret = pool_alloc(fd, chunk, &a);
+		if (ret) {
+			rep.err = ret;
+			break;
+		}
+		rep.got++;
+		if (hold) {
+			p = pool_map(fd, &a);
+			if (p == MAP_FAILED) {
+				rep.err = 4;
+				break;
+			}
+			memset(p, 0x5a, chunk);
+		}
+	}
+	if (write(out, &rep, sizeof(rep)) != sizeof(rep))
+		_exit(9);
+	if (!hold)
+		_exit(0);
+	for (;;)
+		pause();
+}
+
+/* Fork a quota_child; its pid, and its report in *@rep. */
+static pid_t spawn(const char *dir, uint64_t chunk, int max, bool hold,
+		   struct child_report *rep)
+{
+	int res[2];
+	pid_t pid;
+
+	rep->got = -1;
+	rep->err = 10;
+	if (pipe2(res, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(res[0]);
+		quota_child(dir, chunk, max, res[1], hold);
+	}
+	close(res[1]);
+	if (pid > 0 && read(res[0], rep, sizeof(*rep)) != sizeof(*rep))
+		rep->err = 11;
+	close(res[0]);
+	return pid;
+}
+
+static int reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	return waitpid(pid, &st, 0) == pid ? 0 : -1;
+}
+
+/*
+ * As quota_child, but each chunk is mapped, one page of it vmsplice()d
+ * into a pipe kept open, unmapped and freed: it stays in quarantine
+ * until the pipes go with the process.
+ */
+static void splice_child(const char *dir, uint64_t chunk, int max, int out)
+{
+	struct rlimit rl = { MEMLOCK, MEMLOCK };
+	struct child_report rep = { 0 };
+	struct mrpool_alloc a;
+	struct iovec iov;
+	int fd = -1, ret, pfd[2];
+	void *p;
+
+	if (cg_move(dir, getpid()))
+		rep.err = 1;
+	else if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+		 setgid(NOBODY) || setuid(NOBODY))
+		rep.err = 2;
+	if (!rep.err) {
+		fd = pool_open();
+		if (fd < 0)
+			rep.err = 3;
+	}
+	while (!rep.err && rep.got < max) {
+		ret = pool_alloc(fd, chunk, &a);
+		if (ret) {
+			rep.err = ret;
+			break;
+		}
+		rep.got++;
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED || pipe(pfd)) {
+			rep.err = 4;
+			break;
+		}
+		memset(p, 0x5a, 4096);
+		iov.iov_base = p;
+		iov.iov_len = 4096;
+		if (vmsplice(pfd[1], &iov, 1, 0) != 4096 ||
+		    munmap(p, a.length) || pool_free(fd, a.slice_id)) {
+			rep.err = 5;
+			break;
+		}
+	}
+	if (write(out, &rep, sizeof(rep)) != sizeof(rep))
+		_exit(9);
+	for (;;)
+		pause();
+}
+
+FIXTURE(quota) {
+	int fd;
+	struct mrpool_query q0;
+	int nl;
+	int family;
+	uint64_t chunk;
+	long long user_mb;
+	char mode[32];
+	char a[128], b[128];		/* CG_BASE/a, CG_BASE/b */
+};
+
+FIXTURE_SETUP(quota)
+{
+	self->nl = -1;
+	POOL_SETUP_OPEN();
+	self->chunk = self->q0.chunk_size;
+	self->user_mb = pool_param("max_user_mb");
+	pool_param_str("quota_mode", self->mode, sizeof(self->mode));
+	if (!self->mode[0])
+		POOL_SETUP_SKIP("mrpool.ko has no quota_mode");
+	ASSERT_EQ(0, getuid());
+	ASSERT_LE((QA + QB + 2) * self->chunk,
+		  (uint64_t)pool_param("max_mb") * MIB);
+	if (access(CG_ROOT "/cgroup.controllers", F_OK))
+		ASSERT_EQ(0, mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL));
+	rmdir(CG_BASE "/a");
+	rmdir(CG_BASE "/b");
+	rmdir(CG_BASE);
+	ASSERT_EQ(0, mkdir(CG_BASE, 0755));
+	snprintf(self->a, sizeof(self->a), CG_BASE "/a");
+	snprintf(self->b, sizeof(self->b), CG_BASE "/b");
+	ASSERT_EQ(0, mkdir(self->a, 0755));
+	ASSERT_EQ(0, mkdir(self->b, 0755));
+	self->nl = nl_open();
+	ASSERT_LE(0, self->nl);
+	self->family = nl_family(self->nl);
+	ASSERT_LT(0, self->family);
+	ASSERT_EQ(0, pool_write_str(POOL_PARAMS "/quota_mode", "quota"));
+	ASSERT_EQ(0, pool_set_param("max_user_mb",
+				    SHARE_CHUNKS * self->chunk / MIB));
+}
+
+FIXTURE_TEARDOWN(quota)
+{
+	if (self->fd < 0)
+		return;
+	if (self->nl >= 0) {
+		quota_del(self->nl, self->family, CG_REL "/a");
+		quota_del(self->nl, self->family, CG_REL "/b");
+		quota_del(self->nl, self->family, CG_REL);
+		close(self->nl);
+	}
+	rmdir(CG_BASE "/a");
+	rmdir(CG_BASE "/b");
+	rmdir(CG_BASE);
+	if (self->mode[0])
+		pool_write_str(POOL_PARAMS "/quota_mode", self->mode);
+	pool_set_param("max_user_mb", self->user_mb);
+	close(self->fd);
+}
+
+/* A child gets exactly its quota; killed, its charge is 0 at waitpid(). */
+TEST_F(quota, child_gets_exactly_its_quota)
+{
+	struct child_report rep;
+	unsigned int i, late = 0;
+	long long usage;
+	pid_t pid;
+
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	for (i = 0; i < KILL_LOOPS; i++) {
+		pid = spawn(self->a, self->chunk, QA + 1, true, &rep);
+		ASSERT_LT(0, pid);
+		EXPECT_EQ(QA, rep.got) TH_LOG("loop %u: err %d", i, rep.err);
+		EXPECT_EQ(-EDQUOT, rep.err);
+		usage = quota_usage(self->nl, self->family, CG_REL "/a");
+		EXPECT_EQ((long long)(QA * self->chunk), usage);
+		ASSERT_EQ(0, reap(pid));
+		/* Reaped: the cgroup's charge is back. */
+		usage = quota_usage(self->nl, self->family, CG_REL "/a");
+		if (usage != 0 && !late++)
+			TH_LOG("loop %u: %lld bytes charged after waitpid()",
+			       i, usage);
+	}
+	EXPECT_EQ(0U, late);
+}
+
+/*
+ * Freed chunks a pipe still pins stay charged to the quota, shown as
+ * quarantined, and count against it; back to 0 once the pipes are gone.
+ */
+TEST_F(quota, quarantine_keeps_quota_charge)
+{
+	uint64_t ida = cg_id(self->a);
+	struct child_report rep = { -1, 10 };
+	struct quota_list l;
+	struct quota_row *row;
+	int res[2];
+	pid_t pid;
+
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(res[0]);
+		splice_child(self->a, self->chunk, QA + 1, res[1]);
+	}
+	close(res[1]);
+	if (read(res[0], &rep, sizeof(rep)) != sizeof(rep))
+		rep.err = 11;
+	close(res[0]);
+	EXPECT_EQ(QA, rep.got);
+	EXPECT_EQ(-EDQUOT, rep.err);
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(QA * self->chunk, row->usage);
+	EXPECT_EQ(QA * self->chunk, row->quarantined);
+	ASSERT_EQ(0, reap(pid));
+	/* The pipes went with the child: quarantine lets go. */
+	EXPECT_TRUE(POOL_WAIT(!quota_dump(self->nl, self->family, &l) &&
+			      (row = quota_find(&l, ida)) && !row->usage &&
+			      !row->quarantined, 20000));
+}
+
+/* Two sibling cgroups with different quotas each get theirs. */
+TEST_F(quota, siblings_each_get_theirs)
+{
+	struct child_report ra, rb;
+	pid_t pa, pb;
+
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/b",
+			       QB * self->chunk));
+	pa = spawn(self->a, self->chunk, QB + 1, true, &ra);
+	pb = spawn(self->b, self->chunk, QB + 1, true, &rb);
+	ASSERT_LT(0, pa);
+	ASSERT_LT(0, pb);
+	EXPECT_EQ(QA, ra.got);
+	EXPECT_EQ(-EDQUOT, ra.err);
+	EXPECT_EQ(QB, rb.got);
+	EXPECT_EQ(-EDQUOT, rb.err);
+	EXPECT_EQ((long long)(QA * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL "/a"));
+	EXPECT_EQ((long long)(QB * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL "/b"));
+	ASSERT_EQ(0, reap(pa));
+	ASSERT_EQ(0, reap(pb));
+	EXPECT_EQ(0, quota_usage(self->nl, self->family, CG_REL "/a"));
+	EXPECT_EQ(0, quota_usage(self->nl, self->family, CG_REL "/b"));
+}
+
+/* A parent's quota bounds the sum of its children's. */
+TEST_F(quota, parent_bounds_children)
+{
+	struct child_report ra, rb;
+	pid_t pa, pb;
+
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL, 8 * self->chunk));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/b",
+			       QA * self->chunk));
+	pa = spawn(self->a, self->chunk, QA + 1, true, &ra);
+	ASSERT_LT(0, pa);
+	EXPECT_EQ(QA, ra.got);
+	EXPECT_EQ(-EDQUOT, ra.err);
+	/* b's own quota has room; the parent's has 2 chunks left. */
+	pb = spawn(self->b, self->chunk, QA + 1, true, &rb);
+	ASSERT_LT(0, pb);
+	EXPECT_EQ(2, rb.got);
+	EXPECT_EQ(-EDQUOT, rb.err);
+	EXPECT_EQ((long long)(8 * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL));
+	EXPECT_EQ((long long)(2 * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL "/b"));
+	ASSERT_EQ(0, reap(pa));
+	EXPECT_EQ((long long)(2 * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL));
+	ASSERT_EQ(0, reap(pb));
+	EXPECT_EQ(0, quota_usage(self->nl, self->family, CG_REL));
+}
+
+/* quota_mode rlimit and both bring RLIMIT_MEMLOCK back. */
+TEST_F(quota, rlimit_and_both_modes)
+{
+	uint64_t memlock_chunks = MEMLOCK / self->chunk;
+	struct child_report rep;
+	pid_t pid;
+
+	/* The share out of the way: RLIMIT_MEMLOCK is the tenant's limit. */
+	ASSERT_EQ(0, pool_set_param("max_user_mb", pool_param("max_mb")));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+
+	ASSERT_EQ(0, pool_write_str(POOL_PARAMS "/quota_mode", "rlimit"));
+	pid = spawn(self->a, self->chunk, QA + 1, true, &rep);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ((int)memlock_chunks, rep.got);
+	EXPECT_EQ(-ENOMEM, rep.err);
+	/* Counted in every mode. */
+	EXPECT_EQ((long long)(memlock_chunks * self->chunk),
+		  quota_usage(self->nl, self->family, CG_REL "/a"));
+	ASSERT_EQ(0, reap(pid));
+
+	/* both: the lower of the two, with its errno. */
+	ASSERT_EQ(0, pool_write_str(POOL_PARAMS "/quota_mode", "both"));
+	pid = spawn(self->a, self->chunk, QA + 1, true, &rep);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ((int)memlock_chunks, rep.got);
+	EXPECT_EQ(-ENOMEM, rep.err);
+	ASSERT_EQ(0, reap(pid));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       (memlock_chunks - 1) * self->chunk));
+	pid = spawn(self->a, self->chunk, QA + 1, true, &rep);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ((int)memlock_chunks - 1, rep.got);
+	EXPECT_EQ(-EDQUOT, rep.err);
+	ASSERT_EQ(0, reap(pid));
+
+	/* quota: the quota alone, past memlock. */
+	ASSERT_EQ(0, pool_write_str(POOL_PARAMS "/quota_mode", "quota"));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	pid = spawn(self->a, self->chunk, QA + 1, true, &rep);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ(QA, rep.got);
+	EXPECT_EQ(-EDQUOT, rep.err);
+	ASSERT_EQ(0, reap(pid));
+
+	/* No quota covers b: the tenant's limits, unchanged. */
+	pid = spawn(self->b, self->chunk, QA + 1, true, &rep);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ((int)memlock_chunks, rep.got);
+	EXPECT_EQ(-ENOMEM, rep.err);
+	ASSERT_EQ(0, reap(pid));
+	/* Bad modes refused. */
+	EXPECT_NE(0, pool_write_str(POOL_PARAMS "/quota_mode", "none"));
+}
+
+/*
+ * A cgroup removed while charged stays charged (listed as removed) until
+ * the memory is back; a deleted limit keeps its usage listed; the
+ * uncharge finds the quotas charged although the process moved.
+ */
+TEST_F(quota, rmdir_keeps_charge)
+{
+	uint64_t ida = cg_id(self->a), idb = cg_id(CG_BASE);
+	struct quota_list l;
+	struct quota_row *row;
+	struct child_report rep;
+	pid_t pid;
+
+	ASSERT_NE(0ULL, ida);
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL, 8 * self->chunk));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	pid = spawn(self->a, self->chunk, 3, true, &rep);
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(3, rep.got);
+	ASSERT_EQ(0, rep.err);
+	/* Out of a, then a is removed. */
+	ASSERT_EQ(0, cg_move(CG_BASE, pid));
+	ASSERT_EQ(0, rmdir(self->a));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_TRUE(row->removed);
+	EXPECT_EQ(3 * self->chunk, row->usage);
+	EXPECT_EQ(QA * self->chunk, row->limit);
+	/* The parent's limit deleted: its usage stays listed. */
+	ASSERT_EQ(0, quota_del(self->nl, self->family, CG_REL));
+	ASSERT_EQ(-ENOENT, quota_del(self->nl, self->family, CG_REL));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, idb);
+	ASSERT_NE(NULL, row);
+	EXPECT_FALSE(row->removed);
+	EXPECT_EQ(UINT64_MAX, row->limit);
+	EXPECT_EQ(3 * self->chunk, row->usage);
+	/* The memory back: both gone. */
+	ASSERT_EQ(0, reap(pid));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	EXPECT_EQ(NULL, quota_find(&l, ida));
+	EXPECT_EQ(NULL, quota_find(&l, idb));
+	ASSERT_EQ(0, mkdir(self->a, 0755));
+}
+
+/* Unprivileged QUOTA_SET and QUOTA_DEL: -EPERM, nothing changed. */
+TEST_F(quota, unprivileged_set_refused)
+{
+	struct quota_list l;
+	struct quota_row *row;
+	int status, fam = self->family;
+	pid_t pid;
+
+	ASSERT_EQ(0, quota_set(self->nl, fam, CG_REL "/a", QA * self->chunk));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd, e1, e2, e3;
+
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(1);
+		fd = nl_open();
+		if (fd < 0)
+			_exit(2);
+		e1 = quota_set(fd, fam, CG_REL "/a", 100 * self->chunk);
+		e2 = quota_del(fd, fam, CG_REL "/a");
+		e3 = quota_set(fd, fam, CG_REL "/b", self->chunk);
+		/* GET needs no privilege. */
+		if (quota_usage(fd, fam, CG_REL "/a") != 0)
+			_exit(3);
+		_exit(e1 == -EPERM && e2 == -EPERM && e3 == -EPERM ? 0 : 4);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+	ASSERT_EQ(0, quota_dump(self->nl, fam, &l));
+	row = quota_find(&l, cg_id(self->a));
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(QA * self->chunk, row->limit);
+	EXPECT_EQ(NULL, quota_find(&l, cg_id(self->b)));
+}
+
+/* Malformed requests: an errno each, the table unchanged. */
+TEST_F(quota, malformed_requests_refused)
+{
+	uint64_t ida = cg_id(self->a), limit = QA * self->chunk;
+	struct quota_list before, after;
+	int fam = self->family, i;
+	struct nl_req r;
+
+	ASSERT_EQ(0, quota_set(self->nl, fam, CG_REL "/a", limit));
+	ASSERT_EQ(0, quota_dump(self->nl, fam, &before));
+	ASSERT_NE(NULL, quota_find(&before, ida));
+
+	/* No such cgroup. */
+	EXPECT_EQ(-ENOENT, quota_set(self->nl, fam, CG_REL "/nonexistent",
+				     limit));
+	/* A file, not a directory. */
+	EXPECT_NE(0, quota_set(self->nl, fam, CG_REL "/a/cgroup.procs",
+			       limit));
+	/* No limit. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* No cgroup. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* Path and id both. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
+	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, cg_id(self->b));
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* An absurd size. */
+	EXPECT_EQ(-ERANGE, quota_set(self->nl, fam, CG_REL "/b", 1ULL << 60));
+	EXPECT_EQ(-ERANGE, quota_set(self->nl, fam, CG_REL "/a",
+				     MRPOOL_QUOTA_MAX_BYTES + 1));
+	/* A limit of the wrong size. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
+	nl_put(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, &fam, 4);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* The path without its NUL. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put(&r, MRPOOL_A_QUOTA_PATH, CG_REL, strlen(CG_REL));
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* A reply-only attribute, and one the family does not have. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_USAGE_BYTES, 0);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	nl_put_u64(&r, MRPOOL_A_MAX + 5, 0);
+	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	/* DEL of a cgroup without a quota; GET of one. */
+	EXPECT_EQ(-ENOENT, quota_del(self->nl, fam, CG_REL "/b"));
+	EXPECT_EQ(-ENOENT, quota_usage(self->nl, fam, CG_REL "/b"));
+	/* By id: the same quota as by path. */
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, ida);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	EXPECT_EQ(0, nl_talk(self->nl, &r, NULL, NULL));
+	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, ~0ULL);
+	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
+	EXPECT_EQ(-ENOENT, nl_talk(self->nl, &r, NULL, NULL));
+
+	ASSERT_EQ(0, quota_dump(self->nl, fam, &after));
+	ASSERT_EQ(before.n, after.n);
+	for (i = 0; i < before.n; i++) {
+		EXPECT_EQ(before.rows[i].id, after.rows[i].id);
+		EXPECT_EQ(before.rows[i].limit, after.rows[i].limit);
+		EXPECT_EQ(before.rows[i].usage, after.rows[i].usage);
+	}
+}
+
+/* tools/mrpoolctl/mrpoolctl (as mrpoolctl_test finds it), or NULL. */
+static const char *ctl_tool(void)
+{
+	static const char *const tries[] = {
+		"tools/mrpoolctl/mrpoolctl", "../tools/mrpoolctl/mrpoolctl",
+	};
+	const char *env = getenv("MRPOOLCTL");
+	size_t i;
+
+	if (env && *env)
+		return env;
+	for (i = 0; i < ARRAY_SIZE(tries); i++)
+		if (!access(tries[i], X_OK))
+			return tries[i];
+	return NULL;
+}
+
+/* Run "mrpoolctl ARGS" (stderr dropped), stdout into @out; exit status. */
+static int ctl_run(const char *args, char *out, size_t len)
+{
+	char cmd[512];
+	size_t got = 0, n;
+	FILE *p;
+	int st;
+
+	out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", ctl_tool(), args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (got + 1 < len && (n = fread(out + got, 1, len - 1 - got, p)))
+		got += n;
+	out[got] = '\0';
+	st = pclose(p);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * mrpoolctl quota set (with a /sys/fs/cgroup path and a size suffix),
+ * list, list --json, del, and metrics' per-quota samples agree with
+ * netlink; as nobody set is refused, a bad size is a usage error.
+ */
+TEST_F(quota, mrpoolctl_quota)
+{
+	uint64_t ida = cg_id(self->a), limit = QA * self->chunk;
+	static char out[65536];
+	struct child_report rep;
+	struct quota_list l;
+	struct quota_row *row;
+	char args[256], want[256];
+	int status;
+	pid_t pid;
+
+	if (!ctl_tool())
+		POOL_SKIP("tools/mrpoolctl/mrpoolctl not built (run make)");
+	snprintf(args, sizeof(args), "quota set %s %lluK", self->a,
+		 (unsigned long long)(limit >> 10));
+	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(limit, row->limit);
+	EXPECT_STREQ(CG_REL "/a", row->path);
+
+	pid = spawn(self->a, self->chunk, 2, true, &rep);
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(2, rep.got);
+	ASSERT_EQ(0, ctl_run("quota list", out, sizeof(out)));
+	snprintf(want, sizeof(want), "%s %llu %llu %llu", CG_REL "/a",
+		 (unsigned long long)ida, (unsigned long long)limit,
+		 (unsigned long long)(2 * self->chunk));
+	/* Columns are aligned: compare with runs of spaces squeezed. */
+	{
+		char *r = out, *w = out;
+
+		for (; *r; r++)
+			if (*r != ' ' || w == out || w[-1] != ' ')
+				*w++ = *r;
+		*w = '\0';
+	}
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("list: %s", out);
+	ASSERT_EQ(0, ctl_run("--json quota list", out, sizeof(out)));
+	snprintf(want, sizeof(want),
+		 "{\"path\":\"%s\",\"cgroup_id\":%llu,\"limit_bytes\":%llu,\"bytes\":%llu,",
+		 CG_REL "/a", (unsigned long long)ida,
+		 (unsigned long long)limit,
+		 (unsigned long long)(2 * self->chunk));
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("json: %s", out);
+	ASSERT_EQ(0, ctl_run("metrics", out, sizeof(out)));
+	snprintf(want, sizeof(want),
+		 "mrpool_quota_bytes{cgroup=\"%s\"} %llu\n", CG_REL "/a",
+		 (unsigned long long)(2 * self->chunk));
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("metrics: %s", out);
+	snprintf(want, sizeof(want),
+		 "mrpool_quota_limit_bytes{cgroup=\"%s\"} %llu\n",
+		 CG_REL "/a", (unsigned long long)limit);
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("metrics: %s", out);
+	ASSERT_EQ(0, reap(pid));
+
+	/* Usage errors, and a refusal as nobody: the quota unchanged. */
+	snprintf(args, sizeof(args), "quota set %s 8X", self->a);
+	EXPECT_EQ(2, ctl_run(args, out, sizeof(out)));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(100);
+		snprintf(args, sizeof(args), "quota set %s 1G", self->a);
+		_exit(ctl_run(args, out, sizeof(out)));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+		TH_LOG("status %#x", status);
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_EQ(limit, row->limit);
+
+	snprintf(args, sizeof(args), "quota del %s", CG_REL "/a");
+	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
+	EXPECT_EQ(NULL, quota_find(&l, ida));
+	EXPECT_EQ(1, ctl_run(args, out, sizeof(out)));
+}
+
+TEST_HARNESS_MAIN
