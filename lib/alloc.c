@@ -193,7 +193,11 @@ int mrp_bin_pop(struct mrp_bin *bin, struct mrp_ent **e)
 	atomic_store_explicit(&bin->top, t, MRP_HANDSHAKE);
 	atomic_signal_fence(memory_order_seq_cst);
 	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
+#ifdef __SANITIZE_THREAD__
 	if (unlikely(t < atomic_load_explicit(&bin->lim, MRP_HANDSHAKE))) {
+#else
+	if (unlikely(t < mrp_peek(&bin->lim))) {	/* after the fence above */
+#endif
 		mrp_bin_unpop(bin, t);
 		return 1;
 	}
@@ -213,7 +217,7 @@ int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
 	struct mrp_ent *e = (struct mrp_ent *)t;
 
-	if (unlikely(t >= atomic_load_explicit(&bin->end, memory_order_relaxed)))
+	if (unlikely(t >= mrp_peek(&bin->end)))
 		return 1;
 	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
 	e->p = addr;
@@ -431,7 +435,7 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 		goto slow;
 	a = e->a;
 	if (unlikely(!(atomic_load_explicit(&a->reg_mask, memory_order_acquire) &
-		       atomic_load_explicit(&h->bit, memory_order_relaxed)))) {
+		       mrp_peek(&h->bit)))) {
 		mrp_bin_unpop(bin, (uintptr_t)e);
 		goto slow;
 	}
