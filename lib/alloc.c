@@ -231,19 +231,21 @@ int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 
 /*
  * mrp_alloc_fast() with a PD not in slot 0: the scan, then the same key
- * test. Out of line, so that the slot-0 path keeps its keys' offset a
- * constant and needs no extra register.
+ * test, and on a miss the slow path every caller of mrp_alloc_fast() takes
+ * then (mrp_alloc_slow() with no alignment): never 1, so that the fast
+ * path reaches here by a tail call and needs no frame. Out of line, so
+ * that the slot-0 path keeps its keys' offset a constant.
  */
-static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, struct mrp_bin *bin,
-					    struct mrp_ent *e, struct ibv_pd *pd,
-					    struct mrp_buf *buf)
+static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, size_t size,
+					    struct mrp_bin *bin, struct mrp_ent *e,
+					    struct ibv_pd *pd, struct mrp_buf *buf)
 {
 	struct mrp_arena *a = e->a;
 	int slot = mrp_pd_slot(pool, pd);
 
 	if (slot < 0 || !mrp_arena_has(a, slot)) {
 		mrp_bin_unpop(bin, (uintptr_t)e);
-		return 1;
+		return mrp_alloc_slow(pool, size, 0, pd, buf);
 	}
 	buf->lkey = a->keys[slot].lkey;
 	buf->rkey = a->keys[slot].rkey;
@@ -254,7 +256,9 @@ static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, struct mrp_bi
 }
 
 /*
- * Thread-cache pop: 0 done, 1 take the slow path: empty bin, a reclaim
+ * Thread-cache pop: 0 done, below 0 failed (a PD outside slot 0 whose
+ * buffer did not fit took the slow path already), 1 take the slow path
+ * (mrp_alloc_slow() with no alignment, every caller): empty bin, a reclaim
  * under way (tcache.c), a PD not attached (the slow path says so), or the
  * top buffer's arena has no keys of pd (its registration failed or the PD
  * is marked dead). Always inlined: GCC stops doing so on its own once the
@@ -275,8 +279,13 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		return 1;
 	if (pd) {
 		/* most programs attach one PD: its slot here, the others apart */
-		if (unlikely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) != pd))
-			return mrp_alloc_fast_slot(pool, bin, e, pd, buf);
+		if (unlikely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) != pd)) {
+			int ret = mrp_alloc_fast_slot(pool, size, bin, e, pd, buf);
+
+			if (ret > 0)
+				__builtin_unreachable();	/* 0 or an error */
+			return ret;
+		}
 		struct mrp_arena *a = e->a;
 
 		if (unlikely(!mrp_arena_has(a, 0))) {
