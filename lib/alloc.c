@@ -60,18 +60,18 @@ static int mrp_caller_slot(struct mrp_pool *pool, struct ibv_pd *pd, int *slot)
  */
 static int mrp_bin_keyed_top(struct mrp_pool *pool, struct mrp_bin *bin, int slot)
 {
-	uint32_t top = atomic_load_explicit(&bin->count, memory_order_relaxed) - 1;
+	uint32_t top = mrp_bin_count(bin) - 1;
 
 	for (uint32_t i = top; i-- > 0;) {
-		if (mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[i]), slot)) {
-			void *p = bin->slots[i];
+		if (mrp_arena_has(bin->base[i].a, slot)) {
+			struct mrp_ent e = bin->base[i];
 
-			bin->slots[i] = bin->slots[top];
-			bin->slots[top] = p;
+			bin->base[i] = bin->base[top];
+			bin->base[top] = e;
 			return 0;
 		}
 	}
-	return mrp_reg_lazy(pool, mrp_arena_of((uintptr_t)bin->slots[top]), slot);
+	return mrp_reg_lazy(pool, bin->base[top].a, slot);
 }
 
 static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
@@ -114,16 +114,18 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 	if (!tc)
 		return -ENOMEM;
 	bin = &tc->bins[cls];
-	n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+	/* 0 also for a top left below base by an abandoned pop: set again below */
+	n = mrp_bin_count(bin);
 	if (!n) {
 		ret = mrp_depot_refill(pool, cls, bin);
 		if (ret < 0) {
+			mrp_bin_set_count(bin, 0);
 			mrp_tcache_put(tc);
 			goto fallback;
 		}
-		n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+		n = mrp_bin_count(bin);
 	}
-	if (slot >= 0 && !mrp_arena_has(mrp_arena_of((uintptr_t)bin->slots[n - 1]), slot)) {
+	if (slot >= 0 && !mrp_arena_has(bin->base[n - 1].a, slot)) {
 		ret = mrp_bin_keyed_top(pool, bin, slot);
 		if (ret) {
 			mrp_tcache_put(tc);
@@ -131,14 +133,14 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 		}
 	}
 	/* Keys before the pop: a PD marked dead meanwhile fails here. */
-	ret = mrp_fill_keys(pool, mrp_arena_of((uintptr_t)bin->slots[n - 1]), slot, buf);
+	ret = mrp_fill_keys(pool, bin->base[n - 1].a, slot, buf);
 	if (ret) {
 		mrp_tcache_put(tc);
 		goto keyless;
 	}
 	mrp_inc(&tc->misses);
-	buf->addr = bin->slots[--n];
-	atomic_store_explicit(&bin->count, n, memory_order_relaxed);
+	buf->addr = bin->base[--n].p;
+	mrp_bin_set_count(bin, n);
 	mrp_inc(&bin->allocs);
 	mrp_tcache_put(tc);
 	buf->size = mrp_class_size(cls);
@@ -162,67 +164,101 @@ fallback:
 }
 
 /*
- * Undo a pop: it raced a reclaim (the reclaim took the buffer, or leaves
- * it to the slow path's settle), or the buffer's arena has no keys the
- * caller can hand out (the slow path deals with it).
+ * Undo a pop: it found the bin empty or raced a reclaim (the reclaim took
+ * the buffer, or leaves it to the slow path's settle), or the buffer's
+ * arena has no keys the caller can hand out (the slow path deals with it).
+ * t is the top the pop stored.
  */
-static inline void mrp_bin_unpop(struct mrp_bin *bin)
+static inline void mrp_bin_unpop(struct mrp_bin *bin, uintptr_t t)
 {
-	atomic_store_explicit(&bin->count,
-			      atomic_load_explicit(&bin->count, memory_order_relaxed) + 1,
-			      memory_order_release);
+	atomic_store_explicit(&bin->top, t + sizeof(struct mrp_ent), memory_order_release);
 }
 
 /*
- * Pop the top buffer of bin, the calling thread's, into *p: 0, or 1 for
- * the slow path (empty bin, or a reclaim under way: tcache.c). A caller
- * that then finds the buffer unfit gives it back with mrp_bin_unpop().
+ * Pop the top entry of bin, the calling thread's, into *e: 0, or 1 for the
+ * slow path (empty bin, or a reclaim under way: tcache.c). A caller that
+ * then finds the buffer unfit gives it back with mrp_bin_unpop().
  */
 static inline __attribute__((always_inline))
-int mrp_bin_pop(struct mrp_bin *bin, void **p)
+int mrp_bin_pop(struct mrp_bin *bin, struct mrp_ent **e)
 {
-	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed);
+	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed) -
+		      sizeof(struct mrp_ent);
 
-	if (unlikely(!n))
-		return 1;
 	/*
-	 * Store the count, then load the cap: a zero cap means an idle
-	 * reclaim may have taken the buffer meanwhile (tcache.c).
+	 * Store top, then load lim: one compare for an empty bin (lim is its
+	 * base, t below it) and for a reclaim that may have taken the entry
+	 * meanwhile (lim all ones: tcache.c).
 	 */
-	*p = bin->slots[n - 1];
-	atomic_store_explicit(&bin->count, n - 1, MRP_HANDSHAKE);
+	atomic_store_explicit(&bin->top, t, MRP_HANDSHAKE);
 	atomic_signal_fence(memory_order_seq_cst);
 	MRP_TEST_HOOK(MRP_HOOK_ALLOC_POPPED);
-	if (unlikely(!atomic_load_explicit(&bin->cap, MRP_HANDSHAKE))) {
-		mrp_bin_unpop(bin);
+#ifdef __SANITIZE_THREAD__
+	if (unlikely(t < atomic_load_explicit(&bin->lim, MRP_HANDSHAKE))) {
+#else
+	if (unlikely(t < mrp_peek(&bin->lim))) {	/* after the fence above */
+#endif
+		mrp_bin_unpop(bin, t);
 		return 1;
 	}
 	MRP_TEST_HOOK(MRP_HOOK_ALLOC_CAP_SEEN);
+	*e = (struct mrp_ent *)t;
 	return 0;
 }
 
 /*
- * Push addr onto bin, the calling thread's: 0, or 1 for the slow path (the
- * bin is full, or a reclaim under way set its cap to 0: tcache.c). Both
- * frees inline it, mrp_free() and mrp_free_fine().
+ * Push addr of arena a onto bin, the calling thread's: 0, or 1 for the
+ * slow path (the bin is full, or a reclaim under way set its end to 0:
+ * tcache.c). Both frees inline it, mrp_free() and mrp_free_fine().
  */
 static inline __attribute__((always_inline))
-int mrp_bin_push(struct mrp_bin *bin, void *addr)
+int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 {
-	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
+	struct mrp_ent *e = (struct mrp_ent *)t;
 
-	if (unlikely(n > atomic_load_explicit(&bin->cap, memory_order_relaxed)))
+	if (unlikely(t >= mrp_peek(&bin->end)))
 		return 1;
 	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
-	bin->slots[n - 1] = addr;
-	/* release: an idle reclaim that reads this count reads the slot */
-	atomic_store_explicit(&bin->count, n, memory_order_release);
+	e->p = addr;
+	__asm__("" : "+m"(e->p));	/* two plain stores, not a vector pair */
+	e->a = a;
+	/* release: an idle reclaim that reads this top reads the entry */
+	atomic_store_explicit(&bin->top, t + sizeof(*e), memory_order_release);
 	mrp_inc(&bin->frees);
 	return 0;
 }
 
 /*
- * Thread-cache pop: 0 done, 1 take the slow path: empty bin, a reclaim
+ * mrp_alloc_fast() with a PD not in slot 0: the scan, then the same key
+ * test, and on a miss the slow path every caller of mrp_alloc_fast() takes
+ * then (mrp_alloc_slow() with no alignment): never 1, so that the fast
+ * path reaches here by a tail call and needs no frame. Out of line, so
+ * that the slot-0 path keeps its keys' offset a constant.
+ */
+static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, size_t size,
+					    struct mrp_bin *bin, struct mrp_ent *e,
+					    struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	struct mrp_arena *a = e->a;
+	int slot = mrp_pd_slot(pool, pd);
+
+	if (slot < 0 || !mrp_arena_has(a, slot)) {
+		mrp_bin_unpop(bin, (uintptr_t)e);
+		return mrp_alloc_slow(pool, size, 0, pd, buf);
+	}
+	buf->lkey = a->keys[slot].lkey;
+	buf->rkey = a->keys[slot].rkey;
+	mrp_inc(&bin->allocs);
+	buf->addr = e->p;
+	buf->size = bin->bsize;
+	return 0;
+}
+
+/*
+ * Thread-cache pop: 0 done, below 0 failed (a PD outside slot 0 whose
+ * buffer did not fit took the slow path already), 1 take the slow path
+ * (mrp_alloc_slow() with no alignment, every caller): empty bin, a reclaim
  * under way (tcache.c), a PD not attached (the slow path says so), or the
  * top buffer's arena has no keys of pd (its registration failed or the PD
  * is marked dead). Always inlined: GCC stops doing so on its own once the
@@ -232,39 +268,38 @@ static inline __attribute__((always_inline))
 int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		   struct mrp_buf *buf)
 {
-	unsigned int cls = mrp_size_class(pool, size);
-	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[cls];
-	struct mrp_arena *a;
-	int slot;
-	void *p;
+	struct mrp_bin *bin = mrp_bin_at(mrp_tls[pool->idx],
+					 pool->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
+	struct mrp_ent *e;
+	uint64_t keys = 0;
 
 	/* one register for the bin from here on, not its cache and offset */
 	__asm__("" : "+r"(bin));
-	if (unlikely(mrp_bin_pop(bin, &p)))
+	if (unlikely(mrp_bin_pop(bin, &e)))
 		return 1;
 	if (pd) {
-		/* most programs attach one PD: try its slot before the scan */
-		if (likely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) == pd))
-			slot = 0;
-		else if (unlikely((slot = mrp_pd_slot(pool, pd)) < 0))
-			goto unpop;
-		/* a cached buffer is in an arena: in the map, no bound test */
-		a = mrp_arena_of_held(p);
-		if (unlikely(!mrp_arena_has(a, slot)))
-			goto unpop;
-		buf->lkey = a->keys[slot].lkey;
-		buf->rkey = a->keys[slot].rkey;
-	} else {
-		buf->lkey = 0;
-		buf->rkey = 0;
+		/* most programs attach one PD: its slot here, the others apart */
+		if (unlikely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) != pd)) {
+			int ret = mrp_alloc_fast_slot(pool, size, bin, e, pd, buf);
+
+			if (ret > 0)
+				__builtin_unreachable();	/* 0 or an error */
+			return ret;
+		}
+		struct mrp_arena *a = e->a;
+
+		if (unlikely(!mrp_arena_has(a, 0))) {
+			mrp_bin_unpop(bin, (uintptr_t)e);
+			return 1;
+		}
+		memcpy(&keys, &a->keys[0], sizeof(keys));
 	}
+	/* lkey and rkey in one move, 0 without a PD */
+	memcpy(&buf->lkey, &keys, sizeof(keys));
 	mrp_inc(&bin->allocs);
-	buf->addr = p;
-	buf->size = mrp_class_size(cls);
+	buf->addr = e->p;
+	buf->size = bin->bsize;
 	return 0;
-unpop:
-	mrp_bin_unpop(bin);
-	return 1;
 }
 
 /*
@@ -331,7 +366,8 @@ MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 {
 	int ret;
 
-	if (unlikely(!pool || !buf || size - 1 >= MRP_MAX_CLASS || pool->hooked))
+	/* fast_lim: size 0, large sizes and hooked pools in one compare */
+	if (unlikely(!pool || !buf || size - 1 >= pool->fast_lim))
 		goto slow;
 	ret = mrp_alloc_fast(pool, size, pd, buf);
 	if (likely(ret <= 0))
@@ -396,31 +432,27 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 {
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
-	size_t cls;
+	struct mrp_ent *e;
 	uint64_t keys;
-	void *p;
 
 	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
 		goto slow;
 	/* fast_pool is the caller's pool: a real one */
-	cls = mrp_size_class(pool, size);
-	__asm__("" : "+r"(cls));	/* the class first: h keeps its register */
-	bin = &mrp_tls[h->idx]->bins[cls];
+	bin = mrp_bin_at(mrp_tls[h->idx], h->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
-	if (unlikely(mrp_bin_pop(bin, &p)))
+	if (unlikely(mrp_bin_pop(bin, &e)))
 		goto slow;
-	/* a cached buffer is in an arena: in the map, no bound test */
-	a = mrp_arena_of_held(p);
+	a = e->a;
 	if (unlikely(!(atomic_load_explicit(&a->reg_mask, memory_order_acquire) &
-		       atomic_load_explicit(&h->bit, memory_order_relaxed)))) {
-		mrp_bin_unpop(bin);
+		       mrp_peek(&h->bit)))) {
+		mrp_bin_unpop(bin, (uintptr_t)e);
 		goto slow;
 	}
 	/* lkey and rkey in one move: struct mrp_key and mrp_buf lay them out alike */
 	memcpy(&keys, (const char *)a + h->key_off, sizeof(keys));
 	memcpy(&buf->lkey, &keys, sizeof(keys));
 	mrp_inc(&bin->allocs);
-	buf->addr = p;
+	buf->addr = e->p;
 	buf->size = a->bsize;	/* a load: no shift register to keep */
 	return 0;
 slow:
@@ -434,7 +466,8 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	struct mrp_tcache *tc;
 	struct mrp_arena *a;
 	struct mrp_bin *bin;
-	uint32_t n, count, cap;
+	struct mrp_ent e;
+	uint32_t n, count;
 
 	if (!pool)
 		return -EINVAL;
@@ -465,32 +498,33 @@ static MRP_NOINLINE int mrp_free_slow(struct mrp_pool *pool, void *addr)
 	}
 	if (atomic_load(&a->nmw))
 		mrp_mw_release_buf(pool, a, p);
+	e.p = addr;
+	e.a = a;
 	if (atomic_load(&a->retired)) {
 		/* out of service: straight to the depot, never to a cache */
-		mrp_depot_put(pool, a->cls, &addr, 1);
+		mrp_depot_put(pool, a->cls, &e, 1);
 		mrp_add(&pool->dead_frees[a->cls], 1);	/* counted as frees */
 		return 0;
 	}
 	tc = mrp_tcache_get(pool);
 	if (!tc) {
-		mrp_depot_put(pool, a->cls, &addr, 1);
+		mrp_depot_put(pool, a->cls, &e, 1);
 		return 0;
 	}
 	bin = &tc->bins[a->cls];
-	count = atomic_load_explicit(&bin->count, memory_order_relaxed);
-	/* a reclaim stores it only under the lock we hold */
-	cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
-	if (count >= cap) {
+	/* settled: the bin is live (lim and end as configured) under our lock */
+	count = mrp_bin_count(bin);
+	if (count >= bin->cap) {
 		/* Return the oldest half: the newest stay hot in this cache. */
-		n = cap / 2 ? cap / 2 : 1;
-		mrp_depot_put(pool, a->cls, bin->slots, n);
+		n = bin->cap / 2 ? bin->cap / 2 : 1;
+		mrp_depot_put(pool, a->cls, bin->base, n);
 		count -= n;
-		memmove(bin->slots, bin->slots + n, count * sizeof(void *));
+		memmove(bin->base, bin->base + n, count * sizeof(*bin->base));
 		atomic_fetch_add_explicit(&pool->cls[a->cls].flushes, 1,
 					  memory_order_relaxed);
 	}
-	bin->slots[count++] = addr;
-	atomic_store_explicit(&bin->count, count, memory_order_relaxed);
+	bin->base[count++] = e;
+	mrp_bin_set_count(bin, count);
 	mrp_inc(&bin->frees);
 	mrp_tcache_put(tc);
 	return 0;
@@ -521,7 +555,7 @@ static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a
 	 * depot.
 	 */
 	if (i >= a->nblocks || a->base + i * a->bsize != p ||
-	    mrp_bin_push(&mrp_tls[pool->idx]->bins[a->cls], addr))
+	    mrp_bin_push(mrp_bin_at(mrp_tls[pool->idx], a->bin_off), addr, a))
 		goto slow;
 	return 0;
 slow:
@@ -552,9 +586,9 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);
 	if (unlikely(p & mask))
 		return mrp_free_fine(pool, a, addr, mask);
-	bin = &mrp_tls[pool->idx]->bins[a->cls];
+	bin = mrp_bin_at(mrp_tls[pool->idx], a->bin_off);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
-	if (unlikely(mrp_bin_push(bin, addr)))
+	if (unlikely(mrp_bin_push(bin, addr, a)))
 		goto slow;
 	return 0;
 slow:

@@ -275,6 +275,7 @@ static struct mrp_arena *mrp_arena_new(struct mrp_pool *pool, size_t size, unsig
 		return NULL;
 	a->pool = pool;
 	a->cls = cls;
+	a->bin_off = mrp_bin_off(cls);
 	if (cls == MRP_LARGE) {
 		a->shift = MRP_MAP_SHIFT;
 		a->nblocks = 1;

@@ -58,6 +58,20 @@ void mrp_class_table(uint8_t tab[MRP_TAB_SIZE], bool fine, size_t page)
 }
 
 /*
+ * Fill the allocation fast paths' table (MRP_BIN_TAB_SIZE): entry i serves
+ * sizes in (i << MRP_BIN_TAB_SHIFT, (i + 1) << MRP_BIN_TAB_SHIFT] with the
+ * bin of mrp_size_class() of the upper end. Every class is a multiple of
+ * the smallest one, so no class lies inside an entry's range and the upper
+ * end decides for all of it: the same class as mrp_size_class() of any
+ * size in it. After mrp_class_table().
+ */
+void mrp_bin_table(const struct mrp_pool *pool, uint16_t tab[MRP_BIN_TAB_SIZE])
+{
+	for (size_t i = 0; i < MRP_BIN_TAB_SIZE; i++)
+		tab[i] = mrp_bin_off(mrp_size_class(pool, (i + 1) << MRP_BIN_TAB_SHIFT));
+}
+
+/*
  * The reciprocal of a class size's odd part k (1, 3, 5 or 7): m =
  * floor(2^64 / k) + 1, so that floor(n / k) = (n * m) >> 64 for every
  * n < 2^64 / k. With e = m * k - 2^64 (1 <= e <= k) and n = q * k + t,

@@ -96,8 +96,7 @@ int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background)
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin)
 {
 	struct mrp_class *c = &pool->cls[cls];
-	uint32_t cap = atomic_load_explicit(&bin->cap, memory_order_relaxed);
-	uint32_t want = c->batch < cap ? c->batch : cap;
+	uint32_t want = c->batch < bin->cap ? c->batch : bin->cap;
 	uint32_t got = 0;
 	struct mrp_arena *a;
 	int ret;
@@ -116,7 +115,8 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 						st = MRP_BUF_FRESH;
 				}
 				atomic_store_explicit(&a->state[i], st, memory_order_relaxed);
-				bin->slots[got++] = (void *)(a->base + (uintptr_t)i * a->bsize);
+				bin->base[got].p = (void *)(a->base + (uintptr_t)i * a->bsize);
+				bin->base[got++].a = a;
 			}
 			if (!a->nfree)
 				mrp_avail_del(c, a);
@@ -129,7 +129,7 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 		if (ret)
 			return ret;
 	}
-	atomic_store_explicit(&bin->count, got, memory_order_relaxed);
+	mrp_bin_set_count(bin, got);
 	mrp_add(&c->refills, 1);
 	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
 	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)
@@ -143,7 +143,8 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
  * it stacked twice, two callers would get it and trim would count its
  * arena idle while a buffer in it is live.
  */
-void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n)
+void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, const struct mrp_ent *ents,
+		   uint32_t n)
 {
 	struct mrp_class *c = &pool->cls[cls];
 	uint64_t now = mrp_now_ns();
@@ -151,8 +152,8 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_
 
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t k = 0; k < n; k++) {
-		uintptr_t p = (uintptr_t)ptrs[k];
-		struct mrp_arena *a = mrp_arena_of(p);
+		uintptr_t p = (uintptr_t)ents[k].p;
+		struct mrp_arena *a = ents[k].a;
 		uint32_t i = (uint32_t)mrp_buf_index(a, p);
 
 		if (atomic_load_explicit(&a->state[i], memory_order_relaxed) == MRP_BUF_FREE ||

@@ -56,6 +56,13 @@
 #define MRP_FINE_MIN	((size_t)1 << 16)
 #define MRP_TAB_SHIFT	14
 #define MRP_TAB_SIZE	(MRP_MAX_CLASS >> MRP_TAB_SHIFT)
+/*
+ * The allocation fast paths' table: bin offset in a thread's cache by
+ * (size - 1) >> MRP_BIN_TAB_SHIFT. Every class is a multiple of the
+ * smallest, so no class boundary falls inside an entry (mrp_bin_table()).
+ */
+#define MRP_BIN_TAB_SHIFT	MRP_MIN_SHIFT
+#define MRP_BIN_TAB_SIZE	(MRP_MAX_CLASS >> MRP_BIN_TAB_SHIFT)
 /* Class index of large arenas: its bin has capacity 0 in every cache. */
 #define MRP_LARGE	MRP_NCLASSES
 
@@ -134,6 +141,11 @@ struct mrp_arena {
 	 * Changed by compare-and-swap, by the shim only.
 	 */
 	_Atomic uint8_t pl_deferred;
+	/*
+	 * mrp_bin_off(cls): where the free fast path finds the bin of this
+	 * arena's buffers in a thread's cache, with no multiply by the class.
+	 */
+	uint16_t bin_off;
 	/* per pool->pds slot; 8-byte aligned: mrp_alloc_pdh() loads a pair at once */
 	_Alignas(8) struct mrp_key keys[MRP_MAX_PDS];
 
@@ -307,30 +319,75 @@ struct mrp_class {
 
 /* Where an idle reclaim stands with a thread cache (tcache.c). */
 enum {
-	MRP_TC_LIVE,			/* caps as configured */
-	MRP_TC_MARKED,			/* caps 0, the pass's barrier to come */
-	MRP_TC_TAKEN,			/* caps 0 since a barrier; taken went */
+	MRP_TC_LIVE,			/* lim and end as configured */
+	MRP_TC_MARKED,			/* bins marked, the pass's barrier to come */
+	MRP_TC_TAKEN,			/* marked since a barrier; taken went */
 };
 
 /*
- * One thread's cache of one class: a stack of buffer addresses. Only the
- * owner writes count and slots; an idle reclaim reads them and writes cap
- * (tcache.c).
+ * A cached buffer: its address and its arena, so that an allocation hands
+ * out keys with no map lookup (the free has the arena from the map).
+ */
+struct mrp_ent {
+	void *p;
+	struct mrp_arena *a;
+};
+
+/*
+ * One thread's cache of one class: a stack of entries in [base, top).
+ * Only the owner writes top and the entries; an idle reclaim reads them
+ * and writes lim and end (tcache.c). Addresses are kept as integers: a pop
+ * stores top - 1 before it knows whether the bin is empty, which is
+ * base - 1 then, one entry below the stack: a guard entry that is never
+ * handed out (tcache.c, mrp_tcache_get()).
+ *
+ * The allocation fast path pops (top - 1 stored), then compares the new
+ * top against lim: base when live, all ones while a reclaim is marked and
+ * in the empty and orphan caches, so one compare covers both the empty bin
+ * and the reclaim. The free fast path compares top against end: base +
+ * cap when live, 0 while marked.
  */
 struct mrp_bin {
-	_Atomic uint32_t count;		/* buffers held; release-stored by free */
-	_Atomic uint32_t cap;		/* 0 in the empty cache, and in one an idle
-					 * reclaim marked: forces slow paths.
-					 * Stored under the cache's lock, read by
-					 * the owner's fast paths without it */
-	void **slots;
+	_Atomic uintptr_t top;		/* next entry; release-stored by free */
+	_Atomic uintptr_t lim;		/* base, or MRP_BIN_MARKED */
+	_Atomic uintptr_t end;		/* base + cap, or 0 while marked */
+	size_t bsize;			/* the class's buffer size, buf->size */
+	struct mrp_ent *base;		/* the stack: base[-1] is the guard */
+	uint32_t cap;			/* entries, as configured */
 	_Atomic uint64_t allocs;	/* written by the owner thread only */
 	_Atomic uint64_t frees;
-};
+} __attribute__((aligned(64)));
+
+/* A bin's lim while it must not be popped: no address is above it. */
+#define MRP_BIN_MARKED	(~(uintptr_t)0)
+
+/*
+ * Entries in a bin, the owner's view or the reclaimer's: 0 while a pop of
+ * an empty bin is in flight (its top is base - 1 until it puts it back), or
+ * was left there by a call abandoned halfway (siglongjmp out of a signal
+ * handler: the preload shim).
+ */
+static inline uint32_t mrp_bin_count_of(const struct mrp_bin *b, uintptr_t top)
+{
+	uintptr_t base = (uintptr_t)b->base;
+
+	return top > base ? (uint32_t)((top - base) / sizeof(struct mrp_ent)) : 0;
+}
+
+static inline uint32_t mrp_bin_count(const struct mrp_bin *b)
+{
+	return mrp_bin_count_of(b, atomic_load_explicit(&b->top, memory_order_relaxed));
+}
+
+/* The owner, with its cache's lock: n entries from base on. */
+static inline void mrp_bin_set_count(struct mrp_bin *b, uint32_t n)
+{
+	atomic_store_explicit(&b->top, (uintptr_t)(b->base + n), memory_order_release);
+}
 
 /*
  * A thread's cache for one pool. Reached through mrp_tls[pool->idx], which
- * starts at mrp_tcache_empty (every cap 0), so the first use of a pool in a
+ * starts at mrp_tcache_empty (every bin marked), so the first use of a pool in a
  * thread falls into the slow path, which installs a real cache.
  */
 struct mrp_tcache {
@@ -343,13 +400,27 @@ struct mrp_tcache {
 
 	/* idle reclaim (tcache.c): the owner's slow paths and the reclaimer */
 	pthread_mutex_t lock;		/* bins off the fast paths, reclaim, taken */
-	uint8_t reclaim;		/* MRP_TC_*: caps are 0 unless LIVE */
-	uint32_t taken[MRP_NCLASSES];	/* per bin: slots[0, taken) are the depot's */
+	uint8_t reclaim;		/* MRP_TC_*: bins marked unless LIVE */
+	uint32_t taken[MRP_NCLASSES];	/* per bin: base[0, taken) are the depot's */
 	/* the reclaimer's, mrp_global_lock */
 	bool in_pass;			/* in a pass's batch: not freed until it ends */
 	struct mrp_tcache *pass_next;	/* that batch, walked without the lock */
 	uint64_t seen_ops, seen_ns;	/* activity last seen and when */
 } __attribute__((aligned(64)));
+
+/* Offset of class cls's bin (or MRP_LARGE's) in a thread's cache. */
+static inline uint16_t mrp_bin_off(unsigned int cls)
+{
+	return (uint16_t)(offsetof(struct mrp_tcache, bins) + cls * sizeof(struct mrp_bin));
+}
+_Static_assert(offsetof(struct mrp_tcache, bins) + (MRP_NCLASSES + 1) * sizeof(struct mrp_bin)
+	       <= UINT16_MAX, "bin offsets are uint16_t");
+
+/* The bin at offset off (mrp_bin_off()) in cache tc. */
+static inline struct mrp_bin *mrp_bin_at(struct mrp_tcache *tc, size_t off)
+{
+	return (struct mrp_bin *)((char *)tc + off);
+}
 
 /* Settings after attributes, environment and defaults are merged. */
 struct mrp_cfg {
@@ -443,6 +514,8 @@ struct mrp_pdh {
 	struct mrp_pool *pool;		/* the owner, for the slow path's checks */
 	struct ibv_pd *pd;		/* the PD of this attachment */
 	struct mrp_pdh *next;		/* pool->pdhs, pool->lock */
+	/* a copy of pool->bin_off: no load of the pool on the fast path */
+	uint16_t bin_off[MRP_BIN_TAB_SIZE];
 } __attribute__((aligned(64)));
 
 #define MRP_HIST_BUCKETS 64
@@ -454,6 +527,14 @@ struct mrp_pool {
 					 * mrp_alloc_hooked() */
 	bool debug;			/* cfg.debug */
 	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
+	/*
+	 * Sizes mrp_alloc() serves from the caches: size - 1 below it, which
+	 * is MRP_MAX_CLASS, or 0 in a hooked pool. One compare tests size 0,
+	 * large sizes and hooked.
+	 */
+	size_t fast_lim;
+	/* bin offset of every class size, by (size - 1) >> MRP_BIN_TAB_SHIFT */
+	uint16_t bin_off[MRP_BIN_TAB_SIZE];
 	/* size class of sizes above 64 KiB, by (size - 1) >> MRP_TAB_SHIFT */
 	uint8_t class_tab[MRP_TAB_SIZE];
 
@@ -599,6 +680,20 @@ static inline void mrp_inc(_Atomic uint64_t *c)
 #endif
 }
 
+/*
+ * A relaxed load the compiler may fold into the instruction that uses it
+ * (cmp, test with a memory operand), which it does not do with atomics:
+ * one instruction less per bound on the fast paths. On x86-64 an aligned
+ * 8- or 4-byte load is single-copy atomic, and the callers order it with
+ * a signal fence where order matters (mrp_bin_pop()); ThreadSanitizer
+ * and other targets get the atomic load.
+ */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define mrp_peek(p)	(*(const __typeof__(+*(p)) *)(p))
+#else
+#define mrp_peek(p)	atomic_load_explicit(p, memory_order_relaxed)
+#endif
+
 static inline void mrp_add(_Atomic uint64_t *c, uint64_t v)
 {
 	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
@@ -649,6 +744,7 @@ static inline size_t mrp_class_align(unsigned int cls)
 /* classes.c */
 bool mrp_class_exists(unsigned int cls, bool fine, size_t page);
 void mrp_class_table(uint8_t tab[MRP_TAB_SIZE], bool fine, size_t page);
+void mrp_bin_table(const struct mrp_pool *pool, uint16_t tab[MRP_BIN_TAB_SIZE]);
 uint64_t mrp_buf_magic(size_t bsize);
 
 /* Is the PD of slot marked dead? */
@@ -678,8 +774,8 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
 
 /*
  * Ordering of the idle reclaim's handshake (tcache.c): the allocation fast
- * path stores a bin's count, then loads its cap; the reclaimer stores the
- * cap, then loads the count. Natively the reclaimer's membarrier() orders
+ * path stores a bin's top, then loads its lim; the reclaimer stores lim,
+ * then loads top. Natively the reclaimer's membarrier() orders
  * the owner's side, which costs the fast path nothing. ThreadSanitizer does
  * not know membarrier(), so its build makes both sides seq_cst: what it
  * checks there is that build for data races, not that this ordering is
@@ -700,9 +796,9 @@ static inline int mrp_pd_slot(struct mrp_pool *pool, struct ibv_pd *pd)
  * (lib/Makefile, build/hooks/) have them; the library has none.
  */
 enum mrp_test_hook {
-	MRP_HOOK_ALLOC_POPPED,		/* alloc fast path: count stored, cap not loaded */
-	MRP_HOOK_ALLOC_CAP_SEEN,	/* alloc fast path: cap seen, keys not tested */
-	MRP_HOOK_FREE_CAP_SEEN,		/* free fast path: cap seen, slot not stored */
+	MRP_HOOK_ALLOC_POPPED,		/* alloc fast path: top stored, lim not loaded */
+	MRP_HOOK_ALLOC_CAP_SEEN,	/* alloc fast path: lim seen, keys not tested */
+	MRP_HOOK_FREE_CAP_SEEN,		/* free fast path: end seen, entry not stored */
 	MRP_HOOK_PASS_MARKED,		/* reclaim pass: caches marked, no barrier yet */
 	MRP_HOOK_N
 };
@@ -823,7 +919,8 @@ int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
 /* depot.c */
 void mrp_depot_add(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bin);
-void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, void **ptrs, uint32_t n);
+void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, const struct mrp_ent *ents,
+		   uint32_t n);
 int mrp_grow(struct mrp_pool *pool, unsigned int cls, bool background);
 int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		  bool keep_reserve);

@@ -372,6 +372,8 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);
 	mrp_class_table(pool->class_tab, pool->cfg.fine, mrp_os_page_size());
+	mrp_bin_table(pool, pool->bin_off);
+	pool->fast_lim = pool->hooked ? 0 : MRP_MAX_CLASS;
 	mrp_classes_init(pool);
 	mrp_publish_init(pool);
 

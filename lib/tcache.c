@@ -4,10 +4,13 @@
  * slots, the thread-exit flush, the fork handler, and the reclaim of the
  * caches of idle threads.
  *
- * mrp_tls[] starts pointing at mrp_tcache_empty, whose bins all have
- * capacity 0: the fast paths need no "initialised?" test, the first use of
- * a pool in a thread simply fails the bin test and the slow path installs a
- * real cache. Closing a pool, and forking, turn caches back into that state.
+ * mrp_tls[] starts pointing at mrp_tcache_empty, whose bins are all marked
+ * (lim all ones, end 0): the fast paths need no "initialised?" test, the
+ * first use of a pool in a thread simply fails the bin test and the slow
+ * path installs a real cache. Closing a pool, and forking, turn caches back
+ * into that state. A pop there stores top - 1 and puts it back, as on any
+ * empty bin; threads racing on the shared object may leave its top lower
+ * than it was, which nothing reads (it starts far from 0, see below).
  *
  * Idle reclaim. A thread that stops calling keeps its cached buffers, and
  * with them whole arenas, pinned and registered. The pool thread (or
@@ -15,33 +18,42 @@
  * moved for the trim delay, with no lock and no read-modify-write added to
  * the fast paths. A pass (mrp_tcaches_reclaim()) goes in three steps:
  *   1. mark: under each idle cache's tcache->lock, which every slow path
- *      touching the bins holds, it stores 0 in every bin's cap, which sends
- *      the owner's next free to its slow path, and its next allocation too
- *      (below);
+ *      touching the bins holds, it stores all ones in every bin's lim and
+ *      0 in its end, which sends the owner's next free to its slow path,
+ *      and its next allocation too (below);
  *   2. one membarrier() for every cache marked: each owner call in flight
  *      at that point has its stores so far visible, and each later one
- *      sees the zero caps;
+ *      sees the marks;
  *   3. take: under the lock again, from each cache still marked, it hands
- *      slots[0, count) of each bin to the depot and records that count as
- *      taken; it never writes count. A cache the owner emptied meanwhile
- *      gets its caps back: no reclaim.
+ *      base[0, count) of each bin to the depot and records that count as
+ *      taken; it never writes top. A cache the owner emptied meanwhile
+ *      gets its lim and end back: no reclaim.
  * No lock is held across the barrier, which recent kernels serialize
  * system-wide (os.c): an owner whose slow path runs in between finds its
- * cache marked and puts the caps back (mrp_tcache_settle()), and step 3
- * leaves that cache alone. A cache still marked has had zero caps from
- * before the barrier to the take. Nor is mrp_global_lock: thread exit,
+ * cache marked and unmarks it (mrp_tcache_settle()), and step 3 leaves
+ * that cache alone. A cache still marked has been so from before the
+ * barrier to the take. Nor is mrp_global_lock: thread exit,
  * first use, mrp_stats() and open and close go on meanwhile; the marked
  * caches are pinned (in_pass), their thread's exit waits for the pass.
  *
- * The allocation fast path pops (count stored), then loads cap: a zero cap
- * means the pop may have raced step 3, so it puts the count back and takes
- * the slow path, which under the lock drops the taken slots and restores
- * the caps. Store count, load cap (owner) against store cap, load count
+ * The allocation fast path pops (top - 1 stored), then loads lim: a
+ * marked lim means the pop may have raced step 3, so it puts top back and
+ * takes the slow path, which under the lock drops the taken entries and
+ * unmarks the bins. The same compare sends an empty bin there (lim is its
+ * base). Store top, load lim (owner) against store lim, load top
  * (reclaimer): with the barrier between, one of them sees the other, so a
- * buffer is never both popped and taken. A free in flight pushes at or
- * above the count the reclaimer reads (which free release-stores, so the
- * slots below are visible): what it pushes stays in the cache, and a later
- * pass takes it. Only the owner, thread exit and pool close free a cache.
+ * buffer is never both popped and taken. The reclaimer counts a top below
+ * base (a pop of an empty bin in flight) as 0 entries. A free in flight
+ * pushes at or above the top the reclaimer reads (which free
+ * release-stores, so the entries below are visible): what it pushes stays
+ * in the cache, and a later pass takes it. Only the owner, thread exit and
+ * pool close free a cache.
+ *
+ * Signal handlers: a free from one never reaches a bin while its thread is
+ * inside the library (the preload shim defers it), so the owner's pop and
+ * push never nest. A call abandoned in the middle of a pop (siglongjmp)
+ * may leave top at base - 1: the next push then fills the guard entry,
+ * which is lost as the popped buffer would be today, not written past.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -50,7 +62,16 @@
 #include "internal.h"
 
 #define MRP_E8(x) x, x, x, x, x, x, x, x
-struct mrp_tcache mrp_tcache_empty;
+/*
+ * Every bin marked. top starts at the object's own address, far from 0: a
+ * pop there computes top - 1, which must stay below lim (all ones).
+ */
+#define MRP_BIN_EMPTY { .top = (uintptr_t)&mrp_tcache_empty, .lim = MRP_BIN_MARKED }
+struct mrp_tcache mrp_tcache_empty = {
+	.bins = { MRP_E8(MRP_BIN_EMPTY), MRP_E8(MRP_BIN_EMPTY),
+		  MRP_BIN_EMPTY, MRP_BIN_EMPTY, MRP_BIN_EMPTY, MRP_BIN_EMPTY },
+};
+_Static_assert(MRP_NCLASSES + 1 == 20, "mrp_tcache_empty initialiser");
 __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec"))) = {
 	MRP_E8(&mrp_tcache_empty), MRP_E8(&mrp_tcache_empty),
@@ -82,13 +103,17 @@ static void mrp_tcache_free(struct mrp_tcache *tc, bool forked)
 {
 	if (!forked)
 		pthread_mutex_destroy(&tc->lock);
-	free(tc->bins[0].slots);
+	free(tc->bins[0].base - 1);	/* its guard entry */
 	free(tc);
 }
 
 static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
 {
-	size_t cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
+	size_t cap;
+
+	if (cls == MRP_LARGE)
+		return 0;
+	cap = pool->cfg.tcache_bytes / mrp_class_size(cls);
 
 	if (cap < 1)
 		cap = 1;
@@ -97,13 +122,21 @@ static uint32_t mrp_bin_cap(const struct mrp_pool *pool, unsigned int cls)
 	return (uint32_t)cap;
 }
 
+/* A bin as the fast paths use it: lim and end from base and cap. */
+static void mrp_bin_unmark(struct mrp_bin *b)
+{
+	atomic_store_explicit(&b->lim, (uintptr_t)b->base, memory_order_relaxed);
+	atomic_store_explicit(&b->end, (uintptr_t)(b->base + b->cap), memory_order_relaxed);
+}
+
 /*
  * tc->lock held, by the owner (or by close and thread exit, which no call
- * on it races): take a marked or reclaimed cache back. The taken slots are
- * the depot's; buffers pushed above them by a free that was in flight
- * stay, moved down; the caps come back. A pass that took nothing settles
- * too: with no slot taken it only stores the caps, which the owner's fast
- * paths may read meanwhile.
+ * on it races): take a marked or reclaimed cache back. The taken entries
+ * are the depot's; buffers pushed above them by a free that was in flight
+ * stay, moved down; lim and end come back. A pass that took nothing
+ * settles too: with no entry taken it only stores lim and end, which the
+ * owner's fast paths may read meanwhile (a pass runs only while the owner
+ * makes no call, and the owner settles only under the lock).
  */
 static void mrp_tcache_settle(struct mrp_tcache *tc)
 {
@@ -111,17 +144,16 @@ static void mrp_tcache_settle(struct mrp_tcache *tc)
 		return;
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
-		uint32_t n = atomic_load_explicit(&b->count, memory_order_relaxed);
+		uint32_t n = mrp_bin_count(b);
 		uint32_t t = tc->taken[c];
 
 		if (t) {
 			n = n > t ? n - t : 0;
-			memmove(b->slots, b->slots + t, n * sizeof(void *));
-			atomic_store_explicit(&b->count, n, memory_order_relaxed);
+			memmove(b->base, b->base + t, n * sizeof(*b->base));
+			mrp_bin_set_count(b, n);
 			tc->taken[c] = 0;
 		}
-		atomic_store_explicit(&b->cap, mrp_bin_cap(tc->pool, c),
-				      memory_order_relaxed);
+		mrp_bin_unmark(b);
 	}
 	tc->reclaim = MRP_TC_LIVE;
 }
@@ -136,11 +168,11 @@ void mrp_tcache_flush(struct mrp_tcache *tc)
 	mrp_tcache_settle(tc);
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
-		uint32_t n = atomic_load_explicit(&b->count, memory_order_relaxed);
+		uint32_t n = mrp_bin_count(b);
 
 		if (n)
-			mrp_depot_put(tc->pool, c, b->slots, n);
-		atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+			mrp_depot_put(tc->pool, c, b->base, n);
+		mrp_bin_set_count(b, 0);
 	}
 	pthread_mutex_unlock(&tc->lock);
 }
@@ -248,8 +280,8 @@ int mrp_global_init(void)
 struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 {
 	struct mrp_tcache *tc = mrp_tls[pool->idx];
-	size_t nslots = 0;
-	void **slots;
+	struct mrp_ent *ents;
+	size_t nents = 0;
 
 	if (tc != &mrp_tcache_empty) {
 		if (tc->pool == pool) {
@@ -261,20 +293,27 @@ struct mrp_tcache *mrp_tcache_get(struct mrp_pool *pool)
 		mrp_tls[pool->idx] = &mrp_tcache_empty;
 		mrp_tcache_free(tc, false);
 	}
-	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-		nslots += mrp_bin_cap(pool, c);
+	/* each bin's entries after a guard entry (struct mrp_bin) */
+	for (unsigned int c = 0; c <= MRP_NCLASSES; c++)
+		nents += mrp_bin_cap(pool, c) + 1;
 	tc = aligned_alloc(64, sizeof(*tc));
-	slots = calloc(nslots, sizeof(void *));
-	if (!tc || !slots) {
+	ents = calloc(nents, sizeof(*ents));
+	if (!tc || !ents) {
 		free(tc);
-		free(slots);
+		free(ents);
 		return NULL;
 	}
 	memset(tc, 0, sizeof(*tc));
-	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
-		tc->bins[c].slots = slots;
-		atomic_init(&tc->bins[c].cap, mrp_bin_cap(pool, c));
-		slots += mrp_bin_cap(pool, c);
+	for (unsigned int c = 0; c <= MRP_NCLASSES; c++) {
+		struct mrp_bin *b = &tc->bins[c];
+
+		b->base = ents + 1;
+		b->cap = mrp_bin_cap(pool, c);
+		b->bsize = c == MRP_LARGE ? 0 : mrp_class_size(c);
+		atomic_init(&b->top, (uintptr_t)b->base);
+		atomic_init(&b->lim, (uintptr_t)b->base);
+		atomic_init(&b->end, (uintptr_t)(b->base + b->cap));
+		ents += b->cap + 1;
 	}
 	tc->pool = pool;
 	tc->idx = pool->idx;
@@ -329,8 +368,11 @@ void mrp_tcaches_orphan(struct mrp_pool *pool, bool forked)
 		}
 		/* the pool thread has stopped and no call races close: no reclaim */
 		for (unsigned int c = 0; c <= MRP_NCLASSES; c++) {
-			atomic_store_explicit(&tc->bins[c].count, 0, memory_order_relaxed);
-			atomic_store_explicit(&tc->bins[c].cap, 0, memory_order_relaxed);
+			struct mrp_bin *b = &tc->bins[c];
+
+			mrp_bin_set_count(b, 0);
+			atomic_store_explicit(&b->lim, MRP_BIN_MARKED, memory_order_relaxed);
+			atomic_store_explicit(&b->end, 0, memory_order_relaxed);
 		}
 		memset(tc->taken, 0, sizeof(tc->taken));
 		tc->reclaim = MRP_TC_LIVE;
@@ -378,17 +420,19 @@ static bool mrp_tcache_mark(struct mrp_tcache *tc)
 	bool holds = false;
 
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-		holds |= atomic_load_explicit(&tc->bins[c].count, memory_order_relaxed) != 0;
+		holds |= mrp_bin_count(&tc->bins[c]) != 0;
 	if (!holds)
 		return false;
-	for (unsigned int c = 0; c < MRP_NCLASSES; c++)
-		atomic_store_explicit(&tc->bins[c].cap, 0, MRP_HANDSHAKE);
+	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
+		atomic_store_explicit(&tc->bins[c].end, 0, MRP_HANDSHAKE);
+		atomic_store_explicit(&tc->bins[c].lim, MRP_BIN_MARKED, MRP_HANDSHAKE);
+	}
 	tc->reclaim = MRP_TC_MARKED;
 	return true;
 }
 
 /*
- * Step 3 on a cache whose caps have been 0 since a barrier, tc->lock held:
+ * Step 3 on a cache marked since a barrier, tc->lock held:
  * what its bins hold above what was taken goes to the depot. Returns the
  * number of buffers.
  */
@@ -398,11 +442,12 @@ static uint32_t mrp_tcache_take(struct mrp_tcache *tc)
 
 	for (unsigned int c = 0; c < MRP_NCLASSES; c++) {
 		struct mrp_bin *b = &tc->bins[c];
-		uint32_t n = atomic_load_explicit(&b->count, MRP_HANDSHAKE_ACQUIRE);
+		uint32_t n = mrp_bin_count_of(b, atomic_load_explicit(&b->top,
+								       MRP_HANDSHAKE_ACQUIRE));
 
 		if (n <= tc->taken[c])
 			continue;
-		mrp_depot_put(tc->pool, c, b->slots + tc->taken[c], n - tc->taken[c]);
+		mrp_depot_put(tc->pool, c, b->base + tc->taken[c], n - tc->taken[c]);
 		got += n - tc->taken[c];
 		tc->taken[c] = n;
 	}
@@ -439,7 +484,7 @@ static int mrp_tcaches_reclaim(struct mrp_pool *pool, uint64_t now, uint64_t del
 			continue;
 		if (tc->reclaim == MRP_TC_TAKEN) {
 			/*
-			 * Caps 0 since an earlier barrier: what frees in flight
+			 * Marked since an earlier barrier: what frees in flight
 			 * pushed. The same idle period, not another reclaim.
 			 */
 			mrp_tcache_take(tc);

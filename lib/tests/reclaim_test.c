@@ -381,17 +381,18 @@ TEST(reclaim_races_resume)
 }
 
 /*
- * What mrp_free()'s fast path does when it read the cap before a reclaim
+ * What mrp_free()'s fast path does when it read end before a reclaim
  * stored 0 there: the push lands above what the reclaim took.
  */
 static void free_in_flight(struct mrp_pool *pool, void *addr)
 {
 	struct mrp_arena *a = mrp_arena_of((uintptr_t)addr);
 	struct mrp_bin *bin = &mrp_tls[pool->idx]->bins[a->cls];
-	uint32_t n = atomic_load_explicit(&bin->count, memory_order_relaxed) + 1;
+	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
 
-	bin->slots[n - 1] = addr;
-	atomic_store_explicit(&bin->count, n, memory_order_release);
+	((struct mrp_ent *)t)->p = addr;
+	((struct mrp_ent *)t)->a = a;
+	atomic_store_explicit(&bin->top, t + sizeof(struct mrp_ent), memory_order_release);
 	mrp_inc(&bin->frees);
 }
 

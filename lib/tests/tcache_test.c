@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kselftest_harness.h"
+#include "internal.h"
 #include "helpers.h"
 
 /* A freed buffer is the next one handed out on that thread (LIFO cache). */
@@ -271,6 +272,162 @@ TEST(close_with_thread_caches)
 	ASSERT_EQ(0, pthread_join(t, NULL));
 	EXPECT_EQ(0, c.err);
 	pthread_barrier_destroy(&c.bar);
+}
+
+/*
+ * The fast paths' size table against mrp_size_class(), in both modes, at
+ * both ends of every 4 KiB entry: the same class size, in the buffer and
+ * in the bin it is freed to (a second allocation of that size gets it).
+ */
+TEST(bin_table_every_entry)
+{
+	for (int fine = 0; fine <= 1; fine++) {
+		struct mrp_pool_attr at = {
+			.comp_mask = MRP_POOL_ATTR_CLASSES,
+			.classes = fine ? MRP_CLASSES_FINE : MRP_CLASSES_POW2,
+		};
+		struct mrp_pool *pool = test_pool(&at);
+
+		ASSERT_NE(NULL, pool);
+		for (size_t i = 0; i < MRP_BIN_TAB_SIZE; i++) {
+			size_t ends[2] = { (i << MRP_BIN_TAB_SHIFT) + 1,
+					   (i + 1) << MRP_BIN_TAB_SHIFT };
+
+			for (int k = 0; k < 2; k++) {
+				size_t want = mrp_class_size(mrp_size_class(pool, ends[k]));
+				struct mrp_buf b, c;
+
+				ASSERT_EQ(0, mrp_alloc(pool, ends[k], NULL, &b));
+				ASSERT_EQ(want, b.size);
+				ASSERT_EQ(0, mrp_free(pool, b.addr));
+				ASSERT_EQ(0, mrp_alloc(pool, ends[k], NULL, &c));
+				ASSERT_EQ(b.addr, c.addr);
+				ASSERT_EQ(0, mrp_free(pool, c.addr));
+			}
+		}
+		EXPECT_EQ(0, mrp_pool_close(pool));
+	}
+}
+
+/*
+ * Frees of buffers of different classes, interleaved, each go to its own
+ * class's bin (the arena's bin offset), and come back from it.
+ */
+TEST(free_to_own_bin)
+{
+	static const size_t sizes[] = { 4096, 8192, 65536, 81920, 1 << 20, 2 << 20 };
+	struct mrp_pool_attr at = {
+		.comp_mask = MRP_POOL_ATTR_CLASSES, .classes = MRP_CLASSES_FINE,
+	};
+	struct mrp_pool *pool = test_pool(&at);
+	struct mrp_buf b[6], c;
+
+	ASSERT_NE(NULL, pool);
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, sizes[i], NULL, &b[i]));
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[5 - i].addr));
+	for (int i = 0; i < 6; i++) {
+		ASSERT_EQ(0, mrp_alloc(pool, sizes[i], NULL, &c));
+		EXPECT_EQ(b[i].addr, c.addr);
+		EXPECT_EQ(b[i].size, c.size);
+		ASSERT_EQ(0, mrp_free(pool, c.addr));
+		ASSERT_EQ(0, mrp_alloc(pool, sizes[i], NULL, &c));	/* again, hot */
+		EXPECT_EQ(b[i].addr, c.addr);
+	}
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * A bin at its limit: cap frees fill it to end, the next one takes the
+ * slow path, which flushes the oldest half; pops then empty it to lim and
+ * the next one takes the slow path, which refills. Every one counted.
+ */
+TEST(bin_at_limit)
+{
+	struct mrp_pool_attr at = {
+		.comp_mask = MRP_POOL_ATTR_TCACHE_BYTES, .tcache_bytes = 4 * 8192,
+	};
+	struct mrp_pool *pool = test_pool(&at);
+	struct mrp_buf b[5];
+	struct mrp_stats st;
+	struct mrp_bin *bin;
+
+	ASSERT_NE(NULL, pool);
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b[i]));
+	bin = &mrp_tls[pool->idx]->bins[mrp_size_class(pool, 8192)];
+	ASSERT_EQ(4, bin->cap);
+	ASSERT_EQ(0, mrp_tcache_flush_self(pool));	/* what the refill left */
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	EXPECT_EQ(4, mrp_bin_count(bin));
+	EXPECT_EQ((uintptr_t)(bin->base + bin->cap), atomic_load(&bin->top));
+	st = test_stats(pool);
+	ASSERT_EQ(0, mrp_free(pool, b[4].addr));	/* full: flush half */
+	EXPECT_EQ(st.depot_flushes + 1, test_stats(pool).depot_flushes);
+	EXPECT_EQ(3, mrp_bin_count(bin));
+	/* the newest stayed: b[2], b[3], then b[4] on top */
+	for (int i = 4; i >= 2; i--) {
+		struct mrp_buf c;
+
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &c));
+		EXPECT_EQ(b[i].addr, c.addr);
+	}
+	b[0] = b[2];
+	b[1] = b[3];
+	b[2] = b[4];
+	EXPECT_EQ(0, mrp_bin_count(bin));
+	EXPECT_EQ((uintptr_t)bin->base, atomic_load(&bin->top));
+	st = test_stats(pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b[3]));	/* empty: refill */
+	EXPECT_EQ(st.tcache_misses + 1, test_stats(pool).tcache_misses);
+	EXPECT_EQ(st.allocs + 1, test_stats(pool).allocs);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(0, mrp_free(pool, b[i].addr));
+	st = test_stats(pool);
+	EXPECT_EQ(st.allocs, st.frees);
+	EXPECT_EQ(0, st.double_frees);
+	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/*
+ * What a call abandoned in the middle of a pop of an empty bin leaves
+ * (siglongjmp out of a signal handler): top at base - 1. The next free
+ * fills the guard entry (that buffer is lost, never written past the
+ * entries; the test gives it back), and an allocation from a bin left
+ * that way finds no entry and refills.
+ */
+TEST(abandoned_pop_below_base)
+{
+	struct mrp_pool *pool = test_pool(NULL);
+	struct mrp_buf b, c;
+	struct mrp_bin *bin;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+	ASSERT_EQ(0, mrp_tcache_flush_self(pool));
+	bin = &mrp_tls[pool->idx]->bins[mrp_size_class(pool, 8192)];
+	ASSERT_EQ(0, mrp_bin_count(bin));
+	atomic_store(&bin->top, (uintptr_t)(bin->base - 1));
+	EXPECT_EQ(0, mrp_bin_count(bin));
+	ASSERT_EQ(0, mrp_free(pool, b.addr));		/* into the guard */
+	EXPECT_EQ((uintptr_t)bin->base, atomic_load(&bin->top));
+	EXPECT_EQ(b.addr, bin->base[-1].p);
+	ASSERT_EQ(0, mrp_free(pool, b.addr));		/* lost there: give it back */
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &c));	/* the one given back */
+	EXPECT_EQ(b.addr, c.addr);
+	EXPECT_LE((uintptr_t)bin->base, atomic_load(&bin->top));
+	ASSERT_EQ(0, mrp_free(pool, c.addr));
+	/* and once more from an empty bin left that way, by the slow path */
+	ASSERT_EQ(0, mrp_tcache_flush_self(pool));
+	atomic_store(&bin->top, (uintptr_t)(bin->base - 1));
+	ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &c));
+	EXPECT_LE((uintptr_t)bin->base, atomic_load(&bin->top));
+	ASSERT_EQ(0, mrp_free(pool, c.addr));
+	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
 TEST_HARNESS_MAIN
