@@ -35,58 +35,25 @@
 #pragma GCC diagnostic pop
 #pragma GCC diagnostic ignored "-Wclobbered"
 
+#include "genl_util.h"
 #include "ib_util.h"
 #include "uapi/mrpool_nl.h"
 
 #define NL_BUF		65536
 #define NOBODY		65534
 
-struct nl_req {
-	struct nlmsghdr n;
-	struct genlmsghdr g;
-	char attrs[1024];
+/* Where nl_talk() copies a data message. */
+struct nl_reply {
+	char *buf;
+	size_t len;
 };
 
-static int nl_open(void)
+static void nl_keep(struct nlmsghdr *h, void *arg)
 {
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-	struct timeval tv = { .tv_sec = 60 };
-	int fd;
+	struct nl_reply *r = arg;
 
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-	if (fd < 0)
-		return -errno;
-	/* A lost reply fails the test instead of hanging it. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -errno;
-	}
-	return fd;
-}
-
-static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd)
-{
-	memset(r, 0, sizeof(*r));
-	r->n.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
-	r->n.nlmsg_type = family;
-	r->n.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-	r->n.nlmsg_seq = 1;
-	r->g.cmd = cmd;
-	r->g.version = 1;
-}
-
-/* Append an attribute; @len bytes of @data, padded. */
-static void nl_put(struct nl_req *r, uint16_t type, const void *data,
-		   uint16_t len)
-{
-	struct nlattr *a = (struct nlattr *)((char *)&r->n +
-					     NLMSG_ALIGN(r->n.nlmsg_len));
-
-	a->nla_type = type;
-	a->nla_len = NLA_HDRLEN + len;
-	memcpy((char *)a + NLA_HDRLEN, data, len);
-	r->n.nlmsg_len = NLMSG_ALIGN(r->n.nlmsg_len) + NLA_ALIGN(a->nla_len);
+	if (r->buf && h->nlmsg_len <= r->len)
+		memcpy(r->buf, h, h->nlmsg_len);
 }
 
 /*
@@ -95,24 +62,9 @@ static void nl_put(struct nl_req *r, uint16_t type, const void *data,
  */
 static int nl_talk(int fd, struct nl_req *r, char *reply, size_t len)
 {
-	static char buf[NL_BUF];
-	struct nlmsghdr *h;
-	ssize_t n;
+	struct nl_reply keep = { reply, len };
 
-	if (send(fd, r, r->n.nlmsg_len, 0) < 0)
-		return -errno;
-	for (;;) {
-		n = recv(fd, buf, sizeof(buf), 0);
-		if (n < 0)
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
-		     h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return ((struct nlmsgerr *)NLMSG_DATA(h))->error;
-			if (reply && h->nlmsg_len <= len)
-				memcpy(reply, h, h->nlmsg_len);
-		}
-	}
+	return nl_talk_each(fd, r, nl_keep, &keep);
 }
 
 /* The first attribute of @type in [@a, @end), or NULL. */

@@ -39,6 +39,8 @@
 #pragma GCC diagnostic pop
 #pragma GCC diagnostic ignored "-Wclobbered"
 
+#include "ctl_util.h"
+#include "genl_util.h"
 #include "pool_util.h"
 #include "uapi/mrpool_nl.h"
 
@@ -52,91 +54,6 @@
 #define QA		6		/* chunks: more than memlock and share */
 #define QB		10
 #define KILL_LOOPS	12
-
-struct nl_req {
-	struct nlmsghdr n;
-	struct genlmsghdr g;
-	char attrs[8192];
-};
-
-static int nl_open(void)
-{
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
-	struct timeval tv = { .tv_sec = 60 };
-	int fd;
-
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -errno;
-	}
-	return fd;
-}
-
-static void nl_init(struct nl_req *r, uint16_t family, uint8_t cmd)
-{
-	memset(r, 0, sizeof(*r));
-	r->n.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
-	r->n.nlmsg_type = family;
-	r->n.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-	r->n.nlmsg_seq = 1;
-	r->g.cmd = cmd;
-	r->g.version = 1;
-}
-
-static void nl_put(struct nl_req *r, uint16_t type, const void *data,
-		   uint16_t len)
-{
-	struct nlattr *a = (struct nlattr *)((char *)r +
-					     NLMSG_ALIGN(r->n.nlmsg_len));
-
-	a->nla_type = type;
-	a->nla_len = NLA_HDRLEN + len;
-	memcpy((char *)a + NLA_HDRLEN, data, len);
-	r->n.nlmsg_len = NLMSG_ALIGN(r->n.nlmsg_len) + NLA_ALIGN(a->nla_len);
-}
-
-static void nl_put_u64(struct nl_req *r, uint16_t type, uint64_t v)
-{
-	nl_put(r, type, &v, sizeof(v));
-}
-
-static void nl_put_str(struct nl_req *r, uint16_t type, const char *s)
-{
-	nl_put(r, type, s, strlen(s) + 1);
-}
-
-/*
- * Send @r, read until its ack or the dump's end; each data message goes
- * to @fn (if any). Returns the ack's error: 0 or -errno.
- */
-static int nl_talk(int fd, struct nl_req *r,
-		   void (*fn)(struct nlmsghdr *h, void *arg), void *arg)
-{
-	static char buf[NL_BUF];
-	struct nlmsghdr *h;
-	ssize_t n;
-
-	if (send(fd, r, r->n.nlmsg_len, 0) < 0)
-		return -errno;
-	for (;;) {
-		n = recv(fd, buf, sizeof(buf), 0);
-		if (n < 0)
-			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
-		     h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return ((struct nlmsgerr *)NLMSG_DATA(h))->error;
-			if (h->nlmsg_type == NLMSG_DONE)
-				return *(int *)NLMSG_DATA(h);
-			if (fn)
-				fn(h, arg);
-		}
-	}
-}
 
 static struct nlattr *nl_find(struct nlmsghdr *h, int type)
 {
@@ -177,7 +94,7 @@ static int nl_family(int fd)
 
 	nl_init(&r, GENL_ID_CTRL, CTRL_CMD_GETFAMILY);
 	nl_put_str(&r, CTRL_ATTR_FAMILY_NAME, MRPOOL_GENL_NAME);
-	if (nl_talk(fd, &r, family_id, &id))
+	if (nl_talk_each(fd, &r, family_id, &id))
 		return -ENOENT;
 	return id;
 }
@@ -226,7 +143,7 @@ static int quota_dump(int fd, int family, struct quota_list *l)
 	l->n = 0;
 	nl_init(&r, family, MRPOOL_CMD_QUOTA_GET);
 	r.n.nlmsg_flags |= NLM_F_DUMP;
-	return nl_talk(fd, &r, quota_collect, l);
+	return nl_talk_each(fd, &r, quota_collect, l);
 }
 
 /* The listed quota of cgroup @id, or NULL. */
@@ -247,7 +164,7 @@ static int quota_set(int fd, int family, const char *rel, uint64_t limit)
 	nl_init(&r, family, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	return nl_talk(fd, &r, NULL, NULL);
+	return nl_talk_each(fd, &r, NULL, NULL);
 }
 
 static int quota_del(int fd, int family, const char *rel)
@@ -256,7 +173,7 @@ static int quota_del(int fd, int family, const char *rel)
 
 	nl_init(&r, family, MRPOOL_CMD_QUOTA_DEL);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
-	return nl_talk(fd, &r, NULL, NULL);
+	return nl_talk_each(fd, &r, NULL, NULL);
 }
 
 /* One quota by path: its usage in bytes, or -errno. */
@@ -268,7 +185,7 @@ static long long quota_usage(int fd, int family, const char *rel)
 
 	nl_init(&r, family, MRPOOL_CMD_QUOTA_GET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, rel);
-	ret = nl_talk(fd, &r, quota_collect, &l);
+	ret = nl_talk_each(fd, &r, quota_collect, &l);
 	if (ret)
 		return ret;
 	return l.n == 1 ? (long long)l.rows[0].usage : -EPROTO;
@@ -772,17 +689,17 @@ TEST_F(quota, malformed_requests_refused)
 	/* No limit. */
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* No cgroup. */
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* Path and id both. */
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
 	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, cg_id(self->b));
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* An absurd size. */
 	EXPECT_EQ(-ERANGE, quota_set(self->nl, fam, CG_REL "/b", 1ULL << 60));
 	EXPECT_EQ(-ERANGE, quota_set(self->nl, fam, CG_REL "/a",
@@ -791,23 +708,23 @@ TEST_F(quota, malformed_requests_refused)
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
 	nl_put(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, &fam, 4);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* The path without its NUL. */
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put(&r, MRPOOL_A_QUOTA_PATH, CG_REL, strlen(CG_REL));
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* A reply-only attribute, and one the family does not have. */
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_USAGE_BYTES, 0);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_str(&r, MRPOOL_A_QUOTA_PATH, CG_REL "/b");
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
 	nl_put_u64(&r, MRPOOL_A_MAX + 5, 0);
-	EXPECT_EQ(-EINVAL, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-EINVAL, nl_talk_each(self->nl, &r, NULL, NULL));
 	/* DEL of a cgroup without a quota; GET of one. */
 	EXPECT_EQ(-ENOENT, quota_del(self->nl, fam, CG_REL "/b"));
 	EXPECT_EQ(-ENOENT, quota_usage(self->nl, fam, CG_REL "/b"));
@@ -815,11 +732,11 @@ TEST_F(quota, malformed_requests_refused)
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, ida);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	EXPECT_EQ(0, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(0, nl_talk_each(self->nl, &r, NULL, NULL));
 	nl_init(&r, fam, MRPOOL_CMD_QUOTA_SET);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_CGROUP_ID, ~0ULL);
 	nl_put_u64(&r, MRPOOL_A_QUOTA_LIMIT_BYTES, limit);
-	EXPECT_EQ(-ENOENT, nl_talk(self->nl, &r, NULL, NULL));
+	EXPECT_EQ(-ENOENT, nl_talk_each(self->nl, &r, NULL, NULL));
 
 	ASSERT_EQ(0, quota_dump(self->nl, fam, &after));
 	ASSERT_EQ(before.n, after.n);
@@ -828,43 +745,6 @@ TEST_F(quota, malformed_requests_refused)
 		EXPECT_EQ(before.rows[i].limit, after.rows[i].limit);
 		EXPECT_EQ(before.rows[i].usage, after.rows[i].usage);
 	}
-}
-
-/* tools/mrpoolctl/mrpoolctl (as mrpoolctl_test finds it), or NULL. */
-static const char *ctl_tool(void)
-{
-	static const char *const tries[] = {
-		"tools/mrpoolctl/mrpoolctl", "../tools/mrpoolctl/mrpoolctl",
-	};
-	const char *env = getenv("MRPOOLCTL");
-	size_t i;
-
-	if (env && *env)
-		return env;
-	for (i = 0; i < ARRAY_SIZE(tries); i++)
-		if (!access(tries[i], X_OK))
-			return tries[i];
-	return NULL;
-}
-
-/* Run "mrpoolctl ARGS" (stderr dropped), stdout into @out; exit status. */
-static int ctl_run(const char *args, char *out, size_t len)
-{
-	char cmd[512];
-	size_t got = 0, n;
-	FILE *p;
-	int st;
-
-	out[0] = '\0';
-	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", ctl_tool(), args);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (got + 1 < len && (n = fread(out + got, 1, len - 1 - got, p)))
-		got += n;
-	out[got] = '\0';
-	st = pclose(p);
-	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /*
@@ -887,7 +767,7 @@ TEST_F(quota, mrpoolctl_quota)
 		POOL_SKIP("tools/mrpoolctl/mrpoolctl not built (run make)");
 	snprintf(args, sizeof(args), "quota set %s %lluK", self->a,
 		 (unsigned long long)(limit >> 10));
-	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, ctl_run(args, false, out, sizeof(out)));
 	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
 	row = quota_find(&l, ida);
 	ASSERT_NE(NULL, row);
@@ -897,7 +777,7 @@ TEST_F(quota, mrpoolctl_quota)
 	pid = spawn(self->a, self->chunk, 2, true, &rep);
 	ASSERT_LT(0, pid);
 	ASSERT_EQ(2, rep.got);
-	ASSERT_EQ(0, ctl_run("quota list", out, sizeof(out)));
+	ASSERT_EQ(0, ctl_run("quota list", false, out, sizeof(out)));
 	snprintf(want, sizeof(want), "%s %llu %llu %llu", CG_REL "/a",
 		 (unsigned long long)ida, (unsigned long long)limit,
 		 (unsigned long long)(2 * self->chunk));
@@ -911,14 +791,14 @@ TEST_F(quota, mrpoolctl_quota)
 		*w = '\0';
 	}
 	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("list: %s", out);
-	ASSERT_EQ(0, ctl_run("--json quota list", out, sizeof(out)));
+	ASSERT_EQ(0, ctl_run("--json quota list", false, out, sizeof(out)));
 	snprintf(want, sizeof(want),
 		 "{\"path\":\"%s\",\"cgroup_id\":%llu,\"limit_bytes\":%llu,\"bytes\":%llu,",
 		 CG_REL "/a", (unsigned long long)ida,
 		 (unsigned long long)limit,
 		 (unsigned long long)(2 * self->chunk));
 	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("json: %s", out);
-	ASSERT_EQ(0, ctl_run("metrics", out, sizeof(out)));
+	ASSERT_EQ(0, ctl_run("metrics", false, out, sizeof(out)));
 	snprintf(want, sizeof(want),
 		 "mrpool_quota_bytes{cgroup=\"%s\"} %llu\n", CG_REL "/a",
 		 (unsigned long long)(2 * self->chunk));
@@ -931,14 +811,14 @@ TEST_F(quota, mrpoolctl_quota)
 
 	/* Usage errors, and a refusal as nobody: the quota unchanged. */
 	snprintf(args, sizeof(args), "quota set %s 8X", self->a);
-	EXPECT_EQ(2, ctl_run(args, out, sizeof(out)));
+	EXPECT_EQ(2, ctl_run(args, false, out, sizeof(out)));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
 			_exit(100);
 		snprintf(args, sizeof(args), "quota set %s 1G", self->a);
-		_exit(ctl_run(args, out, sizeof(out)));
+		_exit(ctl_run(args, false, out, sizeof(out)));
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
@@ -949,10 +829,10 @@ TEST_F(quota, mrpoolctl_quota)
 	EXPECT_EQ(limit, row->limit);
 
 	snprintf(args, sizeof(args), "quota del %s", CG_REL "/a");
-	ASSERT_EQ(0, ctl_run(args, out, sizeof(out)));
+	ASSERT_EQ(0, ctl_run(args, false, out, sizeof(out)));
 	ASSERT_EQ(0, quota_dump(self->nl, self->family, &l));
 	EXPECT_EQ(NULL, quota_find(&l, ida));
-	EXPECT_EQ(1, ctl_run(args, out, sizeof(out)));
+	EXPECT_EQ(1, ctl_run(args, false, out, sizeof(out)));
 }
 
 TEST_HARNESS_MAIN
