@@ -210,6 +210,10 @@ int mrp_bin_pop(struct mrp_bin *bin, struct mrp_ent **e)
  * Push addr of arena a onto bin, the calling thread's: 0, or 1 for the
  * slow path (the bin is full, or a reclaim under way set its end to 0:
  * tcache.c). Both frees inline it, mrp_free() and mrp_free_fine().
+ * A top below the guard entry (two pops abandoned in a row, each after
+ * its store of top: tcache.c) also goes to the slow path, which writes
+ * from base on and so puts top back; a push there would write into the
+ * previous bin's entries, or before the first bin's allocation.
  */
 static inline __attribute__((always_inline))
 int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
@@ -217,7 +221,7 @@ int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
 	struct mrp_ent *e = (struct mrp_ent *)t;
 
-	if (unlikely(t >= mrp_peek(&bin->end)))
+	if (unlikely(t >= mrp_peek(&bin->end) || t < (uintptr_t)(bin->base - 1)))
 		return 1;
 	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
 	e->p = addr;

@@ -54,6 +54,9 @@
  * push never nest. A call abandoned in the middle of a pop (siglongjmp)
  * may leave top at base - 1: the next push then fills the guard entry,
  * which is lost as the popped buffer would be today, not written past.
+ * A second pop abandoned the same way before any push leaves it lower
+ * still: the push sees a top below the guard and takes the slow path,
+ * which writes from base on (alloc.c mrp_bin_push()).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -430,4 +430,59 @@ TEST(abandoned_pop_below_base)
 	EXPECT_EQ(0, mrp_pool_close(pool));
 }
 
+/*
+ * Two or three pops abandoned in a row (top at base - 2, base - 3): the
+ * next free must not write below the guard entry, where the previous
+ * bin's last entries are (a full 4 KiB bin below the 8 KiB one here):
+ * it takes the slow path, which stores from base on. The 4 KiB bin's
+ * entries are intact after, and its buffers come back from it.
+ */
+TEST(abandoned_pops_below_guard)
+{
+	for (int depth = 2; depth <= 3; depth++) {
+		struct mrp_pool *pool = test_pool(NULL);
+		struct mrp_buf small[4], b, c;
+		struct mrp_bin *lo, *bin;
+		struct mrp_ent saved[4];
+		unsigned int clo, cls;
+		uint32_t n;
+
+		ASSERT_NE(NULL, pool);
+		clo = mrp_size_class(pool, 4096);
+		cls = mrp_size_class(pool, 8192);
+		ASSERT_EQ(clo + 1, cls);
+		for (int i = 0; i < 4; i++)
+			ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &small[i]));
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &b));
+		ASSERT_EQ(0, mrp_tcache_flush_self(pool));
+		lo = &mrp_tls[pool->idx]->bins[clo];
+		bin = &mrp_tls[pool->idx]->bins[cls];
+		/* the 4 KiB bin filled to its end: its last entries sit below bin's guard */
+		ASSERT_EQ(bin->base - 1 - lo->cap, lo->base) TH_LOG("bins not adjacent");
+		for (n = 0; n < lo->cap; n++)
+			ASSERT_EQ(0, mrp_free(pool, small[n % 4].addr)) TH_LOG("n %u", n);
+		EXPECT_EQ(lo->cap, mrp_bin_count(lo));
+		memcpy(saved, lo->base + lo->cap - 4, sizeof(saved));
+
+		atomic_store(&bin->top, (uintptr_t)(bin->base - depth));
+		EXPECT_EQ(0, mrp_bin_count(bin));
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+		EXPECT_EQ(0, memcmp(saved, lo->base + lo->cap - 4, sizeof(saved)))
+			TH_LOG("depth %d: the 4 KiB bin's entries were overwritten", depth);
+		EXPECT_EQ((uintptr_t)(bin->base + 1), atomic_load(&bin->top));
+		ASSERT_EQ(0, mrp_alloc(pool, 8192, NULL, &c));
+		EXPECT_EQ(b.addr, c.addr);
+		ASSERT_EQ(0, mrp_alloc(pool, 4096, NULL, &c));
+		EXPECT_EQ(saved[3].p, c.addr);
+		ASSERT_EQ(0, mrp_free(pool, c.addr));
+		/* the duplicates of the fill go back one by one: flush the cache */
+		lo->top = (uintptr_t)lo->base;
+		ASSERT_EQ(0, mrp_tcache_flush_self(pool));
+		for (int i = 0; i < 4; i++)
+			ASSERT_EQ(0, mrp_free(pool, small[i].addr));
+		ASSERT_EQ(0, mrp_free(pool, b.addr));
+		EXPECT_EQ(0, mrp_pool_close(pool));
+	}
+}
+
 TEST_HARNESS_MAIN
