@@ -287,12 +287,23 @@ static bool ucx_ud_timeout(const char *log)
 	return strstr(slurp(log), "UD endpoint") && strstr(slurp(log), "unhandled timeout error");
 }
 
+/*
+ * libfabric's reason (FI_LOG_LEVEL=warn) for a failed send in rxm: the
+ * peer's rxe refused a SEND longer than its posted receive.
+ */
+static bool ofi_rxm_length_error(const char *log)
+{
+	return strstr(slurp(log), "rxm_handle_comp_error") &&
+	       strstr(slurp(log), "prov_err: remote invalid request error") &&
+	       !strstr(slurp(log), "Integrity check failed");
+}
+
 /* Host 1: NetPIPE on engine e, integrity under the shim, then (measure()) each mode. */
 static void netpipe(struct __test_metadata *_metadata, FIXTURE_DATA(mpi) *self,
 		    const struct engine *e)
 {
 	double us[3][NSIZES], mbps[3][NSIZES];
-	char log[64], out[64], args[256], rep[64];
+	char log[64], out[64], args[256], rep[64], cmd[256];
 	int st, n;
 
 	ASSERT_TRUE(peer_up(self->peer)) TH_LOG("host 2's launcher server never answered");
@@ -304,6 +315,23 @@ static void netpipe(struct __test_metadata *_metadata, FIXTURE_DATA(mpi) *self,
 	snprintf(out, sizeof(out), "/tmp/mrp_mpi_%s_integrity.np", e->name);
 	snprintf(args, sizeof(args), "-i -n 2 -l %d -u %d -o %s", LO, UPPER, out);
 	st = mpirun(self->peer, e, "shim", args, log);
+	if (st && e == &ofi && ofi_rxm_length_error(log)) {
+		/*
+		 * rxm's own protocol, not the bytes: a SEND longer than the
+		 * receive the peer's rxm posted (rxe's length error, NAKed as
+		 * an invalid request), seen in about one run in five between
+		 * these guests, at 48 KiB to 192 KiB, always in MPI_Send.
+		 * Once more, from clean reports; a corrupted byte is never
+		 * retried (NetPIPE says "Integrity check failed").
+		 */
+		show(log);
+		TH_LOG("ofi: rxm's SEND overran the peer's posted receive (above): the integrity run once more");
+		unlink(rep);
+		snprintf(cmd, sizeof(cmd), RSH " %s rm -f %s", self->peer, rep);
+		ASSERT_EQ(0, run(cmd, "/tmp/mrp_mpi_rm.log", 60));
+		snprintf(log, sizeof(log), "/tmp/mrp_mpi_%s_integrity2.log", e->name);
+		st = mpirun(self->peer, e, "shim", args, log);
+	}
 	if (st && e == &ucx && ucx_ud_timeout(log)) {
 		/*
 		 * UCX's own failure, or the shim's? The same without the shim
