@@ -213,6 +213,31 @@ struct child_report {
 };
 
 /*
+ * A child's start: move into @dir, become nobody with RLIMIT_MEMLOCK
+ * MEMLOCK, open the pool. The descriptor, or -1 with rep->err the step
+ * that failed (1 the move, 2 the limit or the ids, 3 the open).
+ */
+static int child_enter(const char *dir, struct child_report *rep)
+{
+	struct rlimit rl = { MEMLOCK, MEMLOCK };
+	int fd;
+
+	if (cg_move(dir, getpid())) {
+		rep->err = 1;
+		return -1;
+	}
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY)) {
+		rep->err = 2;
+		return -1;
+	}
+	fd = pool_open();
+	if (fd < 0)
+		rep->err = 3;
+	return fd;
+}
+
+/*
  * Move into @dir, become nobody with RLIMIT_MEMLOCK MEMLOCK and ALLOC
  * one chunk at a time, at most @max; report, then exit (@hold: wait for
  * SIGKILL, mapping and touching what it got).
@@ -220,20 +245,12 @@ struct child_report {
 static void quota_child(const char *dir, uint64_t chunk, int max, int out,
 			bool hold)
 {
-	struct rlimit rl = { MEMLOCK, MEMLOCK };
 	struct child_report rep = { 0 };
 	struct mrpool_alloc a;
 	int fd, ret;
 	void *p;
 
-	if (cg_move(dir, getpid()))
-		rep.err = 1;
-	else if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
-		 setgid(NOBODY) || setuid(NOBODY))
-		rep.err = 2;
-	fd = rep.err ? -1 : pool_open();
-	if (!rep.err && fd < 0)
-		rep.err = 3;
+	fd = child_enter(dir, &rep);
 	while (!rep.err && rep.got < max) {
 		ret = pool_alloc(fd, chunk, &a);
 		if (ret) {
@@ -296,23 +313,13 @@ static int reap(pid_t pid)
  */
 static void splice_child(const char *dir, uint64_t chunk, int max, int out)
 {
-	struct rlimit rl = { MEMLOCK, MEMLOCK };
 	struct child_report rep = { 0 };
 	struct mrpool_alloc a;
 	struct iovec iov;
-	int fd = -1, ret, pfd[2];
+	int fd, ret, pfd[2];
 	void *p;
 
-	if (cg_move(dir, getpid()))
-		rep.err = 1;
-	else if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
-		 setgid(NOBODY) || setuid(NOBODY))
-		rep.err = 2;
-	if (!rep.err) {
-		fd = pool_open();
-		if (fd < 0)
-			rep.err = 3;
-	}
+	fd = child_enter(dir, &rep);
 	while (!rep.err && rep.got < max) {
 		ret = pool_alloc(fd, chunk, &a);
 		if (ret) {
