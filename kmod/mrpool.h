@@ -256,6 +256,7 @@ void mrpool_pool_snapshot(struct mrpool_snapshot *snap);
 u64 mrpool_max_bytes(void);
 
 /* ---- tenant.c ---- */
+kuid_t mrpool_tenant_uid(void);
 struct mrpool_tenant *mrpool_tenant_get(void);
 void mrpool_tenant_put(struct mrpool_tenant *t);
 int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
@@ -269,6 +270,22 @@ void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
 bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr);
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
 void mrpool_tenants_show(struct seq_file *m);
+
+/* One tenant's counts, in bytes, as mrpool_tenants_walk() reports them. */
+struct mrpool_tenant_info {
+	kuid_t uid;		/* INVALID_UID for the orphans */
+	bool orphans;		/* the charges of dead owners (tenant.c) */
+	u64 bytes;		/* charged, quarantined included */
+	u64 quarantined;
+	u64 memlock;		/* of the bytes, in RLIMIT_MEMLOCK */
+};
+
+/* Past every kuid value: the orphans come last in a walk. */
+#define MRPOOL_TENANTS_POS_ORPHANS	((u64)U32_MAX + 1)
+
+int mrpool_tenants_walk(u64 *pos, bool all,
+			int (*fn)(void *arg, const struct mrpool_tenant_info *ti),
+			void *arg);
 
 /* ---- quota.c ---- */
 struct cgroup;

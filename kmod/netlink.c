@@ -11,7 +11,8 @@
  * needs no privilege, and neither does joining the group. The cgroup pool
  * quotas (quota.c) are listed to anyone too (QUOTA_GET: paths, ids and
  * counts, as cgroupfs shows them), but set and deleted by root of the
- * initial namespaces only.
+ * initial namespaces only. What each user holds (TENANT_GET) is per-user
+ * data: anyone gets its own, root of the initial namespace every user's.
  *
  * Events are sent from process context only: every call site holds at
  * most mutexes (the pool lock, a device's lock), never a spinlock, so
@@ -24,6 +25,7 @@
 #include "ib.h"
 
 #include <linux/cgroup.h>
+#include <linux/cred.h>
 #include <linux/module.h>
 #include <net/genetlink.h>
 #include <uapi/mrpool_nl.h>
@@ -58,12 +60,18 @@ static const struct nla_policy mrpool_nl_quota_policy[MRPOOL_A_MAX + 1] = {
 	[MRPOOL_A_QUOTA_CGROUP_ID] = { .type = NLA_U64 },
 };
 
+/* TENANT_GET takes no attribute: strict validation refuses any. */
+static const struct nla_policy mrpool_nl_tenant_policy[MRPOOL_A_MAX + 1] = {};
+
 static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_set(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_del(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_dump(struct sk_buff *skb,
 				struct netlink_callback *cb);
+static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_tenant_dump(struct sk_buff *skb,
+				 struct netlink_callback *cb);
 
 static const struct genl_small_ops mrpool_nl_ops[] = {
 	{
@@ -73,11 +81,11 @@ static const struct genl_small_ops mrpool_nl_ops[] = {
 };
 
 /*
- * Quota commands, with policies of their own. SET and DEL are for root of
+ * Commands with policies of their own. Quota SET and DEL are for root of
  * the initial namespaces: GENL_ADMIN_PERM checks CAP_NET_ADMIN there, the
  * handlers CAP_SYS_ADMIN, so a container cannot raise its own quota.
  */
-static const struct genl_ops mrpool_nl_quota_ops[] = {
+static const struct genl_ops mrpool_nl_full_ops[] = {
 	{
 		.cmd = MRPOOL_CMD_QUOTA_SET,
 		.doit = mrpool_nl_quota_set,
@@ -99,6 +107,13 @@ static const struct genl_ops mrpool_nl_quota_ops[] = {
 		.policy = mrpool_nl_quota_policy,
 		.maxattr = MRPOOL_A_MAX,
 	},
+	{
+		.cmd = MRPOOL_CMD_TENANT_GET,
+		.doit = mrpool_nl_tenant_get,
+		.dumpit = mrpool_nl_tenant_dump,
+		.policy = mrpool_nl_tenant_policy,
+		.maxattr = MRPOOL_A_MAX,
+	},
 };
 
 static const struct genl_multicast_group mrpool_nl_mcgrps[] = {
@@ -117,8 +132,8 @@ static struct genl_family mrpool_nl_family __ro_after_init = {
 	.module = THIS_MODULE,
 	.small_ops = mrpool_nl_ops,
 	.n_small_ops = ARRAY_SIZE(mrpool_nl_ops),
-	.ops = mrpool_nl_quota_ops,
-	.n_ops = ARRAY_SIZE(mrpool_nl_quota_ops),
+	.ops = mrpool_nl_full_ops,
+	.n_ops = ARRAY_SIZE(mrpool_nl_full_ops),
 	.mcgrps = mrpool_nl_mcgrps,
 	.n_mcgrps = ARRAY_SIZE(mrpool_nl_mcgrps),
 };
@@ -470,6 +485,101 @@ static int mrpool_nl_quota_dump(struct sk_buff *skb,
 				 mrpool_nl_quota_fill, &m);
 	kfree(buf);
 	cb->args[0] = pos;
+	/* A full skb ends this part; an empty one past the last ends all. */
+	if (ret == -EMSGSIZE && skb->len > before)
+		return skb->len;
+	if (ret)
+		return ret;
+	return skb->len;
+}
+
+struct mrpool_nl_tenant_msg {
+	struct sk_buff *skb;
+	struct user_namespace *ns;	/* the caller's: uids as it sees them */
+	u32 portid;
+	u32 seq;
+	int flags;
+	bool found;
+};
+
+/* One tenant, one message; under the tenants' spinlock (GFP-free). */
+static int mrpool_nl_tenant_fill(void *arg,
+				 const struct mrpool_tenant_info *ti)
+{
+	struct mrpool_nl_tenant_msg *m = arg;
+	void *hdr;
+
+	hdr = genlmsg_put(m->skb, m->portid, m->seq, &mrpool_nl_family,
+			  m->flags, MRPOOL_CMD_TENANT_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if ((ti->orphans ? nla_put_flag(m->skb, MRPOOL_A_TENANT_ORPHANS) :
+	     nla_put_u32(m->skb, MRPOOL_A_TENANT_UID,
+			 from_kuid_munged(m->ns, ti->uid))) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_BYTES, ti->bytes) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_QUARANTINED_BYTES,
+			      ti->quarantined) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_MEMLOCK_BYTES,
+			      ti->memlock)) {
+		genlmsg_cancel(m->skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(m->skb, hdr);
+	m->found = true;
+	return 0;
+}
+
+/* The caller's own tenant; zeros when it holds nothing (no tenant yet). */
+static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct mrpool_nl_tenant_msg m = {
+		.ns = current_user_ns(),
+		.portid = info->snd_portid,
+		.seq = info->snd_seq,
+	};
+	struct mrpool_tenant_info none = { .uid = mrpool_tenant_uid() };
+	u64 pos = 0;
+	int ret;
+
+	m.skb = mrpool_fail_alloc(NLMSG_DEFAULT_SIZE) ? NULL :
+		genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!m.skb)
+		return -ENOMEM;
+	ret = mrpool_tenants_walk(&pos, false, mrpool_nl_tenant_fill, &m);
+	if (!ret && !m.found)
+		ret = mrpool_nl_tenant_fill(&m, &none);
+	if (ret) {
+		nlmsg_free(m.skb);
+		return ret;
+	}
+	return genlmsg_reply(m.skb, info);
+}
+
+/*
+ * Every tenant, then the orphans, for root of the initial user namespace;
+ * only the caller's own tenant for anyone else: which users hold how much
+ * is per-user data, as the owners in root-only debugfs are.
+ * cb->args[0..1]: where the walk goes on (a u64 cursor; long may be 32
+ * bits).
+ */
+static int mrpool_nl_tenant_dump(struct sk_buff *skb,
+				 struct netlink_callback *cb)
+{
+	struct mrpool_nl_tenant_msg m = {
+		.skb = skb,
+		.ns = current_user_ns(),
+		.portid = NETLINK_CB(cb->skb).portid,
+		.seq = cb->nlh->nlmsg_seq,
+		.flags = NLM_F_MULTI,
+	};
+	bool all = netlink_capable(cb->skb, CAP_SYS_ADMIN);
+	u64 pos = (u64)(u32)cb->args[1] << 32 | (u32)cb->args[0];
+	int before = skb->len;
+	int ret;
+
+	ret = mrpool_tenants_walk(&pos, all, mrpool_nl_tenant_fill, &m);
+	cb->args[0] = lower_32_bits(pos);
+	cb->args[1] = upper_32_bits(pos);
 	/* A full skb ends this part; an empty one past the last ends all. */
 	if (ret == -EMSGSIZE && skb->len > before)
 		return skb->len;

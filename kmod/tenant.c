@@ -85,7 +85,7 @@ static DEFINE_SPINLOCK(mrpool_tenants_lock);
  * the initial one). An owner is a kuid of the parent namespace, so the
  * outermost one's is of the initial namespace.
  */
-static kuid_t mrpool_tenant_uid(void)
+kuid_t mrpool_tenant_uid(void)
 {
 	const struct user_namespace *ns = current_user_ns();
 
@@ -94,6 +94,24 @@ static kuid_t mrpool_tenant_uid(void)
 	while (ns->parent != &init_user_ns)
 		ns = ns->parent;
 	return ns->owner;
+}
+
+/*
+ * Keep the list in uid order: a netlink dump goes on from the last uid it
+ * sent (mrpool_tenants_walk()), so tenants added or gone between its parts
+ * are neither skipped nor repeated. Caller holds mrpool_tenants_lock.
+ */
+static void mrpool_tenant_insert(struct mrpool_tenant *new)
+{
+	struct mrpool_tenant *t;
+
+	list_for_each_entry(t, &mrpool_tenants, node) {
+		if (uid_gt(t->uid, new->uid)) {
+			list_add_tail(&new->node, &t->node);
+			return;
+		}
+	}
+	list_add_tail(&new->node, &mrpool_tenants);
 }
 
 /**
@@ -120,7 +138,7 @@ struct mrpool_tenant *mrpool_tenant_get(void)
 		refcount_set(&t->ref, 1);
 		t->uid = uid;
 		t->user = get_uid(user);
-		list_add_tail(&t->node, &mrpool_tenants);
+		mrpool_tenant_insert(t);
 	}
 found:
 	spin_unlock(&mrpool_tenants_lock);
@@ -358,4 +376,60 @@ void mrpool_tenants_show(struct seq_file *m)
 			   mrpool_pool_bytes(mrpool_orphans.chunks),
 			   mrpool_pool_bytes(mrpool_orphans.quarantined));
 	spin_unlock(&mrpool_tenants_lock);
+}
+
+/**
+ * mrpool_tenants_walk - report tenants in uid order, then the orphans
+ * @pos: (in/out) where to go on: a kuid value, MRPOOL_TENANTS_POS_ORPHANS
+ *	or past it; 0 at the start
+ * @all: every tenant and the orphans; else only the calling task's own
+ *	tenant (what mrpool_tenant_get() would return), if it exists
+ * @fn: called under mrpool_tenants_lock (a spinlock: it must not sleep or
+ *	allocate); a nonzero return stops the walk with *@pos at that tenant
+ * @arg: for @fn
+ *
+ * The counts of one tenant are read together, under the lock.
+ *
+ * Return: 0 once everything from *@pos on was reported, else what @fn
+ * returned.
+ */
+int mrpool_tenants_walk(u64 *pos, bool all,
+			int (*fn)(void *arg, const struct mrpool_tenant_info *ti),
+			void *arg)
+{
+	kuid_t mine = mrpool_tenant_uid();
+	struct mrpool_tenant_info ti = {};
+	struct mrpool_tenant *t;
+	int ret = 0;
+
+	spin_lock(&mrpool_tenants_lock);
+	list_for_each_entry(t, &mrpool_tenants, node) {
+		if (__kuid_val(t->uid) < *pos)
+			continue;
+		if (!all && !uid_eq(t->uid, mine))
+			continue;
+		ti.uid = t->uid;
+		ti.bytes = mrpool_pool_bytes(t->chunks);
+		ti.quarantined = mrpool_pool_bytes(t->quarantined);
+		ti.memlock = mrpool_pool_bytes(t->memlock);
+		ret = fn(arg, &ti);
+		if (ret)
+			goto unlock;
+		*pos = (u64)__kuid_val(t->uid) + 1;
+	}
+	if (*pos <= MRPOOL_TENANTS_POS_ORPHANS && all) {
+		*pos = MRPOOL_TENANTS_POS_ORPHANS;
+		ti.uid = INVALID_UID;
+		ti.orphans = true;
+		ti.bytes = mrpool_pool_bytes(mrpool_orphans.chunks);
+		ti.quarantined = mrpool_pool_bytes(mrpool_orphans.quarantined);
+		ti.memlock = 0;
+		ret = fn(arg, &ti);
+		if (ret)
+			goto unlock;
+	}
+	*pos = MRPOOL_TENANTS_POS_ORPHANS + 1;
+unlock:
+	spin_unlock(&mrpool_tenants_lock);
+	return ret;
 }

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -704,6 +705,57 @@ TEST_F(ctl, json_debugfs_views)
 		"assert any(x['pid'] == int(args[0]) for x in d['clients']), d\n",
 		py));
 	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/*
+ * tenants: root's own user moves by a slice's length, not in
+ * RLIMIT_MEMLOCK (CAP_IPC_LOCK), uids in order, the orphans last, the
+ * same in metrics; nobody, holding nothing, is shown no line at all.
+ */
+TEST_F(ctl, tenants_follow_a_slice)
+{
+	char *out = self->out, py[64], key[64];
+	struct mrpool_alloc a;
+	long long before;
+	pid_t pid;
+	int st;
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	ASSERT_EQ(0, ctl_run("metrics", false, out, CTL_OUT_MAX));
+	snprintf(key, sizeof(key), "mrpool_tenant_bytes{uid=\"%u\"}", getuid());
+	before = ctl_value(out, key);
+	ASSERT_LE(0, before) TH_LOG("no %s sample:\n%s", key, out);
+	ASSERT_EQ(0, pool_alloc(self->fd, 3 * self->q.chunk_size, &a));
+	snprintf(py, sizeof(py), "%u %lld %llu", getuid(), before,
+		 (unsigned long long)a.length);
+	EXPECT_EQ(0, ctl_json_check(_metadata, "tenants",
+		"uid, before, length = (int(x) for x in args)\n"
+		"t = d['tenants']\n"
+		"assert t and t[-1]['uid'] == 'orphans', t\n"
+		"uids = [x['uid'] for x in t[:-1]]\n"
+		"assert uids == sorted(uids) and len(set(uids)) == len(uids), uids\n"
+		"me = [x for x in t if x['uid'] == uid]\n"
+		"assert len(me) == 1 and me[0]['bytes'] == before + length, me\n"
+		"assert me[0]['memlock_bytes'] == 0 and me[0]['quarantined_bytes'] == 0, me\n",
+		py));
+	ASSERT_EQ(0, ctl_run("metrics", false, out, CTL_OUT_MAX));
+	EXPECT_EQ(before + (long long)a.length, ctl_value(out, key));
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+
+	/* nobody sees neither root's line nor the orphans. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(90);
+		if (ctl_run("tenants", false, out, CTL_OUT_MAX))
+			_exit(91);
+		_exit(strstr(out, "0 tenants") && !strstr(out, "orphans") ? 0 : 92);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+		TH_LOG("nobody's tenants check: status %#x", st);
 }
 
 /*

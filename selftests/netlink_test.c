@@ -7,7 +7,9 @@
  * filter answers with that device or -ENODEV, and every malformed request
  * (unknown or reply-only attributes, a string without its NUL or too
  * long, an attribute running past the message, an unknown command, the
- * event command) is refused with an errno. Events: a flood of failed
+ * event command) is refused with an errno. TENANT_GET: root lists every
+ * user's charge in uid order and the orphans, a user only its own, and a
+ * user's charge is gone once its process is reaped. Events: a flood of failed
  * ALLOCs reaches listeners rate-limited, every one counted; a request
  * larger than max_mb is no event; lowering quarantine_event_pct under
  * what is quarantined is a QUARANTINE_HIGH event at once.
@@ -17,12 +19,14 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -354,6 +358,201 @@ TEST_F(nl, malformed_requests_refused)
 	/* Still answering afterwards. */
 	nl_init(&r, self->family, MRPOOL_CMD_GET);
 	EXPECT_EQ(0, nl_talk(self->fd, &r, self->reply, NL_BUF));
+}
+
+/* One TENANT_GET message, parsed. */
+struct nl_tenant {
+	int64_t uid;		/* -1: the orphans */
+	uint64_t bytes, quarantined, memlock;
+};
+
+struct nl_tenants {
+	struct nl_tenant t[64];
+	int n;
+	int bad;		/* messages without the attributes they need */
+};
+
+static void nl_tenant_keep(struct nlmsghdr *h, void *arg)
+{
+	struct nl_tenants *ts = arg;
+	char *msg = (char *)h;
+	struct nl_tenant *t;
+	struct nlattr *a;
+
+	if (ts->n >= (int)(sizeof(ts->t) / sizeof(ts->t[0]))) {
+		ts->bad++;
+		return;
+	}
+	t = &ts->t[ts->n++];
+	a = nl_find(nl_attrs(msg), nl_msg_end(msg), MRPOOL_A_TENANT_UID);
+	t->uid = a && a->nla_len == NLA_HDRLEN + 4 ? *(uint32_t *)nl_data(a) : -2;
+	if (nl_find(nl_attrs(msg), nl_msg_end(msg), MRPOOL_A_TENANT_ORPHANS))
+		t->uid = a ? -2 : -1;	/* the orphans have no uid */
+	t->bytes = nl_u64(msg, MRPOOL_A_TENANT_BYTES);
+	t->quarantined = nl_u64(msg, MRPOOL_A_TENANT_QUARANTINED_BYTES);
+	t->memlock = nl_u64(msg, MRPOOL_A_TENANT_MEMLOCK_BYTES);
+	if (t->uid == -2 || t->bytes == UINT64_MAX ||
+	    t->quarantined == UINT64_MAX || t->memlock == UINT64_MAX)
+		ts->bad++;
+}
+
+/* TENANT_GET, a dump or the caller's own: 0 or -errno, parsed into @ts. */
+static int nl_tenants(int fd, int family, bool dump, struct nl_tenants *ts)
+{
+	struct nl_req r;
+
+	memset(ts, 0, sizeof(*ts));
+	nl_init(&r, family, MRPOOL_CMD_TENANT_GET);
+	if (dump)
+		r.n.nlmsg_flags |= NLM_F_DUMP;
+	return nl_talk_each(fd, &r, nl_tenant_keep, ts);
+}
+
+static const struct nl_tenant *nl_tenant_of(const struct nl_tenants *ts,
+					    int64_t uid)
+{
+	for (int i = 0; i < ts->n; i++)
+		if (ts->t[i].uid == uid)
+			return &ts->t[i];
+	return NULL;
+}
+
+#define TENANT_A	4242
+#define TENANT_B	4343
+
+/*
+ * A child as TENANT_A: ALLOC @chunks chunks, then check what TENANT_GET
+ * tells it: its own tenant alone, single or dumped, with those bytes all
+ * in RLIMIT_MEMLOCK. Says 0 or the failed check on @out, then holds the
+ * memory until @hold closes.
+ */
+static void tenant_holder(uint64_t chunk, int chunks, int out, int hold)
+{
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	struct nl_tenants ts;
+	struct mrpool_alloc a;
+	int fd, nl, fam, ret = 0;
+	uint32_t grp;
+	char c;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(TENANT_A) || setuid(TENANT_A))
+		ret = 1;
+	else if ((fd = pool_open()) < 0 ||
+		 pool_alloc(fd, chunks * chunk, &a))
+		ret = 2;
+	else if ((nl = nl_open()) < 0 || (fam = nl_family(nl, &grp)) < 0)
+		ret = 3;
+	else if (nl_tenants(nl, fam, false, &ts) || ts.n != 1 || ts.bad)
+		ret = 4;
+	else if (ts.t[0].uid != TENANT_A || ts.t[0].bytes != chunks * chunk ||
+		 ts.t[0].memlock != chunks * chunk || ts.t[0].quarantined)
+		ret = 5;
+	else if (nl_tenants(nl, fam, true, &ts) || ts.n != 1 || ts.bad ||
+		 ts.t[0].uid != TENANT_A || ts.t[0].bytes != chunks * chunk)
+		ret = 6;	/* the dump: itself alone, no orphans */
+	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+		_exit(1);
+	(void)!read(hold, &c, 1);
+	_exit(0);
+}
+
+/* TENANT_B, holding nothing: its own tenant is zeros; it sees no other. */
+static int tenant_onlooker(void)
+{
+	struct nl_tenants ts;
+	uint32_t grp;
+	int nl, fam;
+
+	if (setgroups(0, NULL) || setgid(TENANT_B) || setuid(TENANT_B))
+		return 1;
+	if ((nl = nl_open()) < 0 || (fam = nl_family(nl, &grp)) < 0)
+		return 2;
+	if (nl_tenants(nl, fam, false, &ts) || ts.n != 1 || ts.bad ||
+	    ts.t[0].uid != TENANT_B || ts.t[0].bytes || ts.t[0].memlock)
+		return 3;
+	if (nl_tenants(nl, fam, true, &ts) || ts.n != 0)
+		return 4;	/* not TENANT_A's entry, not the orphans */
+	return 0;
+}
+
+static bool tenant_a_gone(int fd, int family)
+{
+	struct nl_tenants ts;
+	const struct nl_tenant *t;
+
+	if (nl_tenants(fd, family, true, &ts))
+		return false;
+	t = nl_tenant_of(&ts, TENANT_A);
+	return !t || !t->bytes;
+}
+
+/*
+ * TENANT_GET: root lists every user's charge in uid order, the orphans
+ * last; a user sees its own only, single or dumped, and another user's
+ * charge never; a user's charge is back once its process is reaped; a
+ * request with any attribute is refused.
+ */
+TEST_F(nl, tenants_per_user)
+{
+	uint64_t chunk = pool_attr("chunk_bytes");
+	int res[2], hold[2], ret = -1, st, i;
+	const struct nl_tenant *t;
+	struct nl_tenants ts;
+	uint64_t v64 = 1;
+	struct nl_req r;
+	pid_t pid, pid2;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	ASSERT_LT(0, chunk);
+	ASSERT_EQ(0, nl_tenants(self->fd, self->family, true, &ts));
+	ASSERT_EQ(NULL, nl_tenant_of(&ts, TENANT_A))
+		TH_LOG("uid %d holds pool memory already", TENANT_A);
+	ASSERT_EQ(0, pipe(res));
+	ASSERT_EQ(0, pipe(hold));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(hold[1]);
+		close(res[0]);
+		tenant_holder(chunk, 2, res[1], hold[0]);
+	}
+	close(hold[0]);
+	close(res[1]);
+	ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+	EXPECT_EQ(0, ret) TH_LOG("the holder's check %d failed", ret);
+
+	/* Root: every tenant, uids ascending, the orphans last. */
+	ASSERT_EQ(0, nl_tenants(self->fd, self->family, true, &ts));
+	EXPECT_EQ(0, ts.bad);
+	ASSERT_LE(2, ts.n);
+	for (i = 1; i < ts.n - 1; i++)
+		EXPECT_LT(ts.t[i - 1].uid, ts.t[i].uid);
+	EXPECT_EQ(-1, ts.t[ts.n - 1].uid);
+	t = nl_tenant_of(&ts, TENANT_A);
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(2 * chunk, t->bytes);
+	EXPECT_EQ(2 * chunk, t->memlock);
+	EXPECT_EQ(0, t->quarantined);
+
+	pid2 = fork();
+	ASSERT_LE(0, pid2);
+	if (!pid2)
+		_exit(tenant_onlooker());
+	ASSERT_EQ(pid2, waitpid(pid2, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+		TH_LOG("the onlooker's check %d failed", WEXITSTATUS(st));
+
+	/* A request takes no attribute. */
+	nl_init(&r, self->family, MRPOOL_CMD_TENANT_GET);
+	nl_put(&r, MRPOOL_A_TENANT_BYTES, &v64, 8);
+	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
+
+	close(hold[1]);		/* the holder exits */
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(POOL_WAIT(tenant_a_gone(self->fd, self->family), 20000));
+	close(res[0]);
 }
 
 /* A socket in the events group, reads timing out after @sec seconds. */

@@ -60,6 +60,18 @@
  *	%MRPOOL_A_QUOTA_QUARANTINED_BYTES and %MRPOOL_A_QUOTA_REMOVED. A
  *	cgroup removed while it holds pool memory stays charged and listed
  *	with %MRPOOL_A_QUOTA_REMOVED until the memory is back.
+ * @MRPOOL_CMD_TENANT_GET: request (no privilege needed): what the users
+ *	pool memory is charged to (tenants) hold, one message per tenant:
+ *	%MRPOOL_A_TENANT_UID, %MRPOOL_A_TENANT_BYTES,
+ *	%MRPOOL_A_TENANT_QUARANTINED_BYTES, %MRPOOL_A_TENANT_MEMLOCK_BYTES.
+ *	Without NLM_F_DUMP, the caller's own tenant (all counts 0 if it has
+ *	none). With NLM_F_DUMP, every tenant in uid order and then the
+ *	charges of dead owners (%MRPOOL_A_TENANT_ORPHANS, no uid) for a
+ *	caller with CAP_SYS_ADMIN in the initial user namespace; for anyone
+ *	else only its own tenant, if it exists. A process inside a user
+ *	namespace is charged to the owner of its outermost one (mrpool(4)):
+ *	uids are shown as the caller's namespace sees them, 65534 (the
+ *	overflow uid) where it has no mapping.
  *
  * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
  * rate-limited per type, since unprivileged requests cause them: at most
@@ -75,6 +87,7 @@ enum mrpool_nl_cmd {
 	MRPOOL_CMD_QUOTA_SET,
 	MRPOOL_CMD_QUOTA_DEL,
 	MRPOOL_CMD_QUOTA_GET,
+	MRPOOL_CMD_TENANT_GET,
 
 	__MRPOOL_CMD_MAX,
 	MRPOOL_CMD_MAX = __MRPOOL_CMD_MAX - 1
@@ -165,6 +178,15 @@ enum mrpool_nl_event {
  *	(QUOTA_GET)
  * @MRPOOL_A_QUOTA_REMOVED: flag, the cgroup was removed while charged
  *	(QUOTA_GET)
+ * @MRPOOL_A_TENANT_UID: u32, the tenant's uid (TENANT_GET)
+ * @MRPOOL_A_TENANT_BYTES: u64, bytes charged to the tenant, quarantined ones
+ *	included (TENANT_GET)
+ * @MRPOOL_A_TENANT_QUARANTINED_BYTES: u64, of those, in quarantine
+ *	(TENANT_GET)
+ * @MRPOOL_A_TENANT_MEMLOCK_BYTES: u64, of those, charged to the user's
+ *	RLIMIT_MEMLOCK count (locked_vm) (TENANT_GET)
+ * @MRPOOL_A_TENANT_ORPHANS: flag, this entry is the orphans: what dead
+ *	owners' slices still hold, charged to no user (TENANT_GET)
  */
 enum mrpool_nl_attr {
 	MRPOOL_A_UNSPEC,
@@ -198,6 +220,11 @@ enum mrpool_nl_attr {
 	MRPOOL_A_QUOTA_USAGE_BYTES,
 	MRPOOL_A_QUOTA_QUARANTINED_BYTES,
 	MRPOOL_A_QUOTA_REMOVED,
+	MRPOOL_A_TENANT_UID,
+	MRPOOL_A_TENANT_BYTES,
+	MRPOOL_A_TENANT_QUARANTINED_BYTES,
+	MRPOOL_A_TENANT_MEMLOCK_BYTES,
+	MRPOOL_A_TENANT_ORPHANS,
 
 	__MRPOOL_A_MAX,
 	MRPOOL_A_MAX = __MRPOOL_A_MAX - 1

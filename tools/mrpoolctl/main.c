@@ -33,6 +33,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  ctl_cmd_set, false },
 	{ "quota", "set CGROUP SIZE | del CGROUP | list",
 	  "cgroup v2 pool quotas (set and del: root)", ctl_cmd_quota, false },
+	{ "tenants", "", "what each user holds (root: every user; else your own)",
+	  ctl_cmd_tenants, false },
 	{ "metrics", "", "counters in Prometheus text format (mrpool_*); no --json",
 	  ctl_cmd_metrics, true },
 	{ "watch", "[SECONDS [COUNT]]",

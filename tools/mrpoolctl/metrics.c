@@ -5,8 +5,8 @@
  * scrape wrapper. Names are mrpool_*; counters end in _total; every family
  * is printed once with its HELP and TYPE, all its samples together.
  * Counters the module adds under stats/ or devices/<dev>/ appear without
- * a change here, with a generic HELP text. cgroup pool quotas come from
- * netlink, labelled by cgroup path.
+ * a change here, with a generic HELP text. cgroup pool quotas and what
+ * each user holds come from netlink, labelled by cgroup path and uid.
  */
 #include "mrpoolctl.h"
 
@@ -200,6 +200,41 @@ static int ctl_metrics_devices(const struct ctl_pool *p)
 	return 0;
 }
 
+/* A gauge family filled from a netlink table's column. */
+struct ctl_metric_fam {
+	const char *col, *name, *help;
+};
+
+/*
+ * One family per entry of @fams, one sample per row of @t labelled
+ * @label="first column"; cells that are not numbers (a deleted quota's
+ * limit) have no sample.
+ */
+static void ctl_metrics_rows(const struct ctl_table *t,
+			     const struct ctl_metric_fam *fams, size_t nfams,
+			     const char *label)
+{
+	const char *cell;
+	long long v;
+	size_t f, r;
+	int col;
+
+	for (f = 0; t->nrows && f < nfams; f++) {
+		col = ctl_table_col(t, fams[f].col);
+		if (col < 0)
+			continue;
+		ctl_family(fams[f].name, "gauge", fams[f].help);
+		for (r = 0; r < t->nrows; r++) {
+			cell = ctl_table_cell(t, r, (size_t)col);
+			if (!ctl_parse_ll(cell, &v))
+				continue;
+			printf("%s{%s=\"", fams[f].name, label);
+			ctl_label(ctl_table_cell(t, r, 0));
+			printf("\"} %lld\n", v);
+		}
+	}
+}
+
 /*
  * cgroup pool quotas (netlink QUOTA_GET), one sample per quota labelled
  * with its cgroup's path; a quota whose limit was deleted has no limit
@@ -207,9 +242,7 @@ static int ctl_metrics_devices(const struct ctl_pool *p)
  */
 static void ctl_metrics_quotas(void)
 {
-	static const struct {
-		const char *col, *name, *help;
-	} fams[] = {
+	static const struct ctl_metric_fam fams[] = {
 		{ "limit_bytes", "mrpool_quota_limit_bytes",
 		  "Pool quota of a cgroup v2 directory" },
 		{ "bytes", "mrpool_quota_bytes",
@@ -220,27 +253,33 @@ static void ctl_metrics_quotas(void)
 		  "1 if the cgroup was removed while it holds pool memory" },
 	};
 	struct ctl_table t;
-	const char *cell;
-	long long v;
-	size_t f, r;
-	int col;
 
 	if (ctl_quota_table(&t, true))
 		return;
-	for (f = 0; t.nrows && f < ARRAY_SIZE(fams); f++) {
-		col = ctl_table_col(&t, fams[f].col);
-		if (col < 0)
-			continue;
-		ctl_family(fams[f].name, "gauge", fams[f].help);
-		for (r = 0; r < t.nrows; r++) {
-			cell = ctl_table_cell(&t, r, (size_t)col);
-			if (!ctl_parse_ll(cell, &v))
-				continue;
-			printf("%s{cgroup=\"", fams[f].name);
-			ctl_label(ctl_table_cell(&t, r, 0));
-			printf("\"} %lld\n", v);
-		}
-	}
+	ctl_metrics_rows(&t, fams, ARRAY_SIZE(fams), "cgroup");
+	ctl_table_free(&t);
+}
+
+/*
+ * What each user holds (netlink TENANT_GET), one sample per user labelled
+ * with its uid, the orphans as uid "orphans"; an unprivileged caller gets
+ * its own user only, and an older module nothing.
+ */
+static void ctl_metrics_tenants(void)
+{
+	static const struct ctl_metric_fam fams[] = {
+		{ "bytes", "mrpool_tenant_bytes",
+		  "Pool bytes charged to a user, quarantined included" },
+		{ "quarantined_bytes", "mrpool_tenant_quarantined_bytes",
+		  "Of those, bytes in quarantine" },
+		{ "memlock_bytes", "mrpool_tenant_memlock_bytes",
+		  "Of those, bytes charged to the user's RLIMIT_MEMLOCK" },
+	};
+	struct ctl_table t;
+
+	if (ctl_tenant_table(&t, true))
+		return;
+	ctl_metrics_rows(&t, fams, ARRAY_SIZE(fams), "uid");
 	ctl_table_free(&t);
 }
 
@@ -262,6 +301,7 @@ int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv)
 	ctl_metrics_blocks(&p);
 	ret = ctl_metrics_devices(&p);
 	ctl_metrics_quotas();
+	ctl_metrics_tenants();
 	ctl_pool_free(&p);
 	if (ret) {
 		ctl_errno(ret, "metrics");

@@ -164,10 +164,14 @@ int ctl_cmd_params(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_set(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_quota(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_tenants(const struct ctl_cmd *cmd, int argc, char **argv);
 
 /* quota.c */
 int ctl_parse_size(const char *text, unsigned long long *bytes);
 int ctl_quota_table(struct ctl_table *t, bool quiet);
+
+/* tenants.c */
+int ctl_tenant_table(struct ctl_table *t, bool quiet);
 int ctl_cmd_watch(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_monitor(const struct ctl_cmd *cmd, int argc, char **argv);
 

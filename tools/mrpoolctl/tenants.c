@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * mrpoolctl tenants: what each user pool memory is charged to holds,
+ * through the module's generic netlink family (MRPOOL_CMD_TENANT_GET,
+ * include/uapi/mrpool_nl.h): uid, bytes, of those quarantined and
+ * charged to RLIMIT_MEMLOCK. Root of the initial namespaces gets every
+ * user and the orphans (the charges of dead owners' slices another
+ * process still holds, shown as uid "orphans"); anyone else its own
+ * user's line, if that user holds anything.
+ */
+#include "mrpoolctl.h"
+#include "nl.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <netlink/genl/genl.h>
+
+#include "uapi/mrpool_nl.h"
+
+static struct nla_policy ctl_tenant_policy[MRPOOL_A_MAX + 1] = {
+	[MRPOOL_A_TENANT_UID] = { .type = NLA_U32 },
+	[MRPOOL_A_TENANT_BYTES] = { .type = NLA_U64 },
+	[MRPOOL_A_TENANT_QUARANTINED_BYTES] = { .type = NLA_U64 },
+	[MRPOOL_A_TENANT_MEMLOCK_BYTES] = { .type = NLA_U64 },
+	[MRPOOL_A_TENANT_ORPHANS] = { .type = NLA_FLAG },
+};
+
+static const char *const ctl_tenant_head[] = {
+	"uid", "bytes", "quarantined_bytes", "memlock_bytes",
+};
+
+struct ctl_tenant_rows {
+	struct ctl_table t;
+	int err;
+};
+
+static void ctl_tenant_u64(char *buf, size_t len, struct nlattr *a)
+{
+	snprintf(buf, len, "%llu", a ? (unsigned long long)nla_get_u64(a) : 0ULL);
+}
+
+static int ctl_tenant_msg(struct nl_msg *msg, void *arg)
+{
+	struct ctl_tenant_rows *rows = arg;
+	struct nlattr *tb[MRPOOL_A_MAX + 1];
+	char uid[24], bytes[24], quar[24], memlock[24];
+	const char *row[4] = { uid, bytes, quar, memlock };
+
+	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, MRPOOL_A_MAX,
+			  ctl_tenant_policy) < 0 ||
+	    (!tb[MRPOOL_A_TENANT_UID] && !tb[MRPOOL_A_TENANT_ORPHANS])) {
+		rows->err = -EPROTO;
+		return NL_SKIP;
+	}
+	if (tb[MRPOOL_A_TENANT_ORPHANS])
+		snprintf(uid, sizeof(uid), "orphans");
+	else
+		snprintf(uid, sizeof(uid), "%u",
+			 nla_get_u32(tb[MRPOOL_A_TENANT_UID]));
+	ctl_tenant_u64(bytes, sizeof(bytes), tb[MRPOOL_A_TENANT_BYTES]);
+	ctl_tenant_u64(quar, sizeof(quar),
+		       tb[MRPOOL_A_TENANT_QUARANTINED_BYTES]);
+	ctl_tenant_u64(memlock, sizeof(memlock),
+		       tb[MRPOOL_A_TENANT_MEMLOCK_BYTES]);
+	if (ctl_table_add(&rows->t, row))
+		rows->err = -ENOMEM;
+	return NL_OK;
+}
+
+/*
+ * Every tenant the caller may see into @t (columns ctl_tenant_head); 0 or
+ * -errno, reported unless @quiet.
+ */
+int ctl_tenant_table(struct ctl_table *t, bool quiet)
+{
+	struct ctl_tenant_rows rows = { .err = 0 };
+	struct ctl_nl nl;
+	int ret;
+
+	ret = ctl_table_init(&rows.t, ARRAY_SIZE(ctl_tenant_head),
+			     ctl_tenant_head);
+	if (ret)
+		return ret;
+	ret = ctl_nl_open(&nl, false);
+	if (ret)
+		goto fail;
+	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, ctl_tenant_msg,
+			    &rows);
+	ret = genl_send_simple(nl.sk, nl.family, MRPOOL_CMD_TENANT_GET,
+			       MRPOOL_GENL_VERSION, NLM_F_DUMP);
+	if (ret >= 0)
+		ret = nl_recvmsgs_default(nl.sk);
+	ctl_nl_close(&nl);
+	ret = ret < 0 ? -ctl_nl_errno(ret) : rows.err;
+	if (ret)
+		goto fail;
+	*t = rows.t;
+	return 0;
+fail:
+	if (!quiet)
+		ctl_warn_missing(ret, "netlink command TENANT_GET of " MRPOOL_GENL_NAME);
+	ctl_table_free(&rows.t);
+	return ret;
+}
+
+int ctl_cmd_tenants(const struct ctl_cmd *cmd, int argc, char **argv)
+{
+	struct ctl_table t;
+	int ret;
+
+	ret = ctl_no_args(cmd, argc, argv);
+	if (ret)
+		return ret;
+	if (ctl_tenant_table(&t, false))
+		return CTL_FAIL;
+	if (ctl_json) {
+		ctl_json_obj(NULL);
+		ctl_json_table("tenants", &t);
+		ctl_json_obj_end();
+	} else {
+		ctl_table_print(&t, stdout);
+		printf("%zu tenants\n", t.nrows);
+	}
+	ctl_table_free(&t);
+	return CTL_OK;
+}
