@@ -10,9 +10,10 @@
  * no per-process data (pids and owners stay in root-only debugfs), so it
  * needs no privilege, and neither does joining the group. The cgroup pool
  * quotas (quota.c) are listed to anyone too (QUOTA_GET: paths, ids and
- * counts, as cgroupfs shows them), but set and deleted by root of the
- * initial namespaces only. What each user holds (TENANT_GET) is per-user
- * data: anyone gets its own, root of the initial namespace every user's.
+ * counts, as cgroupfs shows them, of the caller's cgroup namespace only),
+ * but set and deleted by root of the initial namespaces only. What each
+ * user holds (TENANT_GET) is per-user data: anyone gets its own, root of
+ * the initial namespace every user's.
  *
  * Events are sent from process context only: every call site holds at
  * most mutexes (the pool lock, a device's lock), never a spinlock, so

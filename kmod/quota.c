@@ -36,11 +36,15 @@
  *
  * Locking: mrpool_quotas_lock (a spinlock) guards the table and every
  * count; it nests inside the others (mrpool.h) and nothing sleeps or takes
- * another lock under it but the kernfs rename lock for a cgroup's path.
+ * another lock under it but the kernfs rename lock for a cgroup's path
+ * (kernfs_path_from_node(), not cgroup_path_ns(): that takes
+ * cgroup_mutex).
  */
 #include "mrpool.h"
 
 #include <linux/cgroup.h>
+#include <linux/kernfs.h>
+#include <linux/nsproxy.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -320,6 +324,16 @@ int mrpool_quota_del(struct cgroup *cgrp)
 	return ret;
 }
 
+/*
+ * The root of the calling task's cgroup namespace in the v2 hierarchy:
+ * what it may see of the quotas is below it. Only the task itself changes
+ * its nsproxy, and the namespace holds its root css_set.
+ */
+static struct cgroup *mrpool_cgroup_ns_root(void)
+{
+	return current->nsproxy->cgroup_ns->root_cset->dfl_cgrp;
+}
+
 /**
  * mrpool_quotas_walk - report quotas to @fn
  * @pos: index of the first to report; advanced past each reported
@@ -330,6 +344,11 @@ int mrpool_quota_del(struct cgroup *cgrp)
  *	stops the walk, @pos at the quota it refused
  * @arg: for @fn
  *
+ * Only quotas of cgroups inside the caller's cgroup namespace are
+ * reported, with paths from its root: a container lists its own quotas
+ * (its root "/"), never the host's cgroup tree. Root of the initial
+ * namespace sees them all.
+ *
  * Return: 0; @fn's error; -ENOENT when @only has no quota.
  */
 int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
@@ -337,6 +356,7 @@ int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
 		       int (*fn)(void *arg, const struct mrpool_quota_info *),
 		       void *arg)
 {
+	struct cgroup *top = mrpool_cgroup_ns_root();
 	struct mrpool_quota_info info;
 	struct mrpool_quota *q;
 	unsigned long i = 0;
@@ -349,10 +369,13 @@ int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
 	list_for_each_entry(q, &mrpool_quotas, node) {
 		if (only && q->cgrp != only)
 			continue;
+		if (!cgroup_is_descendant(q->cgrp, top))
+			continue;
 		found = true;
 		if (i++ < *pos)
 			continue;
-		if (cgroup_path(q->cgrp, buf, len) < 0)
+		/* From the namespace's root, as its /proc/PID/cgroup shows */
+		if (kernfs_path_from_node(q->cgrp->kn, top->kn, buf, len) < 0)
 			strscpy(buf, "?", len);
 		info.path = buf;
 		info.cgroup_id = cgroup_id(q->cgrp);

@@ -10,14 +10,16 @@
  * limits back, a charged cgroup removed by rmdir stays charged until its
  * memory is back, freed chunks a pipe pins stay charged (quarantined)
  * until it goes, a killed child's charge is gone right after waitpid(),
- * and unprivileged or malformed requests change nothing; mrpoolctl quota
- * and metrics agree with netlink.
+ * and unprivileged or malformed requests change nothing; a process in a
+ * cgroup namespace lists only the quotas inside it, with paths from its
+ * root; mrpoolctl quota and metrics agree with netlink.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -673,6 +675,56 @@ TEST_F(quota, unprivileged_set_refused)
 	ASSERT_NE(NULL, row);
 	EXPECT_EQ(QA * self->chunk, row->limit);
 	EXPECT_EQ(NULL, quota_find(&l, cg_id(self->b)));
+}
+
+/*
+ * A container's view: a child in CG_BASE/a with a cgroup namespace of its
+ * own, then nobody, lists a's quota alone, as "/" (its namespace's root),
+ * never its sibling b's nor any path of the host's tree; root still lists
+ * both with their full paths.
+ */
+TEST_F(quota, cgroup_namespace_listing)
+{
+	struct quota_list l;
+	struct quota_row *row;
+	int status, fam = self->family;
+	uint64_t ida = cg_id(self->a), idb = cg_id(self->b);
+	pid_t pid;
+
+	ASSERT_EQ(0, quota_set(self->nl, fam, CG_REL "/a", QA * self->chunk));
+	ASSERT_EQ(0, quota_set(self->nl, fam, CG_REL "/b", QB * self->chunk));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd;
+
+		if (cg_move(self->a, getpid()))
+			_exit(1);
+		if (unshare(CLONE_NEWCGROUP))
+			_exit(2);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(3);
+		fd = nl_open();
+		if (fd < 0 || quota_dump(fd, fam, &l))
+			_exit(4);
+		if (l.n != 1 || l.rows[0].id != ida)
+			_exit(5);
+		if (strcmp(l.rows[0].path, "/"))
+			_exit(6);
+		if (quota_find(&l, idb))
+			_exit(7);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+	ASSERT_EQ(0, quota_dump(self->nl, fam, &l));
+	row = quota_find(&l, ida);
+	ASSERT_NE(NULL, row);
+	EXPECT_STREQ(CG_REL "/a", row->path);
+	row = quota_find(&l, idb);
+	ASSERT_NE(NULL, row);
+	EXPECT_STREQ(CG_REL "/b", row->path);
 }
 
 /* Malformed requests: an errno each, the table unchanged. */

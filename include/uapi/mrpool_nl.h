@@ -54,7 +54,9 @@
  *	What it has charged stays listed, without a limit, until it is back.
  * @MRPOOL_CMD_QUOTA_GET: request (no privilege needed): one cgroup's quota
  *	(named as for SET; -ENOENT if it has none), or with NLM_F_DUMP every
- *	quota, one message each: %MRPOOL_A_QUOTA_PATH,
+ *	quota the caller's cgroup namespace holds, one message each, paths
+ *	from that namespace's root (a container sees its own quotas only,
+ *	its own cgroup as "/"): %MRPOOL_A_QUOTA_PATH,
  *	%MRPOOL_A_QUOTA_CGROUP_ID, %MRPOOL_A_QUOTA_LIMIT_BYTES (absent once
  *	deleted), %MRPOOL_A_QUOTA_USAGE_BYTES,
  *	%MRPOOL_A_QUOTA_QUARANTINED_BYTES and %MRPOOL_A_QUOTA_REMOVED. A
