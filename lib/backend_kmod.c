@@ -111,17 +111,14 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 		}
 	}
 	/*
-	 * A FORK_COPY slice is inherited: out of children while it is made,
-	 * as anon arenas are (backend_anon.c), so that a fork before its
-	 * publication gives the child no copy no record names; the fork
-	 * handler marks published arenas MADV_DOFORK (pool.c).
+	 * A FORK_COPY slice is not kept out of children while it is made, as
+	 * anon arenas are (backend_anon.c): kernels after 6.12 refuse
+	 * MADV_DOFORK on a slice (VM_DONTEXPAND is VM_SPECIAL), so the fork
+	 * handler could never hand it on once published. A fork between
+	 * this mmap() and the arena's record (arena.c) leaves the child a
+	 * copy no record names: the child's own memory, until it exits or
+	 * execs; the parent's slice is untouched.
 	 */
-	if (pool->fork_copy && madvise(m, al.length, MADV_DONTFORK)) {
-		ret = -errno;
-		mrp_os_unmap(m, al.length);
-		mrp_kmod_free(pool, al.slice_id);
-		return ret;
-	}
 	r->base = (uintptr_t)m;
 	r->size = al.length;
 	r->handle = al.slice_id;

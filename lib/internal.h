@@ -456,8 +456,7 @@ struct mrp_region {
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
  * not inherited across fork unless pool->fork_copy (MADV_DONTFORK or
  * VM_DONTCOPY, which the fork handler sets again: pool.c; with
- * pool->fork_copy, MADV_DONTFORK until published, then the fork handler
- * clears it at each fork), or a negative
+ * pool->fork_copy the fork handler clears it at each fork), or a negative
  * errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
