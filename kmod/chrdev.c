@@ -78,6 +78,7 @@ static long mrpool_ioc_query(struct mrpool_client *client, void __user *uarg)
 
 	mrpool_pool_snapshot(&snap);
 	q.abi_version = MRPOOL_ABI_VERSION;
+	q.features = MRPOOL_FEATURE_FORK_COPY;
 	q.chunk_size = mrpool_pool.chunk_size;
 	q.node = mrpool_pool_node();
 	q.ndevices = mrpool_devices_ready();

@@ -25,6 +25,9 @@
  *                     runs the defrag worker now
  *   fail_shmem        N: the next N whole chunks get no shmem folio and
  *                     are built of plain pages (shmem.c)
+ *   fail_fork_copy    N: the next N fork copies of a FORK_COPY slice's
+ *                     mapping fail: the child gets SIGBUS there
+ *                     (forkcopy.c)
  *   next_slice_id     the id the next ALLOC tries first (tests of the
  *                     wrap at MRPOOL_MAX_SLICE_ID)
  *   fail_alloc/       on kernels with CONFIG_FAULT_INJECTION_DEBUG_FS: a
@@ -51,6 +54,8 @@ atomic_t mrpool_fail_slice_alloc = ATOMIC_INIT(0);
 atomic_t mrpool_fail_high_order = ATOMIC_INIT(0);
 /* ...the next N shmem folios for whole chunks (plain pages instead). */
 atomic_t mrpool_fail_shmem = ATOMIC_INIT(0);
+/* ...the next N copies a fork child gets of a slice mapping. */
+atomic_t mrpool_fail_fork_copy = ATOMIC_INIT(0);
 
 static struct dentry *mrpool_debugfs_dir;
 
@@ -242,6 +247,8 @@ void mrpool_debugfs_init(void)
 	debugfs_create_file_unsafe("fail_high_order", 0600, dir, NULL,
 				   &fail_high_order_fops);
 	debugfs_create_atomic_t("fail_shmem", 0600, dir, &mrpool_fail_shmem);
+	debugfs_create_atomic_t("fail_fork_copy", 0600, dir,
+				&mrpool_fail_fork_copy);
 	debugfs_create_file_unsafe("next_slice_id", 0600, dir, NULL,
 				   &next_slice_id_fops);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS

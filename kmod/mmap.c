@@ -6,7 +6,8 @@
  * freed slice keeps its memory until the last unmap. VMAs hold the
  * client's map file (mapfile.c), not the device file, and fault only in
  * the owner's mm: MADV_DOFORK can make a child inherit a VMA, never its
- * pages.
+ * pages. A slice allocated with MRPOOL_ALLOC_FORK_COPY is not VM_DONTCOPY:
+ * a fork child's VMA of it becomes a private copy (forkcopy.c).
  *
  * Pages are ordinary refcounted pages handed out by the fault handler
  * (MAP_POPULATE or the first touch, or the pin itself, fault them in).
@@ -33,6 +34,9 @@ static void mrpool_vm_open(struct vm_area_struct *vma)
 {
 	struct mrpool_slice *s = vma->vm_private_data;
 
+	/* A fork child's, of a FORK_COPY slice: a copy, not the slice. */
+	if (mrpool_forkcopy_open(vma, s))
+		return;
 	/* A split or a moved VMA: one more mapping of the slice. */
 	kref_get(&s->ref);
 	atomic_inc(&s->maps);
@@ -247,7 +251,8 @@ int mrpool_mmap(struct file *file, struct vm_area_struct *vma)
 		goto put;
 	}
 
-	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	mrpool_vm_flags_set(vma, (s->fork_copy ? 0 : VM_DONTCOPY) |
+			    VM_DONTEXPAND | VM_DONTDUMP);
 	/* The reference from mrpool_slice_get_owned() now belongs to @vma. */
 	vma->vm_private_data = s;
 	vma->vm_ops = &mrpool_vm_ops;

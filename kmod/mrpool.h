@@ -216,6 +216,9 @@ struct mrpool_stats {
 					 * them, or a page is poisoned
 					 */
 	atomic64_t hwpoison_retired;	/* of those, for a poisoned page */
+	atomic64_t fork_copies;		/* VMAs a fork child got a copy of */
+	atomic64_t fork_copy_bytes;	/* bytes of those copies */
+	atomic64_t fork_copy_failures;	/* copies not made: the child's SIGBUS */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -337,6 +340,7 @@ struct mrpool_slice {
 	struct kref ref;		/* owner's reference + one per VMA */
 	u32 id;				/* key in mrpool_slices, mmap token */
 	bool freed;			/* FREE or close dropped ownership */
+	bool fork_copy;			/* MRPOOL_ALLOC_FORK_COPY (forkcopy.c) */
 	struct mrpool_client *client;	/* owner (a reference) */
 	struct list_head node;		/* client->slices */
 	struct list_head chunks;	/* the chunks, for the pool */
@@ -392,6 +396,9 @@ unsigned long mrpool_get_unmapped_area(struct file *file, unsigned long addr,
 struct mempolicy *mrpool_vm_get_policy(MRPOOL_GET_POLICY_ARGS);
 #endif
 
+/* ---- forkcopy.c: a fork child's private copy of a slice's mapping ---- */
+bool mrpool_forkcopy_open(struct vm_area_struct *vma, struct mrpool_slice *s);
+
 /* ---- client_stats.c ---- */
 struct seq_file;
 
@@ -436,6 +443,7 @@ extern atomic_t mrpool_fail_chunk_alloc;
 extern atomic_t mrpool_fail_slice_alloc;
 extern atomic_t mrpool_fail_high_order;
 extern atomic_t mrpool_fail_shmem;
+extern atomic_t mrpool_fail_fork_copy;
 
 void mrpool_debugfs_init(void);
 void mrpool_debugfs_exit(void);

@@ -191,6 +191,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	INIT_LIST_HEAD(&s->chunks);
 	s->length = len;
 	s->nr_chunks = div64_u64(len, p->chunk_size);
+	s->fork_copy = arg->flags & MRPOOL_ALLOC_FORK_COPY;
 
 	ret = mrpool_quota_charge(s->nr_chunks, &qc, &covered);
 	if (ret) {

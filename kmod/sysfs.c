@@ -172,6 +172,12 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, retired) },
 	{ __ATTR(hwpoison_retired, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, hwpoison_retired) },
+	{ __ATTR(fork_copies, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, fork_copies) },
+	{ __ATTR(fork_copy_bytes, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, fork_copy_bytes) },
+	{ __ATTR(fork_copy_failures, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, fork_copy_failures) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */

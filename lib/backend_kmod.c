@@ -4,8 +4,13 @@
  * MRPOOL_IOC_ALLOC returns a slice id and an mmap offset; the slice is
  * mapped shared and writable (the module refuses anything else) on a 2 MiB
  * boundary, and given back with munmap + MRPOOL_IOC_FREE. Slices are
- * VM_DONTCOPY and owned by the open file, so a crash returns them and a
- * child never sees them. Each slice can also be exported as a dma-buf, so
+ * owned by the open file, so a crash returns them; they are VM_DONTCOPY,
+ * so a child never sees them, unless the pool gives children copies
+ * (pool->fork_copy, MRP_FORK_COPY where the module has
+ * MRPOOL_FEATURE_FORK_COPY): then they are allocated with
+ * MRPOOL_ALLOC_FORK_COPY and a forked child gets a private copy of each
+ * mapping, made by the module at the fork, while the parent keeps the
+ * slice and its registrations. Each slice can also be exported as a dma-buf, so
  * that devices that take dma-buf MRs register it without pinning its pages
  * again (reg.c).
  */
@@ -46,6 +51,8 @@ static int mrp_kmod_init(struct mrp_pool *pool)
 		return -ENODEV;
 	}
 	pool->fd = fd;
+	/* zero from a module that predates the field (a reserved word) */
+	pool->backend_fork_copy = q.features & MRPOOL_FEATURE_FORK_COPY;
 	pool->granule = q.chunk_size > MRP_MAP_GRANULE ? q.chunk_size : MRP_MAP_GRANULE;
 	return 0;
 }
@@ -83,6 +90,8 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 	al.bytes = size;
 	/* preferred: the module falls back to other nodes (no STRICT flag) */
 	al.node = node >= 0 ? node : MRPOOL_NODE_ANY;
+	if (pool->fork_copy)
+		al.flags |= MRPOOL_ALLOC_FORK_COPY;
 	ret = mrp_ioctl(pool->fd, MRPOOL_IOC_ALLOC, &al);
 	if (ret)
 		return ret == -EDQUOT ? -ENOMEM : ret;
@@ -101,6 +110,15 @@ static int mrp_kmod_map(struct mrp_pool *pool, size_t size, size_t align,
 			return ret;
 		}
 	}
+	/*
+	 * A FORK_COPY slice is not kept out of children while it is made, as
+	 * anon arenas are (backend_anon.c): kernels after 6.12 refuse
+	 * MADV_DOFORK on a slice (VM_DONTEXPAND is VM_SPECIAL), so the fork
+	 * handler could never hand it on once published. A fork between
+	 * this mmap() and the arena's record (arena.c) leaves the child a
+	 * copy no record names: the child's own memory, until it exits or
+	 * execs; the parent's slice is untouched.
+	 */
 	r->base = (uintptr_t)m;
 	r->size = al.length;
 	r->handle = al.slice_id;

@@ -455,7 +455,8 @@ struct mrp_region {
  * Backend contract: map() returns size bytes aligned to align (a power of
  * two, at least MRP_MAP_GRANULE), zeroed, readable and writable, resident,
  * not inherited across fork unless pool->fork_copy (MADV_DONTFORK or
- * VM_DONTCOPY, which the fork handler sets again: pool.c), or a negative
+ * VM_DONTCOPY, which the fork handler sets again: pool.c; with
+ * pool->fork_copy the fork handler clears it at each fork), or a negative
  * errno; unmap() returns them;
  * export_dmabuf(), where the backend has it, a dma-buf of a region for
  * ibv_reg_dmabuf_mr(), which keeps the memory alive while it is held.
@@ -543,7 +544,8 @@ struct mrp_pool {
 	int fd;				/* kernel backend */
 	size_t granule;			/* arena sizes are multiples of this */
 	_Atomic bool hugetlb_failed;	/* anon: MAP_HUGETLB refused once */
-	bool fork_copy;			/* anon: arenas inherited, fixed at open */
+	bool fork_copy;			/* children get copies, fixed at open */
+	bool backend_fork_copy;		/* kernel: the module can copy (init) */
 	_Atomic bool hugepages;		/* anon: THP or hugetlb in use */
 	unsigned int fork_gen;		/* mrp_fork_gen at open */
 

@@ -80,7 +80,7 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * support is on), and a mapping where the shim's placeholder belongs.
  *
  * A pool with MRP_FORK_COPY needs the converse: its arenas are the
- * child's (the kernel copies pinned pages), yet the same fork support,
+ * child's (the kernel copies pinned pages, the module slices), yet the same fork support,
  * once ibv_fork_init() ran, marks every range it registers MADV_DONTFORK,
  * even where ibv_is_fork_initialized() says IBV_FORK_UNNEEDED (the
  * answer takes precedence, the bookkeeping still runs: rdma-core 44, and a
@@ -363,11 +363,13 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	/*
 	 * A child may have a copy of the arenas only where that copy cannot
 	 * take the parent's pinned pages away from its registrations: anon
-	 * memory, on a kernel that copies DMA-pinned pages at fork. A slice
-	 * is the module's, never the child's to copy or share.
+	 * memory, on a kernel that copies DMA-pinned pages at fork; slices,
+	 * where the module makes the child a private copy at the fork
+	 * (MRPOOL_FEATURE_FORK_COPY), the slice staying the parent's alone.
 	 */
-	pool->fork_copy = pool->cfg.fork_copy && pool->ops->kind == MRP_KIND_ANON &&
-			  mrp_os_fork_copies_pinned();
+	pool->fork_copy = pool->cfg.fork_copy &&
+			  (pool->ops->kind == MRP_KIND_ANON ? mrp_os_fork_copies_pinned() :
+			   pool->backend_fork_copy);
 	/* arenas are whole backend granules (2 MiB, or the module's chunk) */
 	pool->cfg.arena_size = (pool->cfg.arena_size + pool->granule - 1) &
 			       ~(pool->granule - 1);

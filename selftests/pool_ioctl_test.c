@@ -82,6 +82,8 @@ TEST_F(pool, query_reports_pool)
 	EXPECT_EQ(0ULL, q->file_bytes);
 	EXPECT_EQ(pool_attr("stats/allocs"), (long long)q->allocs);
 	EXPECT_EQ(pool_attr("stats/frees"), (long long)q->frees);
+	/* this module makes fork copies (MRPOOL_ALLOC_FORK_COPY) */
+	EXPECT_EQ(MRPOOL_FEATURE_FORK_COPY, q->features);
 }
 
 /* The struct's own size field governs the copy, bounded both ways. */
@@ -113,8 +115,14 @@ TEST_F(pool, query_size_rules)
 
 	memset(&q, 0, sizeof(q));
 	q.size = sizeof(q);
-	q.reserved[1] = 1;
+	q.reserved[0] = 1;
 	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+	/* features, once a reserved word, is out only: what is passed in goes */
+	memset(&q, 0, sizeof(q));
+	q.size = sizeof(q);
+	q.features = ~0ULL;
+	EXPECT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, &q));
+	EXPECT_EQ(MRPOOL_FEATURE_FORK_COPY, q.features);
 	EXPECT_EQ(-EFAULT, pool_ioctl(self->fd, MRPOOL_IOC_QUERY, NULL));
 }
 
@@ -182,6 +190,12 @@ TEST_F(pool, alloc_invalid)
 	a.size = sizeof(a);
 	a.bytes = 4096;
 	a.flags = 1U << 7;
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	/* the first flag above the known ones, alone and with them */
+	a.flags = MRPOOL_ALLOC_VALID_FLAGS + 1;
+	EXPECT_EQ(4U, a.flags);
+	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	a.flags = MRPOOL_ALLOC_VALID_FLAGS | (MRPOOL_ALLOC_VALID_FLAGS + 1);
 	EXPECT_EQ(-EINVAL, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
 	a.flags = 0;
 	a.pad = 1;
@@ -434,6 +448,68 @@ static int chunk_node(unsigned long want)
 			ret = node;
 	fclose(f);
 	return ret;
+}
+
+/* 1 if the VMA starting at @addr has @flag in its smaps VmFlags, else 0. */
+static int vma_has_flag(const void *addr, const char *flag)
+{
+	char line[512], want[32];
+	bool in = false;
+	int found = -1;
+	FILE *f;
+
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)addr);
+	f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -1;
+	while (found < 0 && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, want, strlen(want)))
+			in = true;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			char *tok, *save = NULL;
+
+			found = 0;
+			for (tok = strtok_r(line + 8, " \n", &save); tok;
+			     tok = strtok_r(NULL, " \n", &save))
+				if (!strcmp(tok, flag))
+					found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * MRPOOL_ALLOC_FORK_COPY is accepted, alone and with NODE_STRICT, and the
+ * slice maps and frees as any other; the mapping is inherited at fork
+ * (VmFlags without "dc"), a slice without the flag's is not.
+ */
+TEST_F(pool, alloc_fork_copy_flag)
+{
+	uint32_t flags[] = { MRPOOL_ALLOC_FORK_COPY,
+			     MRPOOL_ALLOC_FORK_COPY | MRPOOL_ALLOC_NODE_STRICT, 0 };
+	struct mrpool_alloc a;
+	unsigned int i;
+	void *p;
+
+	for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.bytes = 1;
+		a.node = flags[i] & MRPOOL_ALLOC_NODE_STRICT ? self->q0.node :
+			 MRPOOL_NODE_ANY;
+		if (a.node < 0)
+			a.node = 0;
+		a.flags = flags[i];
+		ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+		EXPECT_EQ(self->q0.chunk_size, a.length);
+		p = pool_map(self->fd, &a);
+		ASSERT_NE(MAP_FAILED, p);
+		EXPECT_EQ(!(flags[i] & MRPOOL_ALLOC_FORK_COPY),
+			  vma_has_flag(p, "dc")) TH_LOG("flags %#x", flags[i]);
+		EXPECT_EQ(0, munmap(p, a.length));
+		EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+	}
 }
 
 /* A strict node request is served from that node, on every online node. */

@@ -119,6 +119,7 @@ struct fz_slice {
 	int fdi;		/* which of the worker's files owns it */
 	unsigned int fdgen;	/* ... in which of its opens */
 	uint64_t id, off, len;
+	bool fork_copy;		/* MRPOOL_ALLOC_FORK_COPY: children get copies */
 	int maps, bufs;		/* mapping records, dma-bufs alive */
 	uint8_t *stamped;	/* per page: the owner wrote its stamp */
 };
@@ -140,7 +141,7 @@ struct fz_map {
 	size_t len;
 	size_t first;
 	int prot;
-	bool dofork;
+	bool dofork;		/* inherited: FORK_COPY or MADV_DOFORK */
 	struct fz_slice *s;
 	struct fz_buf *b;
 };
@@ -700,6 +701,7 @@ static bool fz_map_slice(struct fz *z, struct fz_slice *s, int prot)
 	m->len = s->len;
 	m->prot = prot;
 	m->s = s;
+	m->dofork = s->fork_copy;
 	s->maps++;
 	fz_check_map(z, m, "mapped", true);
 	return true;
@@ -742,6 +744,8 @@ static void op_alloc(struct fz *z)
 		ok &= !(a->flags & ~MRPOOL_ALLOC_VALID_FLAGS);
 	} else if (fz_chance(z, 10)) {
 		a->flags = MRPOOL_ALLOC_NODE_STRICT;
+	} else if (fz_chance(z, 20)) {
+		a->flags = MRPOOL_ALLOC_FORK_COPY;
 	}
 	if (fz_chance(z, 5)) {
 		a->pad = 1;
@@ -784,6 +788,7 @@ static void op_alloc(struct fz *z)
 	s->id = a->slice_id;
 	s->off = a->mmap_offset;
 	s->len = a->length;
+	s->fork_copy = a->flags & MRPOOL_ALLOC_FORK_COPY;
 	s->stamped = calloc(s->len / z->page, 1);
 	if (!s->stamped)
 		abort();
@@ -901,6 +906,7 @@ static void op_mmap(struct fz *z)
 	m->len = len;
 	m->prot = prot;
 	m->s = s;
+	m->dofork = s->fork_copy;
 	s->maps++;
 	fz_check_map(z, m, "mapped", true);
 }
@@ -1102,7 +1108,7 @@ static void op_query(struct fz *z)
 
 	ok = fz_size(z, sizeof(*q), 128, &tail_bad);
 	if (fz_chance(z, 5)) {
-		q->reserved[fz_below(z, 2)] = 1;
+		q->reserved[0] = 1;
 		ok = false;
 	}
 	ret = fz_ioctl(z, z->fd[fdi], MRPOOL_IOC_QUERY, q);
@@ -1475,7 +1481,8 @@ static int fz_child_probe(const uint8_t *p)
 /*
  * The child of a fork: the device file is inherited, the process is not
  * its opener; slice mappings (VM_DONTCOPY, or MADV_DOFORK'ed and then
- * refused by the fault handler) give it nothing of its parent's.
+ * refused by the fault handler) give it nothing of its parent's, but for
+ * those of FORK_COPY slices not MADV_DONTFORK'ed: a copy it can read.
  */
 static void fz_child(struct fz *z)
 {
@@ -1494,10 +1501,16 @@ static void fz_child(struct fz *z)
 		    !(m->prot & PROT_READ))
 			continue;
 		ret = fz_child_probe(m->addr);
-		if (!ret)
+		if (m->s->fork_copy && m->dofork) {
+			if (ret)
+				fz_violation(z, "a forked child got signal %d "
+					     "reading its copy of slice %" PRIu64,
+					     ret, m->s->id);
+		} else if (!ret) {
 			fz_violation(z, "a forked child read its parent's slice %"
 				     PRIu64 " (%s)", m->s->id,
 				     m->dofork ? "MADV_DOFORK" : "not inherited");
+		}
 	}
 	ret = fz_ioctl(z, z->fd[fdi], MRPOOL_IOC_ALLOC, &a);
 	if (ret != -EPERM)

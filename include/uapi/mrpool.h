@@ -66,6 +66,10 @@
  *		RLIMIT_MEMLOCK see
  * @user_quarantined_bytes: (out) of @user_bytes, bytes in quarantine
  *		(freed but still pinned, e.g. by an MR)
+ * @features:	(out) MRPOOL_FEATURE_* bits of what the running module
+ *		offers; the first reserved word until December 2026, so a
+ *		module that predates it leaves the caller's zero there: no
+ *		features. Whatever the caller passes in is ignored.
  * @reserved:	must be zero
  */
 struct mrpool_query {
@@ -85,13 +89,25 @@ struct mrpool_query {
 	__u64 alloc_failures;
 	__u64 user_bytes;
 	__u64 user_quarantined_bytes;
-	__u64 reserved[2];
+	__u64 features;
+	__u64 reserved[1];
 };
+
+/* Bits of struct mrpool_query's @features. */
+/* MRPOOL_ALLOC_FORK_COPY is known: a forked child gets a private copy. */
+#define MRPOOL_FEATURE_FORK_COPY	(1ULL << 0)
 
 /* Flags of struct mrpool_alloc. */
 /* Fail with -ENOMEM rather than fall back to another NUMA node. */
 #define MRPOOL_ALLOC_NODE_STRICT	(1U << 0)
-#define MRPOOL_ALLOC_VALID_FLAGS	(MRPOOL_ALLOC_NODE_STRICT)
+/*
+ * A child forked by the owner gets a private copy of the slice's mappings
+ * (see struct mrpool_alloc); needs MRPOOL_FEATURE_FORK_COPY, -EINVAL from
+ * an older module.
+ */
+#define MRPOOL_ALLOC_FORK_COPY		(1U << 1)
+#define MRPOOL_ALLOC_VALID_FLAGS	(MRPOOL_ALLOC_NODE_STRICT | \
+					 MRPOOL_ALLOC_FORK_COPY)
 
 /* Value of @node meaning "the pool's default node". */
 #define MRPOOL_NODE_ANY		(-1)
@@ -118,6 +134,19 @@ struct mrpool_query {
  * when the last of those goes. Its chunks are charged to the caller's user
  * (RLIMIT_MEMLOCK unless CAP_IPC_LOCK, and max_user_mb) until they are
  * free again, quarantine included.
+ *
+ * Fork: a mapping of the slice is not inherited (VM_DONTCOPY), unless the
+ * slice was allocated with MRPOOL_ALLOC_FORK_COPY. Then a child forked by
+ * the owner gets, in place of each mapping, a private copy of the bytes
+ * the slice had at the fork, in ordinary pages allocated at the fork and
+ * charged to the memory cgroup of the forking task (the one the child
+ * starts in), as the kernel's own copies of DMA-pinned pages at fork are;
+ * not to the pool nor to any RLIMIT_MEMLOCK, never pinned nor registered.
+ * The child's writes stay in its copy, the parent's and the devices' in
+ * the slice. The child owns nothing of the slice (it cannot free, export
+ * or map it) and its copy goes with its mapping. If the copy cannot be
+ * made (no memory, a fatal signal during the fork, a poisoned page), the
+ * child's accesses to that mapping raise SIGBUS.
  *
  * Errors: -EINVAL for a bad @size, flag, @node or nonzero reserved field;
  * -EDQUOT past max_user_mb; -ENOMEM past RLIMIT_MEMLOCK, max_mb or the

@@ -30,9 +30,12 @@
  * MRPOOL_FORK says otherwise): on the anonymous backend, where the kernel
  * copies DMA-pinned pages at fork, a child gets its own copy of each
  * arena, unlocked and unregistered, and the parent keeps its pages and
- * registrations. Slices of the module are never inherited (VM_DONTCOPY),
- * nor are anonymous arenas where the kernel would let a child's copy-on-
- * write take a pinned page from the parent (MADV_DONTFORK): there the
+ * registrations; on the kernel backend, where the module offers it
+ * (MRPOOL_FEATURE_FORK_COPY), the module makes the child a private copy of
+ * each slice mapping at the fork, the same way. Slices of an older module
+ * are never inherited (VM_DONTCOPY), nor are anonymous arenas where the
+ * kernel would let a child's copy-on-write take a pinned page from the
+ * parent (MADV_DONTFORK): there the
  * parent's arenas are covered in the child with inaccessible placeholders
  * so that no mapping of the child lands where the shim still takes
  * pointers for pool buffers (a read of one faults). Either way, in a child

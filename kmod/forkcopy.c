@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A fork child's private copy of a slice mapping (MRPOOL_ALLOC_FORK_COPY).
+ *
+ * The mapping of such a slice is not VM_DONTCOPY, so dup_mmap() gives the
+ * child a VMA of it and calls its vm_ops->open, the child's mm and the
+ * parent's both write-locked. That open (mmap.c) hands the VMA here when
+ * it lies in an mm other than the slice owner's: a slice is mapped only
+ * in its owner's mm (mrpool_mmap()) and split or moved only inside the mm
+ * that maps it, so another mm is a fork's new one. The VMA then becomes a
+ * copy: the bytes its range of the slice holds now, in order-0 pages
+ * allocated with GFP_KERNEL_ACCOUNT -- charged to the memory cgroup of
+ * the forking task, which the child starts in (as the kernel's own
+ * copies of DMA-pinned anonymous pages at fork are), not to the pool nor
+ * to RLIMIT_MEMLOCK; never pinned by the module, registered or zeroed for
+ * reuse. The child's faults map those pages, so its writes stay its own,
+ * and the parent's VMA, its slice and the slice's registrations are left
+ * as they were. The copy holds no slice reference: a FREE or close by the
+ * parent returns the chunks whatever the child still maps.
+ *
+ * A copy that cannot be made (no memory, a fatal signal, a page with a
+ * hardware error, or the debugfs knob fail_fork_copy) leaves the VMA with
+ * no copy: every access of the child to it is SIGBUS, never the pool's
+ * pages. A copy is shared by the pieces of its VMA (split, mremap() in the
+ * child) and freed with the last; a fork by the child gives the grandchild
+ * a copy of the child's copy, the same way.
+ *
+ * Locking: nothing is taken but the allocator's. The source pages cannot
+ * go away under the copy: the parent's VMA holds the slice (or the copy),
+ * and it cannot be unmapped while dup_mmap() holds the parent's mmap_lock.
+ * Other threads of the parent and RDMA may still write the slice while it
+ * is copied, as they may an anonymous page the kernel copies at fork.
+ */
+#include "mrpool.h"
+
+#include <linux/mm.h>
+#include <linux/highmem.h>
+#include <linux/sched/signal.h>
+
+/* What the child's VMA (and its pieces) holds; vm_private_data. */
+struct mrpool_fork_copy {
+	struct kref ref;		/* one per VMA */
+	/* The mm the copy is mapped in: compared only, never dereferenced. */
+	const struct mm_struct *mm;
+	unsigned long pgoff;		/* file offset of pages[0], in pages */
+	unsigned long nr_pages;
+	struct page **pages;		/* kvcalloc()ed, nr_pages */
+};
+
+static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
+
+static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
+{
+	unsigned long i;
+
+	for (i = 0; i < nr; i++)
+		if (pages[i])
+			put_page(pages[i]);
+	kvfree(pages);
+}
+
+static void mrpool_forkcopy_release(struct kref *ref)
+{
+	struct mrpool_fork_copy *fc = container_of(ref, struct mrpool_fork_copy,
+						   ref);
+
+	mrpool_forkcopy_free_pages(fc->pages, fc->nr_pages);
+	kfree(fc);
+}
+
+/*
+ * The page at file offset @pgoff of what the parent's VMA maps: the slice
+ * @s, or the copy @src when the parent is itself a child.
+ */
+static struct page *mrpool_forkcopy_src(struct mrpool_slice *s,
+					struct mrpool_fork_copy *src,
+					unsigned long pgoff)
+{
+	unsigned long base;
+
+	if (src)
+		return src->pages[pgoff - src->pgoff];
+	base = (unsigned long)s->id << (MRPOOL_TOKEN_SHIFT - PAGE_SHIFT);
+	return mrpool_slice_page(s, pgoff - base);
+}
+
+/*
+ * Copy what the parent maps over @vma's range into fresh pages. Return:
+ * the copy, or NULL when it could not be made.
+ */
+static struct mrpool_fork_copy *
+mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
+		     struct mrpool_fork_copy *src)
+{
+	unsigned long i, nr = vma_pages(vma);
+	struct mrpool_fork_copy *fc;
+	struct page *from;
+
+	if (mrpool_should_fail(&mrpool_fail_fork_copy))
+		return NULL;
+	fc = mrpool_kzalloc(sizeof(*fc), GFP_KERNEL_ACCOUNT);
+	if (!fc)
+		return NULL;
+	fc->pages = mrpool_kvcalloc(nr, sizeof(*fc->pages), GFP_KERNEL_ACCOUNT);
+	if (!fc->pages)
+		goto free_fc;
+	kref_init(&fc->ref);
+	fc->mm = vma->vm_mm;
+	fc->pgoff = vma->vm_pgoff;
+	fc->nr_pages = nr;
+	for (i = 0; i < nr; i++) {
+		/* A fork being killed is undone anyway: stop copying. */
+		if (fatal_signal_pending(current))
+			goto free_pages;
+		from = mrpool_forkcopy_src(s, src, vma->vm_pgoff + i);
+		/* Never read a page with a hardware error (a machine check). */
+		if (PageHWPoison(from))
+			goto free_pages;
+		fc->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		if (!fc->pages[i])
+			goto free_pages;
+		copy_highpage(fc->pages[i], from);
+		cond_resched();
+	}
+	return fc;
+
+free_pages:
+	mrpool_forkcopy_free_pages(fc->pages, nr);
+free_fc:
+	kfree(fc);
+	return NULL;
+}
+
+/*
+ * Turn the fork child's @vma, a copy of the parent's VMA of @s or of the
+ * copy @src, into a VMA of a copy of its own (or of none: SIGBUS).
+ */
+static void mrpool_forkcopy_adopt(struct vm_area_struct *vma,
+				  struct mrpool_slice *s,
+				  struct mrpool_fork_copy *src)
+{
+	struct mrpool_fork_copy *fc = mrpool_forkcopy_make(vma, s, src);
+
+	if (fc) {
+		atomic64_inc(&mrpool_stats.fork_copies);
+		atomic64_add(fc->nr_pages << PAGE_SHIFT,
+			     &mrpool_stats.fork_copy_bytes);
+	} else {
+		atomic64_inc(&mrpool_stats.fork_copy_failures);
+	}
+	/* Not yet visible to any task: the child's mm is being built. */
+	vma->vm_private_data = fc;
+	vma->vm_ops = &mrpool_forkcopy_vm_ops;
+}
+
+/**
+ * mrpool_forkcopy_open - vm_ops->open of a slice VMA: is it a fork's?
+ * @vma: the new VMA (a split piece, a moved one, or a fork child's copy)
+ * @s: the slice it maps (vm_private_data)
+ *
+ * Return: true if @vma is a fork child's copy of a mapping of a
+ * MRPOOL_ALLOC_FORK_COPY slice, now a VMA of a private copy (it holds no
+ * slice reference); false if it maps the slice as before.
+ */
+bool mrpool_forkcopy_open(struct vm_area_struct *vma, struct mrpool_slice *s)
+{
+	if (!s->fork_copy || vma->vm_mm == s->client->mm)
+		return false;
+	mrpool_forkcopy_adopt(vma, s, NULL);
+	return true;
+}
+
+static void mrpool_forkcopy_vm_open(struct vm_area_struct *vma)
+{
+	struct mrpool_fork_copy *fc = vma->vm_private_data;
+
+	if (!fc)
+		return;		/* a piece of a failed copy: SIGBUS too */
+	if (vma->vm_mm != fc->mm) {
+		/* The child forks in turn: the grandchild's own copy. */
+		mrpool_forkcopy_adopt(vma, NULL, fc);
+		return;
+	}
+	kref_get(&fc->ref);
+}
+
+static void mrpool_forkcopy_vm_close(struct vm_area_struct *vma)
+{
+	struct mrpool_fork_copy *fc = vma->vm_private_data;
+
+	if (fc)
+		kref_put(&fc->ref, mrpool_forkcopy_release);
+}
+
+static vm_fault_t mrpool_forkcopy_vm_fault(struct vm_fault *vmf)
+{
+	struct mrpool_fork_copy *fc = vmf->vma->vm_private_data;
+	struct page *page;
+
+	if (!fc || vmf->pgoff < fc->pgoff ||
+	    vmf->pgoff - fc->pgoff >= fc->nr_pages)
+		return VM_FAULT_SIGBUS;
+	page = fc->pages[vmf->pgoff - fc->pgoff];
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct mrpool_forkcopy_vm_ops = {
+	.open = mrpool_forkcopy_vm_open,
+	.close = mrpool_forkcopy_vm_close,
+	.fault = mrpool_forkcopy_vm_fault,
+#ifdef CONFIG_NUMA
+	/* Pages the pool does not hold, yet not on the LRU: no migration. */
+	.get_policy = mrpool_vm_get_policy,
+#endif
+};
