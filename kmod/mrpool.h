@@ -311,7 +311,7 @@ void mrpool_quota_uncharge(struct mrpool_quota_charge *qc, unsigned long nr,
 void mrpool_quota_quarantined(struct mrpool_quota_charge *qc);
 int mrpool_quota_set(struct cgroup *cgrp, u64 limit);
 int mrpool_quota_del(struct cgroup *cgrp);
-int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
+int mrpool_quotas_walk(u64 *pos, struct cgroup *only, char *buf,
 		       size_t len,
 		       int (*fn)(void *arg, const struct mrpool_quota_info *),
 		       void *arg);

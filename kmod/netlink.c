@@ -68,6 +68,7 @@ static int mrpool_nl_get(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_set(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_del(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_quota_dump_start(struct netlink_callback *cb);
 static int mrpool_nl_quota_dump(struct sk_buff *skb,
 				struct netlink_callback *cb);
 static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info);
@@ -104,6 +105,7 @@ static const struct genl_ops mrpool_nl_full_ops[] = {
 	{
 		.cmd = MRPOOL_CMD_QUOTA_GET,
 		.doit = mrpool_nl_quota_get,
+		.start = mrpool_nl_quota_dump_start,
 		.dumpit = mrpool_nl_quota_dump,
 		.policy = mrpool_nl_quota_policy,
 		.maxattr = MRPOOL_A_MAX,
@@ -431,8 +433,8 @@ static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info)
 		.portid = info->snd_portid,
 		.seq = info->snd_seq,
 	};
-	unsigned long pos = 0;
 	struct cgroup *cgrp;
+	u64 pos = 0;
 	char *buf;
 	int ret;
 
@@ -464,7 +466,32 @@ put_cgroup:
 	return ret;
 }
 
-/* cb->args[0]: quotas sent so far. */
+/*
+ * A dump's cursor (a cgroup id, a kuid value) in cb->args[0..1]: u64,
+ * where long may have 32 bits.
+ */
+static u64 mrpool_nl_cursor(const struct netlink_callback *cb)
+{
+	return (u64)(u32)cb->args[1] << 32 | (u32)cb->args[0];
+}
+
+static void mrpool_nl_cursor_set(struct netlink_callback *cb, u64 pos)
+{
+	cb->args[0] = lower_32_bits(pos);
+	cb->args[1] = upper_32_bits(pos);
+}
+
+/*
+ * Each part of the dump gets room for the longest path: a quota's message
+ * is never split, and one that did not fit an empty skb would end the dump.
+ */
+static int mrpool_nl_quota_dump_start(struct netlink_callback *cb)
+{
+	cb->min_dump_alloc = PATH_MAX + 256;
+	return 0;
+}
+
+/* Quotas in cgroup id order, going on from the id after the last sent. */
 static int mrpool_nl_quota_dump(struct sk_buff *skb,
 				struct netlink_callback *cb)
 {
@@ -474,7 +501,7 @@ static int mrpool_nl_quota_dump(struct sk_buff *skb,
 		.seq = cb->nlh->nlmsg_seq,
 		.flags = NLM_F_MULTI,
 	};
-	unsigned long pos = cb->args[0];
+	u64 pos = mrpool_nl_cursor(cb);
 	int before = skb->len;
 	char *buf;
 	int ret;
@@ -485,7 +512,7 @@ static int mrpool_nl_quota_dump(struct sk_buff *skb,
 	ret = mrpool_quotas_walk(&pos, NULL, buf, PATH_MAX,
 				 mrpool_nl_quota_fill, &m);
 	kfree(buf);
-	cb->args[0] = pos;
+	mrpool_nl_cursor_set(cb, pos);
 	/* A full skb ends this part; an empty one past the last ends all. */
 	if (ret == -EMSGSIZE && skb->len > before)
 		return skb->len;
@@ -560,8 +587,6 @@ static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info)
  * Every tenant, then the orphans, for root of the initial user namespace;
  * only the caller's own tenant for anyone else: which users hold how much
  * is per-user data, as the owners in root-only debugfs are.
- * cb->args[0..1]: where the walk goes on (a u64 cursor; long may be 32
- * bits).
  */
 static int mrpool_nl_tenant_dump(struct sk_buff *skb,
 				 struct netlink_callback *cb)
@@ -574,13 +599,12 @@ static int mrpool_nl_tenant_dump(struct sk_buff *skb,
 		.flags = NLM_F_MULTI,
 	};
 	bool all = netlink_capable(cb->skb, CAP_SYS_ADMIN);
-	u64 pos = (u64)(u32)cb->args[1] << 32 | (u32)cb->args[0];
+	u64 pos = mrpool_nl_cursor(cb);
 	int before = skb->len;
 	int ret;
 
 	ret = mrpool_tenants_walk(&pos, all, mrpool_nl_tenant_fill, &m);
-	cb->args[0] = lower_32_bits(pos);
-	cb->args[1] = upper_32_bits(pos);
+	mrpool_nl_cursor_set(cb, pos);
 	/* A full skb ends this part; an empty one past the last ends all. */
 	if (ret == -EMSGSIZE && skb->len > before)
 		return skb->len;

@@ -249,6 +249,25 @@ void mrpool_quota_quarantined(struct mrpool_quota_charge *qc)
 	spin_unlock(&mrpool_quotas_lock);
 }
 
+/*
+ * Keep the table in cgroup id order: a netlink dump goes on from the last
+ * id it sent (mrpool_quotas_walk()), so quotas set or freed between its
+ * parts are neither skipped nor repeated. Caller holds mrpool_quotas_lock.
+ */
+static void mrpool_quota_insert(struct mrpool_quota *new)
+{
+	u64 id = cgroup_id(new->cgrp);
+	struct mrpool_quota *q;
+
+	list_for_each_entry(q, &mrpool_quotas, node) {
+		if (cgroup_id(q->cgrp) > id) {
+			list_add_tail(&new->node, &q->node);
+			return;
+		}
+	}
+	list_add_tail(&new->node, &mrpool_quotas);
+}
+
 /**
  * mrpool_quota_set - give @cgrp a quota of @limit bytes
  * @cgrp: a reference the quota keeps, or drops if @cgrp has one already
@@ -283,7 +302,7 @@ int mrpool_quota_set(struct cgroup *cgrp, u64 limit)
 	/* Ownership of @new and the cgroup reference moves to the table. */
 	new->cgrp = cgrp;
 	new->limit = limit;
-	list_add_tail(&new->node, &mrpool_quotas);
+	mrpool_quota_insert(new);
 	mrpool_nr_quotas++;
 	cgrp = NULL;
 	new = NULL;
@@ -336,7 +355,7 @@ static struct cgroup *mrpool_cgroup_ns_root(void)
 
 /**
  * mrpool_quotas_walk - report quotas to @fn
- * @pos: index of the first to report; advanced past each reported
+ * @pos: the cgroup id to go on from; past each one reported (0: start)
  * @only: report this cgroup's quota only (or NULL: every quota)
  * @buf: room for a cgroup's path
  * @len: its size
@@ -351,7 +370,7 @@ static struct cgroup *mrpool_cgroup_ns_root(void)
  *
  * Return: 0; @fn's error; -ENOENT when @only has no quota.
  */
-int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
+int mrpool_quotas_walk(u64 *pos, struct cgroup *only, char *buf,
 		       size_t len,
 		       int (*fn)(void *arg, const struct mrpool_quota_info *),
 		       void *arg)
@@ -359,10 +378,10 @@ int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
 	struct cgroup *top = mrpool_cgroup_ns_root();
 	struct mrpool_quota_info info;
 	struct mrpool_quota *q;
-	unsigned long i = 0;
 	LIST_HEAD(dead);
 	int ret = 0;
 	bool found = false;
+	u64 id;
 
 	spin_lock(&mrpool_quotas_lock);
 	mrpool_quotas_prune(&dead);
@@ -372,13 +391,14 @@ int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
 		if (!cgroup_is_descendant(q->cgrp, top))
 			continue;
 		found = true;
-		if (i++ < *pos)
+		id = cgroup_id(q->cgrp);
+		if (id < *pos)
 			continue;
 		/* From the namespace's root, as its /proc/PID/cgroup shows */
 		if (kernfs_path_from_node(q->cgrp->kn, top->kn, buf, len) < 0)
 			strscpy(buf, "?", len);
 		info.path = buf;
-		info.cgroup_id = cgroup_id(q->cgrp);
+		info.cgroup_id = id;
 		info.has_limit = q->limit != MRPOOL_QUOTA_NO_LIMIT;
 		info.limit = info.has_limit ? q->limit : 0;
 		info.usage = mrpool_pool_bytes(q->chunks);
@@ -387,7 +407,7 @@ int mrpool_quotas_walk(unsigned long *pos, struct cgroup *only, char *buf,
 		ret = fn(arg, &info);
 		if (ret)
 			break;
-		(*pos)++;
+		*pos = id + 1;
 	}
 	spin_unlock(&mrpool_quotas_lock);
 	mrpool_quotas_free(&dead);
@@ -414,7 +434,7 @@ static int mrpool_quota_show_one(void *arg, const struct mrpool_quota_info *qi)
 /* debugfs quotas: path cgroup_id limit_bytes bytes quarantined_bytes removed */
 void mrpool_quotas_show(struct seq_file *m)
 {
-	unsigned long pos = 0;
+	u64 pos = 0;
 	char *buf;
 
 	seq_puts(m, "path cgroup_id limit_bytes bytes quarantined_bytes removed\n");

@@ -12,7 +12,8 @@
  * until it goes, a killed child's charge is gone right after waitpid(),
  * and unprivileged or malformed requests change nothing; a process in a
  * cgroup namespace lists only the quotas inside it, with paths from its
- * root; mrpoolctl quota and metrics agree with netlink.
+ * root; a path near PATH_MAX is listed whole to a reader that peeks with
+ * 4 KiB; mrpoolctl quota and metrics agree with netlink.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -725,6 +726,97 @@ TEST_F(quota, cgroup_namespace_listing)
 	row = quota_find(&l, idb);
 	ASSERT_NE(NULL, row);
 	EXPECT_STREQ(CG_REL "/b", row->path);
+}
+
+/*
+ * Dump @family's quotas as a reader that sizes its buffer by a peek
+ * (MSG_PEEK | MSG_TRUNC into 4 KiB, as libnl did): the length of the
+ * path of quota @id into *@len; 0, or -errno (the dump's own error).
+ */
+static int quota_peek_dump(int fd, int family, uint64_t id, size_t *len)
+{
+	static char small[4096];
+	struct nlmsghdr *h;
+	struct nlattr *a;
+	struct nl_req r;
+	char *buf;
+	ssize_t n;
+
+	*len = 0;
+	nl_init(&r, family, MRPOOL_CMD_QUOTA_GET);
+	r.n.nlmsg_flags |= NLM_F_DUMP;
+	if (send(fd, &r, r.n.nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		n = recv(fd, small, sizeof(small), MSG_PEEK | MSG_TRUNC);
+		if (n <= 0)
+			return n ? -errno : -EPROTO;
+		buf = malloc(n);
+		if (!buf || recv(fd, buf, n, 0) != n) {
+			free(buf);
+			return -EIO;
+		}
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR ||
+			    h->nlmsg_type == NLMSG_DONE) {
+				int err = *(int *)NLMSG_DATA(h);
+
+				if (h->nlmsg_type == NLMSG_ERROR)
+					err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				free(buf);
+				return err;
+			}
+			a = nl_find(h, MRPOOL_A_QUOTA_PATH);
+			if (nl_u64(h, MRPOOL_A_QUOTA_CGROUP_ID) == id && a)
+				*len = strnlen((char *)a + NLA_HDRLEN,
+					       a->nla_len - NLA_HDRLEN);
+		}
+		free(buf);
+	}
+}
+
+#define LONG_NAME	200	/* characters per level of the long path */
+#define LONG_PATH	4080	/* under PATH_MAX - 1, what SET accepts */
+
+/*
+ * A quota on a cgroup whose path is nearly PATH_MAX long is listed whole
+ * in a dump, to a reader whose first buffer is 4 KiB: each part of the
+ * dump has room for the longest path (not an error on an empty part).
+ */
+TEST_F(quota, long_path_listed)
+{
+	char path[PATH_MAX], name[LONG_NAME + 1];
+	size_t base = strlen(CG_ROOT), got;
+	int levels = 0, ret;
+	uint64_t id;
+
+	/* LONG_PATH from the cgroup2 root: its message is over 4 KiB. */
+	snprintf(path, sizeof(path), "%s", self->b);
+	while (strlen(path) - base < LONG_PATH) {
+		size_t left = LONG_PATH - (strlen(path) - base) - 1;
+		size_t n = left > LONG_NAME ? LONG_NAME : left;
+
+		memset(name, 'p', n);
+		name[n] = '\0';
+		strcat(path, "/");
+		strcat(path, name);
+		ASSERT_EQ(0, mkdir(path, 0755)) TH_LOG("mkdir level %d", levels);
+		levels++;
+	}
+	ASSERT_EQ(LONG_PATH, strlen(path) - base);
+	id = cg_id(path);
+	ASSERT_NE(0, id);
+	ASSERT_EQ(0, quota_set(self->nl, self->family, path + base,
+			       QA * self->chunk));
+	ret = quota_peek_dump(self->nl, self->family, id, &got);
+	EXPECT_EQ(0, ret);
+	EXPECT_EQ(strlen(path) - base, got);
+	EXPECT_EQ(0, quota_del(self->nl, self->family, path + base));
+	for (; levels > 0; levels--) {
+		EXPECT_EQ(0, rmdir(path));
+		*strrchr(path, '/') = '\0';
+	}
 }
 
 /* Malformed requests: an errno each, the table unchanged. */
