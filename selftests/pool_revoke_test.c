@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -476,6 +477,105 @@ TEST_F(revoke, next_owner_reads_zeros)
 	EXPECT_EQ(0, munmap(p, a.length));
 	EXPECT_EQ(0, munmap(n, b.length));
 	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+}
+
+#define RACE_ROUNDS	30
+#define RACERS		2
+
+/* A thread faulting a slice's mapping in, again and again. */
+struct racer {
+	pthread_t th;
+	uint8_t *p;
+	size_t len;
+	int sig;		/* __atomic: the signal that ended it */
+};
+
+static __thread sigjmp_buf racer_jmp;
+
+static void racer_handler(int sig)
+{
+	siglongjmp(racer_jmp, sig);
+}
+
+static void *racer_fn(void *arg)
+{
+	struct racer *r = arg;
+	size_t off = 0;
+	int sig;
+
+	sig = sigsetjmp(racer_jmp, 1);
+	if (sig) {
+		__atomic_store_n(&r->sig, sig, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	for (;;) {
+		(void)*(volatile uint8_t *)(r->p + off);
+		off = (off + 4096) % r->len;
+		/* Unmapped again: each sweep faults every entry anew. */
+		if (!off)
+			madvise(r->p, r->len, MADV_DONTNEED);
+	}
+	return NULL;
+}
+
+/*
+ * FREE while other threads fault the mapping in: a fault that passed the
+ * revoked check before the FREE has its entry zapped all the same. Every
+ * thread ends with SIGBUS, and the chunk is free, not quarantined: an
+ * entry installed after the zap would hold a page reference.
+ */
+TEST_F(revoke, free_races_faults)
+{
+	struct sigaction sa, old_bus, old_segv;
+	struct racer r[RACERS];
+	struct mrpool_query q1, q2;
+	struct mrpool_alloc a;
+	int round, i, done;
+	uint8_t *p;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = racer_handler;
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(0, sigaction(SIGBUS, &sa, &old_bus));
+	ASSERT_EQ(0, sigaction(SIGSEGV, &sa, &old_segv));
+	for (round = 0; round < RACE_ROUNDS; round++) {
+		ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
+		p = pool_map(self->fd, &a);
+		ASSERT_NE(MAP_FAILED, p);
+		memset(p, 0x42, a.length);
+		ASSERT_EQ(0, pool_query(self->fd, &q1));
+		for (i = 0; i < RACERS; i++) {
+			r[i].p = p;
+			r[i].len = a.length;
+			r[i].sig = 0;
+			ASSERT_EQ(0, pthread_create(&r[i].th, NULL, racer_fn,
+						    &r[i]));
+		}
+		usleep(1000 + (round % 7) * 3000);
+		ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+		done = POOL_WAIT(({
+			int n = 0;
+
+			for (i = 0; i < RACERS; i++)
+				n += !!__atomic_load_n(&r[i].sig,
+						       __ATOMIC_ACQUIRE);
+			n == RACERS;
+		}), 10000);
+		EXPECT_TRUE(done) TH_LOG("round %d: a thread still reads", round);
+		ASSERT_EQ(0, pool_query(self->fd, &q2));
+		EXPECT_EQ(q1.quarantined_bytes, q2.quarantined_bytes)
+			TH_LOG("round %d: the chunk is still referenced", round);
+		EXPECT_EQ(q1.free_bytes + a.length, q2.free_bytes);
+		/* Stragglers, if any, end on SIGSEGV. */
+		EXPECT_EQ(0, munmap(p, a.length));
+		for (i = 0; i < RACERS; i++) {
+			pthread_join(r[i].th, NULL);
+			EXPECT_EQ(SIGBUS, r[i].sig)
+				TH_LOG("round %d: thread %d", round, i);
+		}
+	}
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
 }
 
 TEST_HARNESS_MAIN
