@@ -16,7 +16,7 @@
  * the dma-buf's dentry drops its inode before its release runs), and
  * faults with SIGBUS from then on; a new mmap() or attachment map fails
  * with -ENODEV. A kernel importer whose attachment is mapped keeps its
- * table, and with it the slice's chunks, until the dma-buf's release:
+ * table, and with it the slice's chunks, until its last unmap:
  * the pages are the pool's for the slice's whole life, so nothing moves
  * under an attachment (a pinned, non-dynamic exporter: no move_notify).
  * What stays pinned is charged to the one other user that mapped or
@@ -113,7 +113,9 @@ static void mrpool_dmabuf_unmap(struct dma_buf_attachment *at,
 	dma_unmap_sgtable(at->dev, sgt, dir, 0);
 	sg_free_append_table(sga);
 	kfree(sga);
-	atomic_dec(&mb->slice->dma_maps);
+	/* The last one: chunks a revocation kept for it go back. */
+	if (atomic_dec_and_test(&mb->slice->dma_maps))
+		mrpool_slice_unkeep(mb->slice);
 }
 
 /* The last reference to the dma-buf is gone: so are its mappings. */

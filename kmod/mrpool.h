@@ -331,9 +331,10 @@ struct mrpool_slice {
 	 */
 	struct rw_semaphore mem_sem;
 	bool revoked;
-	bool returned;			/* its chunks went back at revocation */
+	bool returned;			/* its chunks went back to the pool */
 	atomic_t dma_maps;		/* importers' mapped sg tables */
-	/* Its dma-bufs (dmabuf.c) and who else used them, under: */
+	bool kept;			/* revoked, chunks kept for dma_maps */
+	/* Its dma-bufs (dmabuf.c), who else used them, and kept, under: */
 	struct mutex export_lock;
 	struct list_head exports;	/* struct mrpool_dmabuf */
 	/* The one other user that mapped or imported it (a reference). */
@@ -383,6 +384,7 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 bool mrpool_slice_mem_read(struct mrpool_slice *s);
 void mrpool_slice_mem_done(struct mrpool_slice *s);
 void mrpool_slice_note_user(struct mrpool_slice *s);
+void mrpool_slice_unkeep(struct mrpool_slice *s);
 
 /* ---- mapfile.c ---- */
 struct file *mrpool_mapfile_create(struct mrpool_client *client);

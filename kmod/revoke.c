@@ -10,8 +10,8 @@
  * page is still pinned (a pipe holding vmsplice()d pages, an MR, a
  * direct I/O), quarantined until the pin goes (pool.c). Only kernel
  * importers of a dma-buf with a mapped attachment keep the chunks in the
- * slice until the dma-buf's release: their scatter-gather tables hold no
- * page reference the pool could see.
+ * slice until their last attachment map is gone: their scatter-gather
+ * tables hold no page reference the pool could see.
  *
  * Whose charge what stays pinned becomes (tenant.c), decided here: the
  * pins may be the owner's own (its MR, its vmsplice(); its share bounds
@@ -117,26 +117,20 @@ static void mrpool_slice_wait_faults(struct mrpool_slice *s)
 }
 
 /*
- * Move the charge of @chunks to whoever the rule above names, @owner_exiting
- * from the file's release by the exiting owner. @all: every chunk (an
- * importer keeps them), else only those still pinned. The caller owns the
- * list.
+ * Move the charge of @chunks to whoever the rule above names: @to, the
+ * one other user, or the orphans if @many; @owner_exiting from the file's
+ * release by the exiting owner. @all: every chunk (an importer keeps
+ * them), else only those still pinned. The caller owns the list, or holds
+ * export_lock over the slice's own.
  */
-static void mrpool_slice_recharge(struct mrpool_slice *s,
-				  struct list_head *chunks, bool all,
+static void mrpool_slice_recharge(struct list_head *chunks, bool all,
+				  struct mrpool_tenant *to, bool many,
 				  bool owner_exiting)
 {
-	struct mrpool_tenant *to = NULL;
 	struct mrpool_chunk *c, *tmp;
 	unsigned long nr = 0;
 	LIST_HEAD(pinned);
-	bool many;
 
-	mutex_lock(&s->export_lock);
-	many = s->pinners_many;
-	if (!many)
-		to = s->pinner;
-	mutex_unlock(&s->export_lock);
 	if (!many && !to && !owner_exiting)
 		return;
 
@@ -155,6 +149,46 @@ static void mrpool_slice_recharge(struct mrpool_slice *s,
 	list_splice_tail(&pinned, chunks);
 }
 
+/* The slice's chunks go back to the pool, those still pinned charged. */
+static void mrpool_slice_give_back(struct mrpool_slice *s,
+				   struct mrpool_tenant *to, bool many,
+				   bool owner_exiting)
+{
+	struct mrpool_client *client = s->client;
+	LIST_HEAD(chunks);
+
+	mutex_lock(&client->lock);
+	list_splice_init(&s->chunks, &chunks);
+	s->returned = true;
+	client->bytes -= s->length;
+	mutex_unlock(&client->lock);
+
+	mrpool_slice_recharge(&chunks, false, to, many, owner_exiting);
+	mrpool_pool_return(&chunks);
+	atomic64_inc(&mrpool_stats.frees);
+}
+
+/**
+ * mrpool_slice_unkeep - an importer unmapped an attachment of @s
+ * @s: the slice, referenced by the caller's dma-buf
+ *
+ * Called when the count of mapped attachments fell to zero. If a
+ * revocation kept the chunks for the importers, they go back now (their
+ * charge was moved at the revocation), not when the last revoked mapping
+ * or descriptor of the slice goes. May sleep: dma-buf unmap context.
+ */
+void mrpool_slice_unkeep(struct mrpool_slice *s)
+{
+	bool kept;
+
+	mutex_lock(&s->export_lock);
+	kept = s->kept;
+	s->kept = false;
+	mutex_unlock(&s->export_lock);
+	if (kept)
+		mrpool_slice_give_back(s, NULL, false, false);
+}
+
 /**
  * mrpool_slice_revoke - take a slice's memory back from every mapping
  * @s: a slice its owner just freed (FREE, or its file's release): out of
@@ -168,8 +202,8 @@ static void mrpool_slice_recharge(struct mrpool_slice *s,
 void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 			 bool owner_exiting)
 {
-	struct mrpool_client *client = s->client;
-	LIST_HEAD(chunks);
+	struct mrpool_tenant *to;
+	bool many;
 
 	down_write(&s->mem_sem);
 	s->revoked = true;
@@ -182,20 +216,20 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 
 	/*
 	 * No map of an attachment starts once revoked: dma_maps only falls
-	 * from here. A mapped one keeps the chunks until the slice's
-	 * release (slice.c), charged as a pin is.
+	 * from here. A mapped one keeps the chunks, charged as a pin is,
+	 * until the last is unmapped (mrpool_slice_unkeep(), which waits
+	 * for export_lock to see @kept).
 	 */
+	mutex_lock(&s->export_lock);
+	many = s->pinners_many;
+	to = many ? NULL : s->pinner;
 	if (atomic_read(&s->dma_maps)) {
-		mrpool_slice_recharge(s, &s->chunks, true, owner_exiting);
+		mrpool_slice_recharge(&s->chunks, true, to, many,
+				      owner_exiting);
+		s->kept = true;
+		mutex_unlock(&s->export_lock);
 		return;
 	}
-	mutex_lock(&client->lock);
-	list_splice_init(&s->chunks, &chunks);
-	s->returned = true;
-	client->bytes -= s->length;
-	mutex_unlock(&client->lock);
-
-	mrpool_slice_recharge(s, &chunks, false, owner_exiting);
-	mrpool_pool_return(&chunks);
-	atomic64_inc(&mrpool_stats.frees);
+	mutex_unlock(&s->export_lock);
+	mrpool_slice_give_back(s, to, many, owner_exiting);
 }

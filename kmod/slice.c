@@ -264,9 +264,10 @@ free_slice:
 
 /*
  * The last reference is gone: no owner, VMA or dma-buf. The slice was
- * revoked when its owner let go (revoke.c), which returned its chunks
- * unless an importer's mapped attachment kept them: those go back now,
- * each keeping its charge until it is free (quarantine).
+ * revoked when its owner let go (revoke.c), which returned its chunks,
+ * or an importer's last unmap did; only a slice whose release comes
+ * first (an error path) returns them here, each keeping its charge until
+ * it is free (quarantine).
  */
 static void mrpool_slice_release(struct kref *ref)
 {
