@@ -153,8 +153,8 @@ struct mrpool_alloc {
  * charged to the one other user that mapped or imported a dma-buf of the
  * slice, or to no user when several did, and to the caller only when no
  * other user did (its own pins). A driver that imported a dma-buf of the
- * slice and mapped an attachment keeps the memory until it lets go of the
- * dma-buf, charged the same way. See mrpool(4), Revocation.
+ * slice and mapped an attachment keeps the memory until it unmaps its
+ * last attachment, charged the same way. See mrpool(4), Revocation.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
  * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
@@ -320,7 +320,7 @@ struct mrpool_slice_keys {
  * a driver's new attachment map fails with -ENODEV, and the memory goes
  * back to the pool, or once another user's pin of it goes, charged to
  * that user (see MRPOOL_IOC_FREE). An importing driver with a mapped
- * attachment keeps the memory until it releases the dma-buf. The
+ * attachment keeps the memory until it unmaps its last attachment. The
  * dma-buf's mode limits its own mmap() (a write-only
  * one maps not at all), not a driver that imports it: that gets the
  * access its import asks for, read and write alike. Hence a writer only.
