@@ -9,8 +9,8 @@
  *   slices            id pid comm length chunks maps state (live/freed)
  *   users             uid bytes quarantined_bytes memlock_bytes: what each
  *                     user holds of the pool (tenant.c); then, while
- *                     dead processes' mappings hold any, "orphans" in
- *                     place of a uid for what is charged to no user
+ *                     pins left after a revocation hold any, "orphans"
+ *                     in place of a uid for what is charged to no user
  *   quotas            path cgroup_id limit_bytes bytes quarantined_bytes
  *                     removed: each cgroup pool quota (quota.c); "-" for
  *                     a deleted limit still holding usage, removed 1 for

@@ -139,7 +139,7 @@ long mrpool_ioc_devices(void __user *uarg)
  * @uarg: struct mrpool_slice_keys in user memory
  *
  * Return: 0; -EINVAL for a malformed request; -ENOENT for a slice that is
- * not a live slice of @client; -EFAULT; -ENOMEM.
+ * not a live slice of @client, or was freed meanwhile; -EFAULT; -ENOMEM.
  */
 long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 {
@@ -167,7 +167,7 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 	if (a.entry_size < MRPOOL_SLICE_KEY_SIZE_V1 ||
 	    a.entry_size > MRPOOL_MAX_STRUCT_SIZE)
 		return -EINVAL;
-	/* The reference keeps the chunks in the slice while they are read. */
+	/* The reference keeps the slice; mem_sem its chunks (revoke.c). */
 	s = mrpool_slice_get_id(client, a.slice_id);
 	if (!s)
 		return -ENOENT;
@@ -182,8 +182,18 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg)
 
 	a.total = 0;
 	for (i = 0; i < s->nr_chunks && !ret; i++) {
+		/*
+		 * The chunk is the slice's until a revocation (a FREE from
+		 * another thread) returns it: read its keys before that, and
+		 * copy them out after (a fault on the slice takes mem_sem).
+		 */
+		if (!mrpool_slice_mem_read(s)) {
+			ret = -ENOENT;
+			break;
+		}
 		n = min_t(unsigned int,
 			  mrpool_ib_chunk_keys(s->chunkv[i], keys, max), max);
+		mrpool_slice_mem_done(s);
 		for (j = 0; j < n && !ret; j++, a.total++) {
 			if (a.total >= a.count)
 				continue;

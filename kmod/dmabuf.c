@@ -8,10 +8,20 @@
  * Ownership: the dma-buf holds a reference on the slice (which holds its
  * client), dropped by its release; never the /dev/mrpool file, whose close
  * must return the owner's other slices even while a receiver keeps the
- * dma-buf. A FREE or that close meanwhile drops ownership only, as for a
- * mapped slice; the slice's chunks stay charged to its owner. The slice's
- * pages are the pool's for the slice's whole life, so nothing moves under
- * an attachment (a pinned, non-dynamic exporter: no move_notify).
+ * dma-buf.
+ *
+ * Revocation (revoke.c): a FREE or that close revokes the slice. Every
+ * mmap of each of its dma-bufs, in any process, is zapped through the
+ * dma-buf file's mapping, which each export holds (an inode reference:
+ * the dma-buf's dentry drops its inode before its release runs), and
+ * faults with SIGBUS from then on; a new mmap() or attachment map fails
+ * with -ENODEV. A kernel importer whose attachment is mapped keeps its
+ * table, and with it the slice's chunks, until its last unmap:
+ * the pages are the pool's for the slice's whole life, so nothing moves
+ * under an attachment (a pinned, non-dynamic exporter: no move_notify).
+ * What stays pinned is charged to the one other user that mapped or
+ * imported the dma-buf, or to the orphans, never to the owner that let
+ * it go.
  */
 #include "mrpool.h"
 
@@ -19,6 +29,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -28,6 +39,8 @@ MRPOOL_IMPORT_NS_DMA_BUF;
 
 struct mrpool_dmabuf {
 	struct mrpool_slice *slice;	/* a reference */
+	struct list_head node;		/* slice->exports, under export_lock */
+	struct inode *inode;		/* the dma-buf file's (a reference) */
 };
 
 /*
@@ -49,9 +62,15 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	unsigned int i, left;
 	int ret;
 
+	mrpool_slice_note_user(s);
+	/* Held across the build, so a revocation sees this map counted. */
+	if (!mrpool_slice_mem_read(s))
+		return ERR_PTR(-ENODEV);
 	sga = mrpool_kzalloc(sizeof(*sga), GFP_KERNEL);
-	if (!sga)
-		return ERR_PTR(-ENOMEM);
+	if (!sga) {
+		ret = -ENOMEM;
+		goto done;
+	}
 	for (i = 0; i < s->nr_chunks; i++) {
 		/*
 		 * Pages still to come, a sizing hint whose zero ends the
@@ -71,11 +90,15 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	ret = dma_map_sgtable(at->dev, &sga->sgt, dir, 0);
 	if (ret)
 		goto free_table;
+	atomic_inc(&s->dma_maps);
+	mrpool_slice_mem_done(s);
 	return &sga->sgt;
 
 free_table:
 	sg_free_append_table(sga);
 	kfree(sga);
+done:
+	mrpool_slice_mem_done(s);
 	return ERR_PTR(ret);
 }
 
@@ -85,19 +108,46 @@ static void mrpool_dmabuf_unmap(struct dma_buf_attachment *at,
 {
 	struct sg_append_table *sga = container_of(sgt, struct sg_append_table,
 						   sgt);
+	struct mrpool_dmabuf *mb = at->dmabuf->priv;
 
 	dma_unmap_sgtable(at->dev, sgt, dir, 0);
 	sg_free_append_table(sga);
 	kfree(sga);
+	/* The last one: chunks a revocation kept for it go back. */
+	if (atomic_dec_and_test(&mb->slice->dma_maps))
+		mrpool_slice_unkeep(mb->slice);
 }
 
 /* The last reference to the dma-buf is gone: so are its mappings. */
 static void mrpool_dmabuf_release(struct dma_buf *dmabuf)
 {
 	struct mrpool_dmabuf *mb = dmabuf->priv;
+	struct mrpool_slice *s = mb->slice;
 
-	mrpool_slice_put(mb->slice);
+	mutex_lock(&s->export_lock);
+	list_del_init(&mb->node);
+	mutex_unlock(&s->export_lock);
+	if (mb->inode)
+		iput(mb->inode);
+	mrpool_slice_put(s);
 	kfree(mb);
+}
+
+/**
+ * mrpool_dmabuf_zap - unmap every mmap of @s's dma-bufs, in any process
+ * @s: a slice being revoked (revoke.c), referenced by the caller
+ *
+ * export_lock is held across the zaps: a dma-buf released meanwhile
+ * waits to leave the list, and its inode is held until it has.
+ */
+void mrpool_dmabuf_zap(struct mrpool_slice *s)
+{
+	struct mrpool_dmabuf *mb;
+
+	mutex_lock(&s->export_lock);
+	list_for_each_entry(mb, &s->exports, node)
+		unmap_mapping_range(mb->inode->i_mapping, 0, 0, 1);
+	mutex_unlock(&s->export_lock);
 }
 
 /* The VMA holds the dma-buf's file, hence the slice: no open/close. */
@@ -127,9 +177,16 @@ static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {
 static int mrpool_dmabuf_mmap(struct dma_buf *dmabuf,
 			      struct vm_area_struct *vma)
 {
+	struct mrpool_dmabuf *mb = dmabuf->priv;
+
 	/* A private mapping would copy on write: not the slice's memory. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+	/* Racy, and need not be: a fault checks again (revoke.c). */
+	if (!mrpool_slice_mem_read(mb->slice))
+		return -ENODEV;
+	mrpool_slice_mem_done(mb->slice);
+	mrpool_slice_note_user(mb->slice);
 	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &mrpool_dmabuf_vm_ops;
 	vma->vm_private_data = dmabuf->priv;
@@ -189,6 +246,7 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 	mb = mrpool_kzalloc(sizeof(*mb), GFP_KERNEL_ACCOUNT);
 	if (!mb)
 		return -ENOMEM;
+	INIT_LIST_HEAD(&mb->node);
 	mb->slice = mrpool_slice_get_id(client, a.slice_id);
 	if (!mb->slice) {
 		ret = -ENOENT;
@@ -213,6 +271,12 @@ long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg)
 		goto put_fd;
 	}
 	/* From here the dma-buf owns @mb; its release drops the references. */
+	mb->inode = file_inode(dmabuf->file);
+	ihold(mb->inode);
+	/* Listed before anyone can map it: a revocation zaps its mmaps. */
+	mutex_lock(&mb->slice->export_lock);
+	list_add_tail(&mb->node, &mb->slice->exports);
+	mutex_unlock(&mb->slice->export_lock);
 
 	a.fd = fd;
 	a.length = mb->slice->length;

@@ -4,7 +4,9 @@
  * of its own client instead of /dev/mrpool's, swapped in by .mmap with
  * vma_set_file() as dma-buf exporters do. So closing the device file --
  * the last close(), or the owner exiting -- releases the client's unmapped
- * slices at once even while a slice stays mapped.
+ * slices at once even while a slice stays mapped. Its mapping is also
+ * where every VMA of the client's slices hangs: a revocation zaps a
+ * slice's range of it (revoke.c).
  *
  * Each map file has its own inode on a private pseudo filesystem (as
  * dma-buf and secretmem have), not the shared anon inode: no other

@@ -2,8 +2,10 @@
 /*
  * Mapping slices into processes. Only the owning file's token, the exact
  * length, shared and writable: a private mapping would make an RDMA pin
- * break copy-on-write and pin a copy. Each VMA holds a slice reference: a
- * freed slice keeps its memory until the last unmap. VMAs hold the
+ * break copy-on-write and pin a copy. Each VMA holds a slice reference;
+ * a FREE, or the file's release, revokes the slice (revoke.c): its VMAs
+ * are zapped, fault with SIGBUS from then on, and its memory goes back
+ * to the pool at once, or once a pin goes. VMAs hold the
  * client's map file (mapfile.c), not the device file, and fault only in
  * the owner's mm: MADV_DOFORK can make a child inherit a VMA, never its
  * pages. A slice allocated with MRPOOL_ALLOC_FORK_COPY is not VM_DONTCOPY:
@@ -23,6 +25,7 @@
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/huge_mm.h>
+#include <linux/pagemap.h>
 #include <linux/file.h>
 #include <linux/task_work.h>
 #include <linux/rcupdate.h>
@@ -77,7 +80,6 @@ static void mrpool_slice_put_mm(struct mrpool_slice *s, struct file *file)
 	 */
 	if (!(current->flags & PF_KTHREAD)) {
 		s->put_file = get_file(file);
-		WRITE_ONCE(s->put_task, current);
 		init_task_work(&s->put_work, mrpool_slice_put_work);
 		if (!task_work_add(current, &s->put_work, TWA_RESUME)) {
 			WRITE_ONCE(mrpool_put_deferred, true);
@@ -145,27 +147,47 @@ static bool mrpool_folio_scan_hwpoison(struct folio *folio)
  * (mrpool_vmf_map_one_page()). The chunk itself is retired when the slice
  * is released (pool.c).
  *
- * Return: 0 with vmf->page set and referenced; VM_FAULT_NOPAGE with the
- * page mapped; or an error, VM_FAULT_HWPOISON for a poisoned page.
+ * A revoked slice (revoke.c) faults with SIGBUS. The check holds the
+ * slice's mem_sem for read until the page is locked, and the page stays
+ * locked until the core has mapped it, which a revocation waits for
+ * before it zaps.
+ *
+ * Return: VM_FAULT_LOCKED with vmf->page set, referenced and locked;
+ * VM_FAULT_NOPAGE with the page mapped; or an error: VM_FAULT_SIGBUS once
+ * revoked, VM_FAULT_HWPOISON for a poisoned page.
  */
 vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
 			      unsigned long idx)
 {
-	struct page *page = mrpool_slice_page(s, idx);
-	struct folio *folio = page_folio(page);
+	struct page *page;
+	struct folio *folio;
+	vm_fault_t ret = 0;
 
-	if (unlikely(PageHWPoison(page)))
-		return VM_FAULT_HWPOISON;
+	if (!mrpool_slice_mem_read(s))
+		return VM_FAULT_SIGBUS;
+	page = mrpool_slice_page(s, idx);
+	folio = page_folio(page);
+	if (unlikely(PageHWPoison(page))) {
+		ret = VM_FAULT_HWPOISON;
+		goto done;
+	}
 	if (IS_ENABLED(CONFIG_MEMORY_FAILURE) && folio_test_large(folio) &&
 	    unlikely(folio_test_has_hwpoisoned(folio) ||
 		     mrpool_folio_scan_hwpoison(folio))) {
 		if (!folio_test_has_hwpoisoned(folio))
 			folio_set_has_hwpoisoned(folio);
-		return mrpool_vmf_map_one_page(vmf, page);
+		ret = mrpool_vmf_map_one_page(vmf, page);
+	} else {
+		get_page(page);
+		vmf->page = page;
 	}
-	get_page(page);
-	vmf->page = page;
-	return 0;
+	if (!ret) {
+		lock_page(vmf->page);
+		ret = VM_FAULT_LOCKED;
+	}
+done:
+	mrpool_slice_mem_done(s);
+	return ret;
 }
 
 static vm_fault_t mrpool_vm_fault(struct vm_fault *vmf)

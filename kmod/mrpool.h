@@ -58,6 +58,7 @@
 #include <linux/types.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/kref.h>
 #include <linux/sched.h>
 #include <linux/workqueue.h>
@@ -241,6 +242,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 void mrpool_pool_return(struct list_head *chunks);
 void mrpool_pool_quarantine_check(void);
 bool mrpool_chunk_whole(const struct mrpool_chunk *c);
+bool mrpool_chunk_busy(struct mrpool_chunk *c);
 void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 void mrpool_pool_kick_defrag(void);
@@ -262,6 +264,7 @@ u64 mrpool_max_bytes(void);
 kuid_t mrpool_tenant_uid(void);
 struct mrpool_tenant *mrpool_tenant_get(void);
 void mrpool_tenant_put(struct mrpool_tenant *t);
+bool mrpool_tenant_is_current(struct mrpool_tenant *t);
 int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 			 bool covered, bool *memlock);
 void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
@@ -270,7 +273,8 @@ void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
 			 bool memlock, struct mrpool_quota_charge *qc);
 void mrpool_chunk_quarantined(struct mrpool_chunk *c);
 void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
-bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr);
+bool mrpool_chunks_recharge(struct list_head *chunks, unsigned long nr,
+			    struct mrpool_tenant *to, bool capped);
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
 void mrpool_tenants_show(struct seq_file *m);
 
@@ -341,6 +345,22 @@ struct mrpool_slice {
 	u32 id;				/* key in mrpool_slices, mmap token */
 	bool freed;			/* FREE or close dropped ownership */
 	bool fork_copy;			/* MRPOOL_ALLOC_FORK_COPY (forkcopy.c) */
+	/*
+	 * Revocation (revoke.c): @revoked is set under @mem_sem held for
+	 * write; whatever reads the slice's pages (faults, dma-buf maps,
+	 * SLICE_KEYS) holds it for read and gives up once it is set.
+	 */
+	struct rw_semaphore mem_sem;
+	bool revoked;
+	bool returned;			/* its chunks went back to the pool */
+	atomic_t dma_maps;		/* importers' mapped sg tables */
+	bool kept;			/* revoked, chunks kept for dma_maps */
+	/* Its dma-bufs (dmabuf.c), who else used them, and kept, under: */
+	struct mutex export_lock;
+	struct list_head exports;	/* struct mrpool_dmabuf */
+	/* The one other user that mapped or imported it (a reference). */
+	struct mrpool_tenant *pinner;
+	bool pinners_many;		/* more than one such user */
 	struct mrpool_client *client;	/* owner (a reference) */
 	struct list_head node;		/* client->slices */
 	struct list_head chunks;	/* the chunks, for the pool */
@@ -351,8 +371,6 @@ struct mrpool_slice {
 	/* The last put deferred out of mmap_lock (mmap.c). */
 	struct callback_head put_work;
 	struct file *put_file;		/* pins the module until then */
-	/* The task that runs it; compared only, never dereferenced. */
-	const struct task_struct *put_task;
 };
 
 extern struct list_head mrpool_clients;
@@ -380,6 +398,14 @@ static inline struct page *mrpool_slice_page(struct mrpool_slice *s,
 
 	return s->chunkv[idx >> order]->pages[idx & ((1UL << order) - 1)];
 }
+
+/* ---- revoke.c ---- */
+void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
+			 bool owner_exiting);
+bool mrpool_slice_mem_read(struct mrpool_slice *s);
+void mrpool_slice_mem_done(struct mrpool_slice *s);
+void mrpool_slice_note_user(struct mrpool_slice *s);
+void mrpool_slice_unkeep(struct mrpool_slice *s);
 
 /* ---- mapfile.c ---- */
 struct file *mrpool_mapfile_create(struct mrpool_client *client);
@@ -424,6 +450,7 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg);
 
 /* ---- dmabuf.c ---- */
 long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg);
+void mrpool_dmabuf_zap(struct mrpool_slice *s);
 
 /* ---- sysfs.c ---- */
 extern const struct attribute_group *mrpool_groups[];

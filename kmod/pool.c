@@ -271,9 +271,10 @@ static void mrpool_chunk_account(struct mrpool_chunk *c, bool add)
 /*
  * Someone other than the pool holds a page: a pin (an MR that outlived
  * the slice) or a transient reference. Pins of a compound page count on
- * its head, so its tails are skipped.
+ * its head, so its tails are skipped. Also for a revocation, which asks
+ * whose charge its pinned chunks become (revoke.c).
  */
-static bool mrpool_chunk_busy(struct mrpool_chunk *c)
+bool mrpool_chunk_busy(struct mrpool_chunk *c)
 {
 	unsigned int i, step;
 	struct page *page;

@@ -12,9 +12,10 @@
  * its share back to exactly those when it is free again (through its
  * slice's life, mappings, dma-bufs and quarantine, as the tenant charge
  * does), whether the process has moved to another cgroup or the quota was
- * changed or deleted meanwhile. At the owner's exit, what moves to the
- * orphans (tenant.c) leaves its quotas too, so a dead container's usage
- * is back by the time its process has been reaped.
+ * changed or deleted meanwhile. What a revocation charges to another
+ * user or to the orphans (revoke.c, tenant.c) leaves its quotas too, so
+ * a dead container's usage is back by the time its process has been
+ * reaped.
  *
  * A quota holds a reference to its cgroup: a cgroup removed (rmdir) while
  * it holds pool memory stays charged, and listed as removed, until the

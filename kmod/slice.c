@@ -189,6 +189,9 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 		return -ENOMEM;
 	kref_init(&s->ref);
 	INIT_LIST_HEAD(&s->chunks);
+	init_rwsem(&s->mem_sem);
+	mutex_init(&s->export_lock);
+	INIT_LIST_HEAD(&s->exports);
 	s->length = len;
 	s->nr_chunks = div64_u64(len, p->chunk_size);
 	s->fork_copy = arg->flags & MRPOOL_ALLOC_FORK_COPY;
@@ -261,8 +264,11 @@ free_slice:
 }
 
 /*
- * The last reference is gone: no owner, VMA or dma-buf. The chunks go back
- * to the pool, each keeping its charge until it is free (quarantine).
+ * The last reference is gone: no owner, VMA or dma-buf. The slice was
+ * revoked when its owner let go (revoke.c), which returned its chunks,
+ * or an importer's last unmap did; only a slice whose release comes
+ * first (an error path) returns them here, each keeping its charge until
+ * it is free (quarantine).
  */
 static void mrpool_slice_release(struct kref *ref)
 {
@@ -275,13 +281,18 @@ static void mrpool_slice_release(struct kref *ref)
 
 	mutex_lock(&client->lock);
 	list_del(&s->node);
-	client->bytes -= s->length;
+	if (!s->returned)
+		client->bytes -= s->length;
 	mutex_unlock(&client->lock);
 
-	mrpool_pool_return(&s->chunks);
+	if (!s->returned) {
+		mrpool_pool_return(&s->chunks);
+		atomic64_inc(&mrpool_stats.frees);
+	}
+	WARN_ON(!list_empty(&s->exports));
+	mrpool_tenant_put(s->pinner);
 	kvfree(s->chunkv);
 	kfree(s);
-	atomic64_inc(&mrpool_stats.frees);
 	mrpool_client_put(client);
 }
 
@@ -356,7 +367,11 @@ struct mrpool_slice *mrpool_slice_get_id(struct mrpool_client *client, u64 id)
 	return s;
 }
 
-/* FREE: drop ownership; the memory follows at the last unmap. */
+/*
+ * FREE: drop ownership and revoke every mapping (revoke.c); the memory
+ * goes back now, or where pinned once the pin goes. The map file is not
+ * cleared meanwhile: the caller's ioctl holds the device file open.
+ */
 int mrpool_slice_free(struct mrpool_client *client, u64 id)
 {
 	struct mrpool_slice *s;
@@ -368,16 +383,16 @@ int mrpool_slice_free(struct mrpool_client *client, u64 id)
 	mutex_unlock(&client->lock);
 	if (!s)
 		return -ENOENT;
+	mrpool_slice_revoke(s, client->map_file, false);
 	mrpool_slice_put(s);
 	return 0;
 }
 
 /*
  * The owner process is closing its file on its way out, its mm already
- * gone from it (exit_mm() runs before exit_files()). What its slices still
- * hold may outlive the reap: VMAs of its mm when another task held that mm
- * at the exit (that task's mmput() closes them, and their last puts run
- * as that task's work), or dma-bufs passed on (tenant.c).
+ * gone from it (exit_mm() runs before exit_files()). What stays pinned of
+ * its slices after their revocation may outlive the reap: revoke.c moves
+ * its charge to the orphans.
  */
 static bool mrpool_client_owner_exiting(const struct mrpool_client *client)
 {
@@ -389,13 +404,14 @@ static bool mrpool_client_owner_exiting(const struct mrpool_client *client)
  * mrpool_client_close - the /dev/mrpool file is released
  * @client: its client
  *
- * Drops ownership of every slice: those neither mapped nor exported return
- * to the pool now, the others when their last VMA or dma-buf goes, still
- * charged to their owner meanwhile -- or to the orphans (tenant.c) when
- * the owner process is exiting and they may outlive its reap. Then drops the file's reference.
+ * Drops ownership of every slice and revokes it (revoke.c): every mapping
+ * of it, the owner's and its dma-bufs', is zapped and faults with SIGBUS
+ * from then on, and its chunks return to the pool now, or where pinned
+ * once the pin goes. Then drops the file's reference.
  */
 void mrpool_client_close(struct mrpool_client *client)
 {
+	bool exiting = mrpool_client_owner_exiting(client);
 	struct mrpool_slice *s, *tmp;
 	struct file *map_file;
 	LIST_HEAD(owned);
@@ -419,17 +435,8 @@ void mrpool_client_close(struct mrpool_client *client)
 		mutex_lock(&client->lock);
 		list_move_tail(&s->node, &client->slices);
 		mutex_unlock(&client->lock);
+		mrpool_slice_revoke(s, map_file, exiting);
 		mrpool_slice_put(s);
-	}
-	if (mrpool_client_owner_exiting(client)) {
-		mutex_lock(&client->lock);
-		list_for_each_entry(s, &client->slices, node) {
-			/* Its last put is this task's work: before the reap. */
-			if (READ_ONCE(s->put_task) == current)
-				continue;
-			mrpool_chunks_orphan(&s->chunks, s->nr_chunks);
-		}
-		mutex_unlock(&client->lock);
 	}
 	/* VMAs of the file's slices hold their own reference to it. */
 	fput(map_file);

@@ -4,11 +4,11 @@
  * is charged to the user that allocated it -- against max_user_mb and,
  * unless the caller has CAP_IPC_LOCK, RLIMIT_MEMLOCK through the user's
  * locked_vm like other pinned memory (io_uring, perf, RDMA) -- and stays
- * charged until the chunk is free again: through the slice's life, its
- * mappings, its dma-bufs and quarantine. A pin that outlives a free (an
- * MR, a vmsplice()d page, O_DIRECT) therefore never takes memory out of
- * its owner's account, and no mix of opens, forks, mappings and frees
- * multiplies a user's share.
+ * charged until the chunk is free again, or its charge moves to whoever
+ * pins it after a revocation (below). A pin of the owner's own that
+ * outlives a free (an MR, a vmsplice()d page, O_DIRECT) therefore never
+ * takes memory out of its owner's account, and no mix of opens, forks,
+ * mappings and frees multiplies a user's share.
  *
  * Both counters are per user: RLIMIT_MEMLOCK is compared with the user's
  * locked_vm, as io_uring does. Charges are in chunks, bytes for display.
@@ -24,21 +24,20 @@
  * that of the first uid of the namespace to do so; every uid charged to
  * the tenant draws on that one count.
  *
- * A user's own charge is back by the time its process has been reaped
- * (issue 33). A slice its dead process still maps is torn down by the
- * last mmput(), which runs exit_mmap() in whichever task drops it: one
- * that held the mm a moment (a read of /proc/PID/smaps or status,
- * process_vm_readv()) closes the VMAs, and its own task work drops the
- * last slice references, after the parent may have reaped the process.
- * A dma-buf passed to another process outlives it as well. So when the
- * owner process closes its file on its way out, its mm gone from it, what
- * its slices still hold -- but for those whose last put is that task's
- * own pending work -- moves to the orphans: a tenant of no user, capped
- * at one user's share (max_user_mb, or max_user_pct of max_mb), with no
- * RLIMIT_MEMLOCK charge. Past that cap the owner keeps the charge until
- * the memory is free, as before, so no user makes the pool hold more
- * than twice its share through its dead processes. What moves to the
- * orphans leaves its cgroup quotas as well (quota.c).
+ * A user's own charge is back by the time its process has been reaped,
+ * and no other user keeps it (issue 33): the owner's FREE, or its file's
+ * release, revokes the slice (revoke.c): every mapping of it, the
+ * owner's and its dma-bufs' in any process, is zapped, and its chunks go
+ * back at once. What stays pinned (a pipe holding vmsplice()d pages, an
+ * MR) waits in quarantine charged to the one other user that mapped or
+ * imported the slice's dma-buf, or to the orphans -- a tenant of no user,
+ * with no RLIMIT_MEMLOCK charge -- when several did; when no other user
+ * did, the pins are the owner's own and stay charged to it, but for an
+ * owner process exiting, whose leftovers (a pin dropped a moment later,
+ * its uverbs file closing after this one) move to the orphans up to
+ * their cap of one user's share (max_user_mb, or max_user_pct of
+ * max_mb); past it the owner keeps the charge until the memory is free.
+ * What moves leaves its cgroup quotas as well (quota.c).
  *
  * A chunk also carries the cgroup quotas its ALLOC charged (quota.c),
  * given back with the tenant charge; where quota_mode is quota and a
@@ -291,31 +290,46 @@ static unsigned long mrpool_orphans_cap(void)
 	return div_u64(cap, mrpool_pool.chunk_size);
 }
 
+/* Whether @t is the calling task's tenant (what it would be charged as). */
+bool mrpool_tenant_is_current(struct mrpool_tenant *t)
+{
+	return t && t != &mrpool_orphans && uid_eq(t->uid, mrpool_tenant_uid());
+}
+
 /**
- * mrpool_chunks_orphan - move the charge of a dead owner's slice
- * @chunks: the slice's chunks, charged to one tenant
+ * mrpool_chunks_recharge - move the charge of a revoked slice's chunks
+ * @chunks: chunks of one slice, charged to its owner's tenant (or moved)
  * @nr: how many
+ * @to: the tenant that takes the charge, or NULL for the orphans
+ * @capped: the orphans take it only within their cap
  *
- * The caller holds the owning client's lock with the slice on its list:
- * the slice's release unlinks it under that lock before it returns the
- * chunks, so no chunk is uncharged meanwhile. All of the slice moves, or
- * none of it past the orphans' cap.
+ * The chunks are the caller's alone (taken off the slice at its
+ * revocation, revoke.c): nothing uncharges them meanwhile. What moves
+ * leaves its RLIMIT_MEMLOCK charge (the owner's user's locked_vm) and its
+ * cgroup quotas, and is counted against @to's share only. With @capped,
+ * all of it moves to the orphans or none of it past their cap (one
+ * user's share); else it moves whatever the count: to a user whose pins
+ * hold it (its own ALLOCs are refused past its share while they do), or
+ * to the orphans when no one user can be named (revoke.c).
  *
- * Return: true if the charge moved to the orphans.
+ * Return: true if the charge moved.
  */
-bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr)
+bool mrpool_chunks_recharge(struct list_head *chunks, unsigned long nr,
+			    struct mrpool_tenant *to, bool capped)
 {
 	struct mrpool_tenant *t = NULL;
 	struct mrpool_chunk *c;
 	unsigned long moved = 0;
 
+	if (!to)
+		to = &mrpool_orphans;
 	spin_lock(&mrpool_tenants_lock);
-	if (mrpool_orphans.chunks + nr > mrpool_orphans_cap()) {
+	if (capped && mrpool_orphans.chunks + nr > mrpool_orphans_cap()) {
 		spin_unlock(&mrpool_tenants_lock);
 		return false;
 	}
 	list_for_each_entry(c, chunks, link) {
-		if (!c->tenant || c->tenant == &mrpool_orphans)
+		if (!c->tenant || c->tenant == to)
 			continue;
 		t = c->tenant;
 		if (c->memlock) {
@@ -324,16 +338,16 @@ bool mrpool_chunks_orphan(struct list_head *chunks, unsigned long nr)
 			t->memlock--;
 		}
 		t->chunks--;
-		mrpool_orphans.chunks++;
-		refcount_inc(&mrpool_orphans.ref);
-		c->tenant = &mrpool_orphans;
+		to->chunks++;
+		refcount_inc(&to->ref);
+		c->tenant = to;
 		c->memlock = false;
 		moved++;
 	}
 	spin_unlock(&mrpool_tenants_lock);
-	/* The orphans charge no quota: the dead owner's cgroups are free. */
+	/* The owner's cgroups are free of it: quotas bound their own users. */
 	list_for_each_entry(c, chunks, link) {
-		if (c->tenant != &mrpool_orphans || !c->quota)
+		if (c->tenant != to || !c->quota)
 			continue;
 		mrpool_quota_uncharge(c->quota, 1, false);
 		c->quota = NULL;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * MRPOOL_IOC_EXPORT_DMABUF: the descriptor, its size, mmap through it
- * showing the slice's bytes both ways, and release: the dma-buf keeps its
- * slice (and the /dev/mrpool file) alive, and closing it returns the
- * memory; its mode is that of the file it came from (issue 33). Import by a NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe
+ * showing the slice's bytes both ways, and revocation: a FREE or the
+ * file's release unmaps the dma-buf's mappings (SIGBUS) and returns the
+ * memory at once, whoever holds the dma-buf; its mode is that of the
+ * file it came from (issue 33). Import by a NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe
  * in 6.1 has no dma-buf MRs.
  */
 #include <errno.h>
@@ -137,10 +138,11 @@ TEST_F(dmabuf, mmap_rules)
 }
 
 /*
- * FREE while exported drops ownership only: the memory stays in use until
- * the dma-buf is closed, then it returns to the pool (zeroed).
+ * FREE while exported and mapped revokes the dma-buf's mapping too
+ * (revoke.c): SIGBUS, the memory back at once (zeroed), and no new
+ * mmap() of the dma-buf; closing it changes nothing more.
  */
-TEST_F(dmabuf, release_returns_memory)
+TEST_F(dmabuf, free_revokes_dmabuf_mapping)
 {
 	long long frees = pool_attr("stats/frees");
 	struct mrpool_export_dmabuf e;
@@ -156,29 +158,66 @@ TEST_F(dmabuf, release_returns_memory)
 	b = mmap(NULL, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
 	ASSERT_NE(MAP_FAILED, b);
 	memset(b, 0x77, a.length);
-	ASSERT_EQ(0, munmap(b, a.length));
 
 	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
-	/* Gone for the file, alive for the dma-buf. */
 	EXPECT_EQ(-ENOENT, pool_free(self->fd, a.slice_id));
+	EXPECT_EQ(SIGBUS, pool_touch(b, false));
+	EXPECT_EQ(SIGBUS, pool_touch(b + a.length - 1, true));
 	ASSERT_EQ(0, pool_query(self->fd, &q));
-	EXPECT_EQ(q0.used_bytes + a.length, q.used_bytes);
-	EXPECT_EQ(frees, pool_attr("stats/frees"));
-	b = mmap(NULL, a.length, PROT_READ, MAP_SHARED, e.fd, 0);
-	ASSERT_NE(MAP_FAILED, b);
-	EXPECT_EQ(0x77, b[a.length - 1]);
+	EXPECT_EQ(q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(q0.quarantined_bytes, q.quarantined_bytes);
+	EXPECT_EQ(frees + 1, pool_attr("stats/frees"));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, a.length, PROT_READ, MAP_SHARED,
+				   e.fd, 0));
+	EXPECT_EQ(ENODEV, errno);
 	ASSERT_EQ(0, munmap(b, a.length));
 
 	ASSERT_EQ(0, close(e.fd));
-	/* The dma-buf's release may run from a deferred fput. */
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(frees + 1, pool_attr("stats/frees"));
+}
+
+/*
+ * An unmapped dma-buf of a live slice keeps nothing from its owner:
+ * closing it is all it takes to drop the slice's last extra reference.
+ */
+TEST_F(dmabuf, release_after_free)
+{
+	long long frees = pool_attr("stats/frees");
+	struct mrpool_export_dmabuf e;
+	struct mrpool_query q0, q;
+	struct mrpool_alloc a;
+	unsigned char *b;
+
+	POOL_SETUP_SKIPPED();
+
+	ASSERT_EQ(0, pool_query(self->fd, &q0));
+	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
+	ASSERT_EQ(0, export(self->fd, a.slice_id, 0, &e));
+	b = mmap(NULL, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
+	ASSERT_NE(MAP_FAILED, b);
+	memset(b, 0x55, a.length);
+	ASSERT_EQ(0, munmap(b, a.length));
+	ASSERT_EQ(0, close(e.fd));
+	/* The slice is the owner's still: its bytes are there. */
+	b = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, b);
+	EXPECT_EQ(0x55, b[a.length - 1]);
+	ASSERT_EQ(0, munmap(b, a.length));
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
 	EXPECT_TRUE(POOL_WAIT(pool_attr("stats/frees") == frees + 1, 5000));
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	EXPECT_EQ(q0.used_bytes, q.used_bytes);
 	EXPECT_EQ(0, q.quarantined_bytes);
 }
 
-/* A dma-buf outlives the /dev/mrpool file it came from. */
-TEST_F(dmabuf, outlives_file)
+/*
+ * A dma-buf outlives the /dev/mrpool file it came from, its memory does
+ * not: the file's release revokes the slice, a mapping faults with
+ * SIGBUS and no new one can be made.
+ */
+TEST_F(dmabuf, outlives_file_not_its_memory)
 {
 	long long used = pool_attr("used_bytes");
 	struct mrpool_export_dmabuf e;
@@ -189,16 +228,20 @@ TEST_F(dmabuf, outlives_file)
 
 	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
 	ASSERT_EQ(0, export(self->fd, a.slice_id, 0, &e));
-	ASSERT_EQ(0, close(self->fd));
-	self->fd = -1;
-	EXPECT_EQ(used + (long long)a.length, pool_attr("used_bytes"));
 	b = mmap(NULL, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
 	ASSERT_NE(MAP_FAILED, b);
 	b[0] = 1;
 	EXPECT_EQ(1, b[0]);
-	ASSERT_EQ(0, munmap(b, a.length));
-	ASSERT_EQ(0, close(e.fd));
+	ASSERT_EQ(0, close(self->fd));
+	self->fd = -1;
 	EXPECT_TRUE(POOL_WAIT(pool_attr("used_bytes") == used, 5000));
+	EXPECT_EQ(SIGBUS, pool_touch(b, false));
+	ASSERT_EQ(0, munmap(b, a.length));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, a.length, PROT_READ, MAP_SHARED,
+				   e.fd, 0));
+	EXPECT_EQ(ENODEV, errno);
+	ASSERT_EQ(0, close(e.fd));
+	EXPECT_EQ(used, pool_attr("used_bytes"));
 }
 
 /* Bad requests: flags, reserved, ids of nobody or of another file, EPERM. */

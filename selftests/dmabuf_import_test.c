@@ -10,7 +10,9 @@
  * physically contiguous runs (read from /proc/self/pagemap), in the
  * slice's order, and mapping it allocates no array of the whole slice's
  * page pointers (the kmem:kmalloc trace event, in a tracing instance of
- * its own, sees the importing process's allocations).
+ * its own, sees the importing process's allocations). A mapped attachment
+ * outlives the owner's FREE (a revocation): its pages stay the slice's,
+ * intact, until the importer lets go, while new maps fail (issue 33).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +37,7 @@
 #define ITEST		"mrpool_dmabuf_itest"
 #define ITEST_IMPORT	"/sys/kernel/debug/" ITEST "/import"
 #define ITEST_KVCALLOC	"/sys/kernel/debug/" ITEST "/kvcalloc"
+#define ITEST_HOLD	"/sys/kernel/debug/" ITEST "/hold"
 #define PAGE		4096UL
 
 FIXTURE(imp) {
@@ -81,6 +84,39 @@ static int import(int fd, char *out, size_t len)
 	out[n > 0 ? n : 0] = '\0';
 	close(f);
 	return ret;
+}
+
+/* Write @v to the importer's hold file; its report in @out; 0 or -errno. */
+static int hold(int v, char *out, size_t len)
+{
+	char num[16];
+	ssize_t n;
+	int f, ret;
+
+	f = open(ITEST_HOLD, O_RDWR | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	snprintf(num, sizeof(num), "%d", v);
+	ret = write(f, num, strlen(num)) < 0 ? -errno : 0;
+	n = pread(f, out, len - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(f);
+	return ret;
+}
+
+/* The importer's report on what it holds, read now. */
+static void held(char *out, size_t len)
+{
+	ssize_t n;
+	int f;
+
+	out[0] = '\0';
+	f = open(ITEST_HOLD, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return;
+	n = pread(f, out, len - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(f);
 }
 
 FIXTURE_SETUP(imp)
@@ -408,6 +444,70 @@ TEST_F(imp, map_allocates_no_page_array)
 }
 
 /* A descriptor that is not a dma-buf is refused by dma_buf_get(). */
+/*
+ * Revocation and a kernel importer (mrpool(4), Revocation): a FREE
+ * unmaps the owner's mapping (SIGBUS) and refuses new attachment maps
+ * (ENODEV), but a mapped attachment keeps its pages -- still used, not
+ * zeroed, not handed on -- until the importer lets go of the dma-buf.
+ */
+TEST_F(imp, importer_keeps_memory_past_free)
+{
+	long long frees = pool_attr("stats/frees");
+	struct mrpool_export_dmabuf e;
+	unsigned long long sum, want = 0;
+	struct mrpool_query q0, q1, q;
+	struct mrpool_alloc a;
+	unsigned char *p;
+	char rep[160];
+	uint64_t i;
+
+	POOL_SETUP_SKIPPED();
+
+	ASSERT_EQ(0, pool_query(self->fd, &q0));
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * q0.chunk_size, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < a.length / 4096; i++) {
+		p[i * 4096] = (unsigned char)(i * 5 + 3);
+		want += (unsigned char)(i * 5 + 3);
+	}
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = a.slice_id;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_EXPORT_DMABUF, &e));
+	ASSERT_EQ(0, hold(e.fd, rep, sizeof(rep))) TH_LOG("%s", rep);
+	ASSERT_EQ(1, sscanf(rep, "sum %llu", &sum)) TH_LOG("%s", rep);
+	EXPECT_EQ(want, sum);
+	ASSERT_EQ(0, pool_query(self->fd, &q1));
+
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+	EXPECT_EQ(SIGBUS, pool_touch(p, false));
+	/* Kept for the importer: used, its bytes intact. */
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(q1.used_bytes, q.used_bytes);
+	EXPECT_EQ(q1.free_bytes, q.free_bytes);
+	EXPECT_EQ(frees, pool_attr("stats/frees"));
+	held(rep, sizeof(rep));
+	ASSERT_EQ(1, sscanf(rep, "sum %llu", &sum)) TH_LOG("%s", rep);
+	EXPECT_EQ(want, sum);
+	/* No new map of a revoked slice. */
+	EXPECT_EQ(-ENODEV, import(e.fd, rep, sizeof(rep))) TH_LOG("%s", rep);
+
+	/*
+	 * The importer unmaps: the memory is back, although the dma-buf
+	 * and the revoked mapping still hold the slice.
+	 */
+	ASSERT_EQ(0, hold(-1, rep, sizeof(rep)));
+	EXPECT_EQ(0, strncmp(rep, "none", 4)) TH_LOG("%s", rep);
+	EXPECT_EQ(frees + 1, pool_attr("stats/frees"));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(q0.used_bytes, q.used_bytes);
+	EXPECT_EQ(q0.quarantined_bytes, q.quarantined_bytes);
+	EXPECT_EQ(0, close(e.fd));
+	EXPECT_EQ(0, munmap(p, a.length));
+	EXPECT_EQ(frees + 1, pool_attr("stats/frees"));
+}
+
 TEST_F(imp, not_a_dmabuf)
 {
 	char rep[160];

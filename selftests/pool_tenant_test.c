@@ -2,8 +2,8 @@
 /*
  * What a user holds of the pool, and for how long: charges that stay with
  * quarantined chunks (a page reference that outlives a FREE), the per-user
- * cap that more opens and forks cannot multiply, slices returned when the
- * file closes although another slice stays mapped or exported, a forked
+ * cap that more opens and forks cannot multiply, every slice returned
+ * when the file closes, mapped and exported ones revoked, a forked
  * child that cannot fault in its parent's slice (MADV_DOFORK), kernel
  * addresses hidden from the unprivileged, the uids of a user namespace
  * charged to its owner, and a user's charge back by the time its process
@@ -495,18 +495,18 @@ static int slices_of_pid(pid_t pid)
 }
 
 /*
- * Closing the file returns every slice that is neither mapped nor
- * exported, at once; the mapped and the exported ones stay, charged to
- * the owner, until their mapping or dma-buf goes.
+ * Closing the file returns every slice at once, the mapped and the
+ * exported ones too: their mappings are revoked (SIGBUS) and nothing
+ * stays charged to the owner (revoke.c).
  */
-TEST_F(tenant, close_returns_all_but_mapped_and_exported)
+TEST_F(tenant, close_returns_all_mapped_and_exported_too)
 {
 	uint64_t chunk = self->q0.chunk_size;
 	struct mrpool_export_dmabuf e;
 	struct mrpool_alloc a, b, c;
 	struct mrpool_query q;
+	uint8_t *p, *pb;
 	int probe;
-	void *p;
 
 	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &a));
 	ASSERT_EQ(0, pool_alloc(self->fd, chunk, &b));
@@ -519,20 +519,25 @@ TEST_F(tenant, close_returns_all_but_mapped_and_exported)
 	e.slice_id = b.slice_id;
 	e.flags = MRPOOL_EXPORT_CLOEXEC;
 	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_EXPORT_DMABUF, &e));
+	pb = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
+	ASSERT_NE(MAP_FAILED, pb);
+	pb[0] = 0x44;
 	ASSERT_EQ(3, slices_of_pid(getpid()));
 
 	probe = pool_open();
 	ASSERT_LE(0, probe);
 	close(self->fd);
 	self->fd = probe;	/* for the teardown */
-	/* c went back at close; a (mapped) and b (exported) stay charged. */
-	EXPECT_EQ(2, slices_of_pid(getpid()));
+	/* All three back; a and b listed while a mapping holds them. */
 	ASSERT_EQ(0, pool_query(probe, &q));
-	EXPECT_EQ(self->q0.user_bytes + 2 * chunk, q.user_bytes);
-	EXPECT_EQ(0x33, ((volatile uint8_t *)p)[chunk - 1]);
+	EXPECT_EQ(self->q0.user_bytes, q.user_bytes);
+	EXPECT_EQ(2, slices_of_pid(getpid()));
+	EXPECT_EQ(SIGBUS, pool_touch(p + chunk - 1, false));
+	EXPECT_EQ(SIGBUS, pool_touch(pb, false));
 
 	EXPECT_EQ(0, munmap(p, chunk));
 	EXPECT_EQ(1, slices_of_pid(getpid()));
+	EXPECT_EQ(0, munmap(pb, chunk));
 	close(e.fd);
 	EXPECT_EQ(0, slices_of_pid(getpid()));
 	ASSERT_EQ(0, pool_query(probe, &q));

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -554,6 +556,43 @@ static inline void pool_trim_restore(long long sec)
 {
 	if (sec >= 0)
 		pool_set_param("idle_trim_sec", sec);
+}
+
+static sigjmp_buf pool_touch_jmp;
+static volatile sig_atomic_t pool_touch_sig;
+
+static inline void pool_touch_handler(int sig)
+{
+	pool_touch_sig = sig;
+	siglongjmp(pool_touch_jmp, 1);
+}
+
+/*
+ * Read (or write) the byte at @p in this process: 0, or the signal the
+ * access raised (SIGBUS from a revoked slice's mapping, mmap.c).
+ */
+static inline int pool_touch(volatile uint8_t *p, bool write)
+{
+	struct sigaction sa, old_bus, old_segv;
+	int ret = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = pool_touch_handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	pool_touch_sig = 0;
+	if (!sigsetjmp(pool_touch_jmp, 1)) {
+		if (write)
+			*p = 0x11;
+		else
+			(void)*p;
+	} else {
+		ret = pool_touch_sig;
+	}
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	return ret;
 }
 
 /* Poll until @cond holds or @ms elapse (TCG guests are slow). */

@@ -173,8 +173,17 @@ struct mrpool_alloc {
  * @slice_id:	(in) id from MRPOOL_IOC_ALLOC
  * @reserved:	must be zero
  *
- * A slice that is still mapped stays owned until its last unmap; its
- * memory goes back to the pool after that.
+ * Revokes the slice (as the release of the file does for every slice it
+ * owns): every mapping of it -- the caller's own, and the mmap()s of its
+ * dma-bufs in any process -- is unmapped, and an access to one raises
+ * SIGBUS from then on. The memory goes back to the pool at once, zeroed
+ * before it is handed out again; a chunk whose pages are still pinned (a
+ * pipe holding vmsplice()d pages, an MR) waits until the pin goes,
+ * charged to the one other user that mapped or imported a dma-buf of the
+ * slice, or to no user when several did, and to the caller only when no
+ * other user did (its own pins). A driver that imported a dma-buf of the
+ * slice and mapped an attachment keeps the memory until it unmaps its
+ * last attachment, charged the same way. See mrpool(4), Revocation.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
  * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
@@ -332,11 +341,16 @@ struct mrpool_slice_keys {
  * @reserved:	must be zero
  *
  * For drivers that register dma-bufs (ibv_reg_dmabuf_mr()) and skip
- * pinning. The dma-buf can be mmap()ed (shared mappings only) and keeps
- * the slice alive until it is released, never the /dev/mrpool file: a FREE
- * of the slice, or closing the file, meanwhile drops ownership; the memory
- * returns once the dma-buf is gone and stays charged to the exporter's
- * user until then. The dma-buf's mode limits its own mmap() (a write-only
+ * pinning. The dma-buf can be mmap()ed (shared mappings only), in any
+ * process it is passed to, and holds the slice, never the /dev/mrpool
+ * file. It does not hold the memory from its owner: a FREE of the slice,
+ * or the file's release (the owner's exit), revokes it -- every mmap of
+ * the dma-buf is unmapped and raises SIGBUS from then on, a new mmap() or
+ * a driver's new attachment map fails with -ENODEV, and the memory goes
+ * back to the pool, or once another user's pin of it goes, charged to
+ * that user (see MRPOOL_IOC_FREE). An importing driver with a mapped
+ * attachment keeps the memory until it unmaps its last attachment. The
+ * dma-buf's mode limits its own mmap() (a write-only
  * one maps not at all), not a driver that imports it: that gets the
  * access its import asks for, read and write alike. Hence a writer only.
  *

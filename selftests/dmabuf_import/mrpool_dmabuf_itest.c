@@ -13,6 +13,12 @@
  * the table's order, of (its index + 1) * (its first byte + its last
  * byte)) or "error E".
  *
+ * debugfs mrpool_dmabuf_itest/hold: write a dma-buf descriptor number;
+ * the module attaches and maps it, and keeps the mapped attachment, as a
+ * NIC's dma-buf MR does, until -1 is written (or the module unloads).
+ * Reading gives "sum X" over the held table's pages, as import's X, read
+ * now; "error E" from a failed write; "none" while nothing is held.
+ *
  * debugfs mrpool_dmabuf_itest/kvcalloc: write N; the module allocates
  * and frees an array of N page pointers with kvcalloc(), as an exporter
  * building its table from a page array of the whole buffer would: a
@@ -139,6 +145,100 @@ static ssize_t import_read(struct file *file, char __user *ubuf, size_t len,
 	return simple_read_from_buffer(ubuf, len, ppos, buf, strlen(buf));
 }
 
+/* The held attachment; under itest_lock. */
+static struct dma_buf *held_buf;
+static struct dma_buf_attachment *held_at;
+static struct sg_table *held_sgt;
+static int held_err;
+
+static void itest_release_held(void)
+{
+	if (!held_buf)
+		return;
+	dma_buf_unmap_attachment_unlocked(held_at, held_sgt,
+					  DMA_BIDIRECTIONAL);
+	dma_buf_detach(held_buf, held_at);
+	dma_buf_put(held_buf);
+	held_buf = NULL;
+}
+
+static int itest_hold(int fd)
+{
+	struct dma_buf_attachment *at;
+	struct dma_buf *dmabuf;
+	struct sg_table *sgt;
+	int ret;
+
+	dmabuf = dma_buf_get(fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	at = dma_buf_attach(dmabuf, &itest_pdev->dev);
+	if (IS_ERR(at)) {
+		ret = PTR_ERR(at);
+		goto put;
+	}
+	sgt = dma_buf_map_attachment_unlocked(at, DMA_BIDIRECTIONAL);
+	if (IS_ERR(sgt)) {
+		ret = PTR_ERR(sgt);
+		goto detach;
+	}
+	held_buf = dmabuf;
+	held_at = at;
+	held_sgt = sgt;
+	return 0;
+
+detach:
+	dma_buf_detach(dmabuf, at);
+put:
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
+static ssize_t hold_write(struct file *file, const char __user *ubuf,
+			  size_t len, loff_t *ppos)
+{
+	int fd, ret;
+
+	ret = kstrtoint_from_user(ubuf, len, 0, &fd);
+	if (ret)
+		return ret;
+	mutex_lock(&itest_lock);
+	itest_release_held();
+	held_err = fd < 0 ? 0 : itest_hold(fd);
+	ret = held_err;
+	mutex_unlock(&itest_lock);
+	return ret ? ret : len;
+}
+
+static ssize_t hold_read(struct file *file, char __user *ubuf, size_t len,
+			 loff_t *ppos)
+{
+	struct itest_sums sums = { 0 };
+	struct scatterlist *sg;
+	char buf[64];
+	unsigned int i;
+
+	mutex_lock(&itest_lock);
+	if (held_buf) {
+		for_each_sgtable_sg(held_sgt, sg, i)
+			itest_sum(&sums, sg_page(sg), sg->offset, sg->length);
+		snprintf(buf, sizeof(buf), "sum %llu\n", sums.sum);
+	} else if (held_err) {
+		snprintf(buf, sizeof(buf), "error %d\n", held_err);
+	} else {
+		snprintf(buf, sizeof(buf), "none\n");
+	}
+	mutex_unlock(&itest_lock);
+	return simple_read_from_buffer(ubuf, len, ppos, buf, strlen(buf));
+}
+
+static const struct file_operations hold_fops = {
+	.owner = THIS_MODULE,
+	.write = hold_write,
+	.read = hold_read,
+	.llseek = default_llseek,
+};
+
 static const struct file_operations import_fops = {
 	.owner = THIS_MODULE,
 	.write = import_write,
@@ -190,6 +290,7 @@ static int __init itest_init(void)
 	itest_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("import", 0600, itest_dir, NULL, &import_fops);
 	debugfs_create_file("kvcalloc", 0200, itest_dir, NULL, &kvcalloc_fops);
+	debugfs_create_file("hold", 0600, itest_dir, NULL, &hold_fops);
 	return 0;
 
 unregister:
@@ -200,6 +301,9 @@ unregister:
 static void __exit itest_exit(void)
 {
 	debugfs_remove_recursive(itest_dir);
+	mutex_lock(&itest_lock);
+	itest_release_held();
+	mutex_unlock(&itest_lock);
 	platform_device_unregister(itest_pdev);
 }
 

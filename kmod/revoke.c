@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Revocation: the owner takes its memory back. A FREE, or the release of
+ * the owner's /dev/mrpool file (its last close, or the owner exiting),
+ * revokes the slice: every userspace mapping of it -- the owner's VMAs,
+ * which all hang off the client's map file (mapfile.c), and the mmaps of
+ * its dma-bufs in any process, which hang off each dma-buf's file
+ * (dmabuf.c) -- is zapped, and a later fault on one gets SIGBUS. The
+ * chunks then go back to the pool at once: zeroed and free, or, where a
+ * page is still pinned (a pipe holding vmsplice()d pages, an MR, a
+ * direct I/O), quarantined until the pin goes (pool.c). Only kernel
+ * importers of a dma-buf with a mapped attachment keep the chunks in the
+ * slice until their last attachment map is gone: their scatter-gather
+ * tables hold no page reference the pool could see.
+ *
+ * Whose charge what stays pinned becomes (tenant.c), decided here: the
+ * pins may be the owner's own (its MR, its vmsplice(); its share bounds
+ * those), or, once a dma-buf of the slice was mapped or imported by
+ * another user, that user's. So:
+ *  - one other user mapped or imported it: that user is charged;
+ *  - several did (or a kernel thread imported it): the orphans, uncapped;
+ *  - none, and the owner process is exiting: the orphans, up to their
+ *    cap (one user's share), past it the owner, as before revocation;
+ *  - none, and the owner lives on (FREE, close): the owner.
+ * So no other user keeps the owner charged once it freed the slice or
+ * its process is gone, and the owner cannot shed its own pins.
+ *
+ * Locking: s->mem_sem orders the fault path against the revocation. A
+ * fault takes it for read (under mmap_lock), checks s->revoked, and
+ * returns its page locked (VM_FAULT_LOCKED), so the page stays locked
+ * until the core has installed the entry. The revocation sets s->revoked
+ * with mem_sem held for write: once it has it, every fault that passed
+ * the check holds its page's lock, and none starts any more. Locking and
+ * unlocking each folio of the slice then waits those out, and only then
+ * are the mappings zapped: no entry can be installed after the zap.
+ * Order: mmap_lock -> mem_sem -> folio lock; mem_sem is never held
+ * across a zap, export_lock is (dmabuf.c), and nothing there takes
+ * mmap_lock.
+ */
+#include "mrpool.h"
+
+#include <linux/mm.h>
+#include <linux/pagemap.h>
+#include <linux/fs.h>
+
+/**
+ * mrpool_slice_mem_read - hold a slice's pages against revocation
+ * @s: the slice, referenced by the caller
+ *
+ * Return: true with @s->mem_sem held for read, to be dropped with
+ * mrpool_slice_mem_done(); false, holding nothing, once @s is revoked.
+ */
+bool mrpool_slice_mem_read(struct mrpool_slice *s)
+{
+	down_read(&s->mem_sem);
+	if (likely(!s->revoked))
+		return true;
+	up_read(&s->mem_sem);
+	return false;
+}
+
+void mrpool_slice_mem_done(struct mrpool_slice *s)
+{
+	up_read(&s->mem_sem);
+}
+
+/**
+ * mrpool_slice_note_user - a process may pin @s's pages through a dma-buf
+ * @s: the slice, referenced by the caller
+ *
+ * Called where a dma-buf of @s is mmap()ed or its attachment mapped: the
+ * caller's user, when it is not the owner's, is who a revocation charges
+ * for the pins left behind (see above). A kernel thread, or a user whose
+ * tenant cannot be had, counts as several users.
+ */
+void mrpool_slice_note_user(struct mrpool_slice *s)
+{
+	struct mrpool_tenant *t = NULL;
+
+	if (!(current->flags & PF_KTHREAD)) {
+		if (mrpool_tenant_is_current(s->client->tenant))
+			return;
+		t = mrpool_tenant_get();
+	}
+	mutex_lock(&s->export_lock);
+	if (!t || (s->pinner && s->pinner != t)) {
+		s->pinners_many = true;
+	} else if (!s->pinner) {
+		/* The slice keeps this reference until its release. */
+		s->pinner = t;
+		t = NULL;
+	}
+	mutex_unlock(&s->export_lock);
+	mrpool_tenant_put(t);
+}
+
+/*
+ * Wait out the faults that passed the revoked check: each holds its
+ * page's folio locked until its entry is installed (see above).
+ */
+static void mrpool_slice_wait_faults(struct mrpool_slice *s)
+{
+	struct folio *folio, *last = NULL;
+	unsigned int i, j;
+
+	for (i = 0; i < s->nr_chunks; i++) {
+		for (j = 0; j < mrpool_pool.chunk_pages; j++) {
+			folio = page_folio(s->chunkv[i]->pages[j]);
+			if (folio == last)
+				continue;
+			last = folio;
+			folio_lock(folio);
+			folio_unlock(folio);
+		}
+		cond_resched();
+	}
+}
+
+/*
+ * Move the charge of @chunks to whoever the rule above names: @to, the
+ * one other user, or the orphans if @many; @owner_exiting from the file's
+ * release by the exiting owner. @all: every chunk (an importer keeps
+ * them), else only those still pinned. The caller owns the list, or holds
+ * export_lock over the slice's own.
+ */
+static void mrpool_slice_recharge(struct list_head *chunks, bool all,
+				  struct mrpool_tenant *to, bool many,
+				  bool owner_exiting)
+{
+	struct mrpool_chunk *c, *tmp;
+	unsigned long nr = 0;
+	LIST_HEAD(pinned);
+
+	if (!many && !to && !owner_exiting)
+		return;
+
+	list_for_each_entry_safe(c, tmp, chunks, link) {
+		if (all || mrpool_chunk_busy(c)) {
+			list_move_tail(&c->link, &pinned);
+			nr++;
+		}
+	}
+	if (!nr)
+		return;
+	if (to || many)
+		mrpool_chunks_recharge(&pinned, nr, to, false);
+	else
+		mrpool_chunks_recharge(&pinned, nr, NULL, true);
+	list_splice_tail(&pinned, chunks);
+}
+
+/* The slice's chunks go back to the pool, those still pinned charged. */
+static void mrpool_slice_give_back(struct mrpool_slice *s,
+				   struct mrpool_tenant *to, bool many,
+				   bool owner_exiting)
+{
+	struct mrpool_client *client = s->client;
+	LIST_HEAD(chunks);
+
+	mutex_lock(&client->lock);
+	list_splice_init(&s->chunks, &chunks);
+	s->returned = true;
+	client->bytes -= s->length;
+	mutex_unlock(&client->lock);
+
+	mrpool_slice_recharge(&chunks, false, to, many, owner_exiting);
+	mrpool_pool_return(&chunks);
+	atomic64_inc(&mrpool_stats.frees);
+}
+
+/**
+ * mrpool_slice_unkeep - an importer unmapped an attachment of @s
+ * @s: the slice, referenced by the caller's dma-buf
+ *
+ * Called when the count of mapped attachments fell to zero. If a
+ * revocation kept the chunks for the importers, they go back now (their
+ * charge was moved at the revocation), not when the last revoked mapping
+ * or descriptor of the slice goes. May sleep: dma-buf unmap context.
+ */
+void mrpool_slice_unkeep(struct mrpool_slice *s)
+{
+	bool kept;
+
+	mutex_lock(&s->export_lock);
+	kept = s->kept;
+	s->kept = false;
+	mutex_unlock(&s->export_lock);
+	if (kept)
+		mrpool_slice_give_back(s, NULL, false, false);
+}
+
+/**
+ * mrpool_slice_revoke - take a slice's memory back from every mapping
+ * @s: a slice its owner just freed (FREE, or its file's release): out of
+ *	the id xarray, referenced by the caller
+ * @map_file: the owner's map file, whose mapping holds the owner's VMAs
+ * @owner_exiting: the owner process is closing its file on its way out
+ *
+ * Runs where the owner's reference is dropped: process context, no lock
+ * held, no mmap_lock. May sleep (zaps, zeroing).
+ */
+void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
+			 bool owner_exiting)
+{
+	struct mrpool_tenant *to;
+	bool many;
+
+	down_write(&s->mem_sem);
+	s->revoked = true;
+	up_write(&s->mem_sem);
+	mrpool_slice_wait_faults(s);
+
+	unmap_mapping_range(map_file->f_mapping,
+			    (loff_t)s->id << MRPOOL_TOKEN_SHIFT, s->length, 1);
+	mrpool_dmabuf_zap(s);
+
+	/*
+	 * No map of an attachment starts once revoked: dma_maps only falls
+	 * from here. A mapped one keeps the chunks, charged as a pin is,
+	 * until the last is unmapped (mrpool_slice_unkeep(), which waits
+	 * for export_lock to see @kept).
+	 */
+	mutex_lock(&s->export_lock);
+	many = s->pinners_many;
+	to = many ? NULL : s->pinner;
+	if (atomic_read(&s->dma_maps)) {
+		mrpool_slice_recharge(&s->chunks, true, to, many,
+				      owner_exiting);
+		s->kept = true;
+		mutex_unlock(&s->export_lock);
+		return;
+	}
+	mutex_unlock(&s->export_lock);
+	mrpool_slice_give_back(s, to, many, owner_exiting);
+}
