@@ -10,24 +10,32 @@
  * that maps it, so another mm is a fork's new one. The VMA then becomes a
  * copy: the bytes its range of the slice holds now, in order-0 pages
  * allocated with GFP_KERNEL_ACCOUNT -- charged to the memory cgroup of
- * the forking task, which the child starts in (as the kernel's own
- * copies of DMA-pinned anonymous pages at fork are), not to the pool nor
- * to RLIMIT_MEMLOCK; never pinned by the module, registered or zeroed for
- * reuse. The child's faults map those pages, so its writes stay its own,
- * and the parent's VMA, its slice and the slice's registrations are left
- * as they were. The copy holds no slice reference: a FREE or close by the
+ * the forking task, which the child starts in unless clone3() put it
+ * elsewhere (as the kernel's own copies of DMA-pinned anonymous pages at
+ * fork are), and counted as locked memory (below), not to the pool;
+ * never pinned by the module, registered or zeroed for reuse. The
+ * child's faults map those pages, so its writes stay its own, and the
+ * parent's VMA, its slice and the slice's registrations are left as they
+ * were. The copy holds no slice reference: a FREE or close by the
  * parent returns the chunks whatever the child still maps.
  *
- * A copy that cannot be made (no memory, a fatal signal, a page with a
- * hardware error, or the debugfs knob fail_fork_copy) leaves the VMA with
- * no copy: every access of the child to it is SIGBUS, never the pool's
- * pages. A copy is shared by the pieces of its VMA (split, mremap() in the
- * child) and freed with the last; a fork by the child gives the grandchild
- * a copy of the child's copy, the same way.
+ * The copy counts as locked memory (mrpool_forkcopy_charge()): against
+ * the forking user's RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK.
  *
- * Locking: nothing is taken but the allocator's. The source pages cannot
- * go away under the copy: the parent's VMA holds the slice (or the copy),
- * and it cannot be unmapped while dup_mmap() holds the parent's mmap_lock.
+ * A copy that cannot be made (no memory, past RLIMIT_MEMLOCK, a fatal
+ * signal, a page with a hardware error, or the debugfs knob
+ * fail_fork_copy) leaves the VMA with no copy: every access of the
+ * child to it is SIGBUS, never the pool's pages. A copy is shared by
+ * the pieces of its VMA (split, mremap() in the child) and freed with
+ * the last; a fork by the child gives the grandchild a copy of the
+ * child's copy, the same way.
+ *
+ * Locking: the slice's mem_sem for read while its pages are copied, as a
+ * fault holds it (mmap_lock, then mem_sem: revoke.c), and the allocator's.
+ * A revoked slice is not copied: its chunks went back to the pool. The
+ * source pages cannot go away otherwise: the parent's VMA holds the slice
+ * (or the copy), and it cannot be unmapped while dup_mmap() holds the
+ * parent's mmap_lock.
  * Other threads of the parent and RDMA may still write the slice while it
  * is copied, as they may an anonymous page the kernel copies at fork.
  */
@@ -36,6 +44,9 @@
 #include <linux/mm.h>
 #include <linux/highmem.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/user.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 
 /* What the child's VMA (and its pieces) holds; vm_private_data. */
 struct mrpool_fork_copy {
@@ -45,6 +56,8 @@ struct mrpool_fork_copy {
 	unsigned long pgoff;		/* file offset of pages[0], in pages */
 	unsigned long nr_pages;
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
+	/* Whose RLIMIT_MEMLOCK count holds nr_pages (a reference), or NULL. */
+	struct user_struct *user;
 };
 
 static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
@@ -59,12 +72,48 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
 	kvfree(pages);
 }
 
+/*
+ * A copy is memory the kernel cannot reclaim or swap, and it is not in
+ * the child's RSS until touched: locked memory, as the pool's own. It is
+ * charged to the forking user's RLIMIT_MEMLOCK count (locked_vm, as
+ * pinned and mlocked pages are) unless the task has CAP_IPC_LOCK, so that
+ * forks cannot multiply a small slice into memory no limit and no OOM
+ * score sees. Return: 0, or -ENOMEM past the limit.
+ */
+static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct user_struct *user = current_user();
+	unsigned long cur, new;
+
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+		return 0;
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		new = cur + fc->nr_pages;
+		if (new > limit || new < cur)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
+	fc->user = get_uid(user);
+	return 0;
+}
+
+static void mrpool_forkcopy_uncharge(struct mrpool_fork_copy *fc)
+{
+	if (!fc->user)
+		return;
+	atomic_long_sub(fc->nr_pages, &fc->user->locked_vm);
+	free_uid(fc->user);
+	fc->user = NULL;
+}
+
 static void mrpool_forkcopy_release(struct kref *ref)
 {
 	struct mrpool_fork_copy *fc = container_of(ref, struct mrpool_fork_copy,
 						   ref);
 
 	mrpool_forkcopy_free_pages(fc->pages, fc->nr_pages);
+	mrpool_forkcopy_uncharge(fc);
 	kfree(fc);
 }
 
@@ -108,6 +157,8 @@ mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
 	fc->mm = vma->vm_mm;
 	fc->pgoff = vma->vm_pgoff;
 	fc->nr_pages = nr;
+	if (mrpool_forkcopy_charge(fc))
+		goto free_pages;
 	for (i = 0; i < nr; i++) {
 		/* A fork being killed is undone anyway: stop copying. */
 		if (fatal_signal_pending(current))
@@ -116,7 +167,9 @@ mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
 		/* Never read a page with a hardware error (a machine check). */
 		if (PageHWPoison(from))
 			goto free_pages;
-		fc->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		/* Fail the copy, not OOM-kill another process for it. */
+		fc->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_NOWARN |
+					  __GFP_RETRY_MAYFAIL);
 		if (!fc->pages[i])
 			goto free_pages;
 		copy_highpage(fc->pages[i], from);
@@ -126,6 +179,7 @@ mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
 
 free_pages:
 	mrpool_forkcopy_free_pages(fc->pages, nr);
+	mrpool_forkcopy_uncharge(fc);
 free_fc:
 	kfree(fc);
 	return NULL;
@@ -135,12 +189,9 @@ free_fc:
  * Turn the fork child's @vma, a copy of the parent's VMA of @s or of the
  * copy @src, into a VMA of a copy of its own (or of none: SIGBUS).
  */
-static void mrpool_forkcopy_adopt(struct vm_area_struct *vma,
-				  struct mrpool_slice *s,
-				  struct mrpool_fork_copy *src)
+static void mrpool_forkcopy_set(struct vm_area_struct *vma,
+				struct mrpool_fork_copy *fc)
 {
-	struct mrpool_fork_copy *fc = mrpool_forkcopy_make(vma, s, src);
-
 	if (fc) {
 		atomic64_inc(&mrpool_stats.fork_copies);
 		atomic64_add(fc->nr_pages << PAGE_SHIFT,
@@ -151,6 +202,13 @@ static void mrpool_forkcopy_adopt(struct vm_area_struct *vma,
 	/* Not yet visible to any task: the child's mm is being built. */
 	vma->vm_private_data = fc;
 	vma->vm_ops = &mrpool_forkcopy_vm_ops;
+}
+
+static void mrpool_forkcopy_adopt(struct vm_area_struct *vma,
+				  struct mrpool_slice *s,
+				  struct mrpool_fork_copy *src)
+{
+	mrpool_forkcopy_set(vma, mrpool_forkcopy_make(vma, s, src));
 }
 
 /**
@@ -166,7 +224,18 @@ bool mrpool_forkcopy_open(struct vm_area_struct *vma, struct mrpool_slice *s)
 {
 	if (!s->fork_copy || vma->vm_mm == s->client->mm)
 		return false;
+	/*
+	 * Revoked (revoke.c: FREEd or its owner's file released while the
+	 * parent still maps it): its chunks went back to the pool, maybe to
+	 * another owner already. No copy: the child gets SIGBUS, as the
+	 * parent does. Else the revocation waits until the copy is made.
+	 */
+	if (!mrpool_slice_mem_read(s)) {
+		mrpool_forkcopy_set(vma, NULL);
+		return true;
+	}
 	mrpool_forkcopy_adopt(vma, s, NULL);
+	mrpool_slice_mem_done(s);
 	return true;
 }
 

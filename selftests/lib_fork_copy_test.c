@@ -19,6 +19,8 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,6 +448,73 @@ TEST_F(kfork, failed_copy_sigbus)
 	memset(p, 1, a.length);
 	EXPECT_EQ(0, munmap(p, a.length));
 	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/*
+ * A copy is locked memory: without CAP_IPC_LOCK it counts against the
+ * forking user's RLIMIT_MEMLOCK. As nobody with room for two chunks, one
+ * a FORK_COPY slice: the first child's copy fits, a second child's while
+ * the first lives does not (SIGBUS, a failure counted), a third's after
+ * the first exited fits again (its copy gave the count back).
+ */
+static int memlock_owner(size_t chunk)
+{
+	struct rlimit rl = { 2 * chunk, 2 * chunk };
+	struct mrpool_alloc a;
+	int fd, hold[2], ok = 0;
+	pid_t c1, c2, c3;
+	char *p;
+
+	if (pipe(hold) || setrlimit(RLIMIT_MEMLOCK, &rl) ||
+	    setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return 10;
+	fd = pool_open();
+	if (fd < 0)
+		return 11;
+	p = kslice(fd, MRPOOL_ALLOC_FORK_COPY, 9, &a);
+	if (!p || a.length != chunk)
+		return 12;
+	c1 = fork();
+	if (c1 == 0) {
+		char c;
+
+		close(hold[1]);
+		if (!rdt_pattern_same(p, a.length, 9))
+			_exit(1);
+		(void)!read(hold[0], &c, 1);	/* until the owner lets go */
+		_exit(0);
+	}
+	c2 = fork();
+	if (c2 == 0) {
+		volatile char v = p[0];
+
+		(void)v;
+		_exit(0);
+	}
+	ok |= ended(c2) == 128 + SIGBUS ? 0 : 1;
+	close(hold[1]);
+	ok |= ended(c1) == 0 ? 0 : 2;
+	c3 = fork();
+	if (c3 == 0)
+		_exit(rdt_pattern_same(p, a.length, 9) ? 0 : 1);
+	ok |= ended(c3) == 0 ? 0 : 4;
+	return ok ? 20 + ok : 0;
+}
+
+TEST_F(kfork, copy_charged_to_memlock)
+{
+	long long fails0 = stat_of("fork_copy_failures");
+	long long copies0 = stat_of("fork_copies");
+	pid_t pid;
+
+	POOL_SETUP_SKIPPED();
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(memlock_owner(self->q0.chunk_size));
+	EXPECT_EQ(0, ended(pid));
+	EXPECT_EQ(fails0 + 1, stat_of("fork_copy_failures"));
+	EXPECT_EQ(copies0 + 2, stat_of("fork_copies"));
 }
 
 /*

@@ -346,6 +346,47 @@ TEST_F(revoke, free_revokes_own_mappings)
 }
 
 /*
+ * A FORK_COPY slice FREEd while still mapped, then a fork: its chunks are
+ * back in the pool (maybe another owner's already), so the child gets no
+ * copy: its touch is SIGBUS, fork_copy_failures counts it, and the chunk
+ * handed to the next ALLOC reads zeros there.
+ */
+TEST_F(revoke, fork_after_free_gets_no_copy)
+{
+	long long fails = pool_attr("stats/fork_copy_failures");
+	struct mrpool_alloc a, b;
+	uint8_t *p, *r;
+	pid_t pid;
+	int st;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = self->chunk;
+	a.node = MRPOOL_NODE_ANY;
+	a.flags = MRPOOL_ALLOC_FORK_COPY;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	memset(p, 0x5c, a.length);
+	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
+	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &b));
+	r = pool_map(self->fd, &b);
+	ASSERT_NE(MAP_FAILED, r);
+	EXPECT_EQ(b.length, pool_nonzero_at(r, b.length));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(p[0] == 0x5c ? 1 : 2);	/* SIGBUS is the pass */
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
+		TH_LOG("child status %#x", st);
+	EXPECT_EQ(fails + 1, pool_attr("stats/fork_copy_failures"));
+	EXPECT_EQ(0, munmap(r, b.length));
+	EXPECT_EQ(0, pool_free(self->fd, b.slice_id));
+	EXPECT_EQ(0, munmap(p, a.length));
+}
+
+/*
  * Another user's dma-buf mapping is revoked at the owner's exit: its next
  * touch gets SIGBUS, and the owner's charge is 0 right after the reap.
  */

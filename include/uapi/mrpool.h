@@ -140,8 +140,10 @@ struct mrpool_query {
  * the owner gets, in place of each mapping, a private copy of the bytes
  * the slice had at the fork, in ordinary pages allocated at the fork and
  * charged to the memory cgroup of the forking task (the one the child
- * starts in), as the kernel's own copies of DMA-pinned pages at fork are;
- * not to the pool nor to any RLIMIT_MEMLOCK, never pinned nor registered.
+ * starts in), as the kernel's own copies of DMA-pinned pages at fork are,
+ * and, being memory no reclaim can take, to the forking user's
+ * RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK; not to the pool, never
+ * pinned nor registered.
  * The child's writes stay in its copy, the parent's and the devices' in
  * the slice. The child owns nothing of the slice (it cannot free, export
  * or map it) and its copy goes with its mapping. If the copy cannot be
