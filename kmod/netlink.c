@@ -475,10 +475,21 @@ static u64 mrpool_nl_cursor(const struct netlink_callback *cb)
 	return (u64)(u32)cb->args[1] << 32 | (u32)cb->args[0];
 }
 
-static void mrpool_nl_cursor_set(struct netlink_callback *cb, u64 pos)
+/*
+ * End a part of a dump whose walk stopped at @pos with @ret, @before the
+ * skb's length at its start: a full skb ends this part (the walk goes on
+ * from @pos), an empty one past the last ends the dump.
+ */
+static int mrpool_nl_dump_part(struct sk_buff *skb, struct netlink_callback *cb,
+			       int before, u64 pos, int ret)
 {
 	cb->args[0] = lower_32_bits(pos);
 	cb->args[1] = upper_32_bits(pos);
+	if (ret == -EMSGSIZE && skb->len > before)
+		return skb->len;
+	if (ret)
+		return ret;
+	return skb->len;
 }
 
 /*
@@ -512,13 +523,7 @@ static int mrpool_nl_quota_dump(struct sk_buff *skb,
 	ret = mrpool_quotas_walk(&pos, NULL, buf, PATH_MAX,
 				 mrpool_nl_quota_fill, &m);
 	kfree(buf);
-	mrpool_nl_cursor_set(cb, pos);
-	/* A full skb ends this part; an empty one past the last ends all. */
-	if (ret == -EMSGSIZE && skb->len > before)
-		return skb->len;
-	if (ret)
-		return ret;
-	return skb->len;
+	return mrpool_nl_dump_part(skb, cb, before, pos, ret);
 }
 
 struct mrpool_nl_tenant_msg {
@@ -604,13 +609,7 @@ static int mrpool_nl_tenant_dump(struct sk_buff *skb,
 	int ret;
 
 	ret = mrpool_tenants_walk(&pos, all, mrpool_nl_tenant_fill, &m);
-	mrpool_nl_cursor_set(cb, pos);
-	/* A full skb ends this part; an empty one past the last ends all. */
-	if (ret == -EMSGSIZE && skb->len > before)
-		return skb->len;
-	if (ret)
-		return ret;
-	return skb->len;
+	return mrpool_nl_dump_part(skb, cb, before, pos, ret);
 }
 
 /* Nobody in the group: the caller builds nothing. */

@@ -92,3 +92,41 @@ fail:
 	ctl_nl_close(nl);
 	return -ctl_nl_errno(ret);
 }
+
+/*
+ * Dump command @cmd of the family into @t, a table of @ncols columns named
+ * @head: @row (a libnl valid-message callback, passed a struct
+ * ctl_nl_rows) adds one row per message. 0 or -errno, reported (naming
+ * @what) unless @quiet.
+ */
+int ctl_nl_dump_table(int cmd, const char *const *head, size_t ncols,
+		      int (*row)(struct nl_msg *msg, void *arg),
+		      struct ctl_table *t, bool quiet, const char *what)
+{
+	struct ctl_nl_rows rows = { .err = 0 };
+	struct ctl_nl nl;
+	int ret;
+
+	ret = ctl_table_init(&rows.t, ncols, head);
+	if (ret)
+		return ret;
+	ret = ctl_nl_open(&nl, false);
+	if (ret)
+		goto fail;
+	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, row, &rows);
+	ret = genl_send_simple(nl.sk, nl.family, cmd, MRPOOL_GENL_VERSION,
+			       NLM_F_DUMP);
+	if (ret >= 0)
+		ret = nl_recvmsgs_default(nl.sk);
+	ctl_nl_close(&nl);
+	ret = ret < 0 ? -ctl_nl_errno(ret) : rows.err;
+	if (ret)
+		goto fail;
+	*t = rows.t;
+	return 0;
+fail:
+	if (!quiet)
+		ctl_warn_missing(ret, what);
+	ctl_table_free(&rows.t);
+	return ret;
+}

@@ -21,6 +21,17 @@ int ctl_nl_errno(int nlerr);
 int ctl_nl_open(struct ctl_nl *nl, bool events);
 void ctl_nl_close(struct ctl_nl *nl);
 
+/* A dump's rows, as ctl_nl_dump_table()'s callback fills them. */
+struct ctl_nl_rows {
+	struct ctl_table t;
+	int err;		/* -EPROTO, -ENOMEM: what a callback met */
+};
+
+struct nl_msg;
+int ctl_nl_dump_table(int cmd, const char *const *head, size_t ncols,
+		      int (*row)(struct nl_msg *msg, void *arg),
+		      struct ctl_table *t, bool quiet, const char *what);
+
 /* rdma.c: the RDMA subsystem's view of devices and ports (RDMA_NL_NLDEV) */
 struct ctl_rdma_port {
 	char dev[64];

@@ -118,14 +118,9 @@ close:
 	return ret;
 }
 
-struct ctl_quota_rows {
-	struct ctl_table t;
-	int err;
-};
-
 static int ctl_quota_msg(struct nl_msg *msg, void *arg)
 {
-	struct ctl_quota_rows *rows = arg;
+	struct ctl_nl_rows *rows = arg;
 	struct nlattr *tb[MRPOOL_A_MAX + 1];
 	char id[24], limit[24], usage[24], quar[24];
 	const char *row[6];
@@ -171,34 +166,9 @@ static const char *const ctl_quota_head[] = {
  */
 int ctl_quota_table(struct ctl_table *t, bool quiet)
 {
-	struct ctl_quota_rows rows = { .err = 0 };
-	struct ctl_nl nl;
-	int ret;
-
-	ret = ctl_table_init(&rows.t, ARRAY_SIZE(ctl_quota_head),
-			     ctl_quota_head);
-	if (ret)
-		return ret;
-	ret = ctl_nl_open(&nl, false);
-	if (ret)
-		goto fail;
-	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, ctl_quota_msg,
-			    &rows);
-	ret = genl_send_simple(nl.sk, nl.family, MRPOOL_CMD_QUOTA_GET,
-			       MRPOOL_GENL_VERSION, NLM_F_DUMP);
-	if (ret >= 0)
-		ret = nl_recvmsgs_default(nl.sk);
-	ctl_nl_close(&nl);
-	ret = ret < 0 ? -ctl_nl_errno(ret) : rows.err;
-	if (ret)
-		goto fail;
-	*t = rows.t;
-	return 0;
-fail:
-	if (!quiet)
-		ctl_warn_missing(ret, "netlink family " MRPOOL_GENL_NAME);
-	ctl_table_free(&rows.t);
-	return ret;
+	return ctl_nl_dump_table(MRPOOL_CMD_QUOTA_GET, ctl_quota_head,
+				 ARRAY_SIZE(ctl_quota_head), ctl_quota_msg, t,
+				 quiet, "netlink family " MRPOOL_GENL_NAME);
 }
 
 static int ctl_quota_list(const struct ctl_cmd *cmd, int argc, char **argv)

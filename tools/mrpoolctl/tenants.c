@@ -31,11 +31,6 @@ static const char *const ctl_tenant_head[] = {
 	"uid", "bytes", "quarantined_bytes", "memlock_bytes",
 };
 
-struct ctl_tenant_rows {
-	struct ctl_table t;
-	int err;
-};
-
 static void ctl_tenant_u64(char *buf, size_t len, struct nlattr *a)
 {
 	snprintf(buf, len, "%llu", a ? (unsigned long long)nla_get_u64(a) : 0ULL);
@@ -43,7 +38,7 @@ static void ctl_tenant_u64(char *buf, size_t len, struct nlattr *a)
 
 static int ctl_tenant_msg(struct nl_msg *msg, void *arg)
 {
-	struct ctl_tenant_rows *rows = arg;
+	struct ctl_nl_rows *rows = arg;
 	struct nlattr *tb[MRPOOL_A_MAX + 1];
 	char uid[24], bytes[24], quar[24], memlock[24];
 	const char *row[4] = { uid, bytes, quar, memlock };
@@ -75,34 +70,10 @@ static int ctl_tenant_msg(struct nl_msg *msg, void *arg)
  */
 int ctl_tenant_table(struct ctl_table *t, bool quiet)
 {
-	struct ctl_tenant_rows rows = { .err = 0 };
-	struct ctl_nl nl;
-	int ret;
-
-	ret = ctl_table_init(&rows.t, ARRAY_SIZE(ctl_tenant_head),
-			     ctl_tenant_head);
-	if (ret)
-		return ret;
-	ret = ctl_nl_open(&nl, false);
-	if (ret)
-		goto fail;
-	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, ctl_tenant_msg,
-			    &rows);
-	ret = genl_send_simple(nl.sk, nl.family, MRPOOL_CMD_TENANT_GET,
-			       MRPOOL_GENL_VERSION, NLM_F_DUMP);
-	if (ret >= 0)
-		ret = nl_recvmsgs_default(nl.sk);
-	ctl_nl_close(&nl);
-	ret = ret < 0 ? -ctl_nl_errno(ret) : rows.err;
-	if (ret)
-		goto fail;
-	*t = rows.t;
-	return 0;
-fail:
-	if (!quiet)
-		ctl_warn_missing(ret, "netlink command TENANT_GET of " MRPOOL_GENL_NAME);
-	ctl_table_free(&rows.t);
-	return ret;
+	return ctl_nl_dump_table(MRPOOL_CMD_TENANT_GET, ctl_tenant_head,
+				 ARRAY_SIZE(ctl_tenant_head), ctl_tenant_msg, t,
+				 quiet,
+				 "netlink command TENANT_GET of " MRPOOL_GENL_NAME);
 }
 
 int ctl_cmd_tenants(const struct ctl_cmd *cmd, int argc, char **argv)
