@@ -535,7 +535,8 @@ static void mrp_pl_fork_parent(void)
 
 /*
  * In the child: the parent's arenas are gone, unless the pool gave the
- * child a copy of them; keep their ranges reserved.
+ * child a copy of them; keep their ranges reserved (with a copy, the
+ * holes in it: mrp_pl_fill_holes()).
  * The library's child handler ran first (registered first, see
  * mrp_pl_setup_run()): the pool's lock is free again, the list is as the
  * parent left it between two operations (its prepare handler held the
@@ -543,6 +544,51 @@ static void mrp_pl_fork_parent(void)
  * placeholder meets a mapping (MAP_FIXED_NOREPLACE would leave the whole
  * arena uncovered). This is the child's only thread.
  */
+static void mrp_pl_placeholder(uintptr_t base, size_t len)
+{
+	mmap((void *)base, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+	     MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+/*
+ * An arena the child should have as a copy (MRP_FORK_COPY) may still have
+ * holes: ranges libibverbs' fork support marked MADV_DONTFORK when the
+ * program registered them, which the prepare handler's MADV_DOFORK could
+ * not undo (kernels after 6.12 refuse it on a module's slice). A hole the
+ * child's own mmap() could land in would be taken for pool blocks: cover
+ * each with a placeholder. mincore() fails with ENOMEM over a range with
+ * an unmapped page: one call per MRP_PL_PROBE pages finds the arenas
+ * without holes, pages are probed one by one only where one is.
+ */
+#define MRP_PL_PROBE	4096
+
+static void mrp_pl_fill_holes(uintptr_t base, size_t len)
+{
+	static unsigned char vec[MRP_PL_PROBE];
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), step = MRP_PL_PROBE * pg;
+	uintptr_t p, q, hole;
+
+	for (p = base; p < base + len; p += step) {
+		size_t n = base + len - p < step ? base + len - p : step;
+
+		if (!mincore((void *)p, n, vec) || errno != ENOMEM)
+			continue;
+		hole = 0;
+		for (q = p; q < p + n; q += pg) {
+			bool unmapped = mincore((void *)q, pg, vec) && errno == ENOMEM;
+
+			if (unmapped && !hole)
+				hole = q;
+			if (!unmapped && hole) {
+				mrp_pl_placeholder(hole, q - hole);
+				hole = 0;
+			}
+		}
+		if (hole)
+			mrp_pl_placeholder(hole, p + n - hole);
+	}
+}
+
 static void mrp_pl_fork_child(void)
 {
 	struct mrp_pool *pool = mrp_pl_the_pool;
@@ -561,12 +607,15 @@ static void mrp_pl_fork_child(void)
 	atomic_store(&mrp_pl_count.zeroed, 0);
 	atomic_store(&mrp_pl_count.deferred, 0);
 	atomic_store(&mrp_pl_count.abandoned, 0);
-	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN || pool->fork_copy)
-		return;		/* no pool, or the arenas are the child's copy */
+	if (atomic_load(&mrp_pl_state) != MRP_PL_OPEN)
+		return;		/* no pool */
 	pthread_mutex_lock(&pool->lock);
-	for (a = pool->arenas; a; a = a->next)
-		mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
-		     MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	for (a = pool->arenas; a; a = a->next) {
+		if (pool->fork_copy)
+			mrp_pl_fill_holes(a->base, a->size);
+		else
+			mrp_pl_placeholder(a->base, a->size);
+	}
 	pthread_mutex_unlock(&pool->lock);
 }
 
