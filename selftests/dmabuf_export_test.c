@@ -138,6 +138,22 @@ TEST_F(dmabuf, mmap_rules)
 }
 
 /*
+ * A slice of one chunk, exported as a dma-buf and mapped through it: the
+ * mapping, or NULL.
+ */
+static unsigned char *exported_chunk(int fd, uint64_t chunk,
+				     struct mrpool_alloc *a,
+				     struct mrpool_export_dmabuf *e)
+{
+	void *b;
+
+	if (pool_alloc(fd, chunk, a) || export(fd, a->slice_id, 0, e))
+		return NULL;
+	b = mmap(NULL, a->length, PROT_READ | PROT_WRITE, MAP_SHARED, e->fd, 0);
+	return b == MAP_FAILED ? NULL : b;
+}
+
+/*
  * FREE while exported and mapped revokes the dma-buf's mapping too
  * (revoke.c): SIGBUS, the memory back at once (zeroed), and no new
  * mmap() of the dma-buf; closing it changes nothing more.
@@ -153,10 +169,8 @@ TEST_F(dmabuf, free_revokes_dmabuf_mapping)
 	POOL_SETUP_SKIPPED();
 
 	ASSERT_EQ(0, pool_query(self->fd, &q0));
-	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
-	ASSERT_EQ(0, export(self->fd, a.slice_id, 0, &e));
-	b = mmap(NULL, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
-	ASSERT_NE(MAP_FAILED, b);
+	b = exported_chunk(self->fd, self->chunk, &a, &e);
+	ASSERT_NE(NULL, b);
 	memset(b, 0x77, a.length);
 
 	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
@@ -193,10 +207,8 @@ TEST_F(dmabuf, release_after_free)
 	POOL_SETUP_SKIPPED();
 
 	ASSERT_EQ(0, pool_query(self->fd, &q0));
-	ASSERT_EQ(0, pool_alloc(self->fd, self->chunk, &a));
-	ASSERT_EQ(0, export(self->fd, a.slice_id, 0, &e));
-	b = mmap(NULL, a.length, PROT_READ | PROT_WRITE, MAP_SHARED, e.fd, 0);
-	ASSERT_NE(MAP_FAILED, b);
+	b = exported_chunk(self->fd, self->chunk, &a, &e);
+	ASSERT_NE(NULL, b);
 	memset(b, 0x55, a.length);
 	ASSERT_EQ(0, munmap(b, a.length));
 	ASSERT_EQ(0, close(e.fd));

@@ -68,32 +68,17 @@ static bool count_blocks(const struct pool_chunk_row *r, void *arg)
 	return true;
 }
 
-/* Hand descriptor @fd to the importer; its report in @out, or -errno. */
-static int import(int fd, char *out, size_t len)
+/*
+ * Write the number @v to the importer's file @path; its report (read
+ * back) in @out; 0 or -errno.
+ */
+static int itest_write(const char *path, int v, char *out, size_t len)
 {
 	char num[16];
 	ssize_t n;
 	int f, ret;
 
-	f = open(ITEST_IMPORT, O_RDWR | O_CLOEXEC);
-	if (f < 0)
-		return -errno;
-	snprintf(num, sizeof(num), "%d", fd);
-	ret = write(f, num, strlen(num)) < 0 ? -errno : 0;
-	n = pread(f, out, len - 1, 0);
-	out[n > 0 ? n : 0] = '\0';
-	close(f);
-	return ret;
-}
-
-/* Write @v to the importer's hold file; its report in @out; 0 or -errno. */
-static int hold(int v, char *out, size_t len)
-{
-	char num[16];
-	ssize_t n;
-	int f, ret;
-
-	f = open(ITEST_HOLD, O_RDWR | O_CLOEXEC);
+	f = open(path, O_RDWR | O_CLOEXEC);
 	if (f < 0)
 		return -errno;
 	snprintf(num, sizeof(num), "%d", v);
@@ -102,6 +87,18 @@ static int hold(int v, char *out, size_t len)
 	out[n > 0 ? n : 0] = '\0';
 	close(f);
 	return ret;
+}
+
+/* Hand descriptor @fd to the importer; its report in @out, or -errno. */
+static int import(int fd, char *out, size_t len)
+{
+	return itest_write(ITEST_IMPORT, fd, out, len);
+}
+
+/* Write @v to the importer's hold file; its report in @out; 0 or -errno. */
+static int hold(int v, char *out, size_t len)
+{
+	return itest_write(ITEST_HOLD, v, out, len);
 }
 
 /* The importer's report on what it holds, read now. */
