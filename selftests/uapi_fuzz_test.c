@@ -18,6 +18,8 @@
  *    QUERY what its parent's file or user holds;
  *  - QUERY's file_bytes is what the worker holds, and nobody's user_bytes
  *    never exceeds its RLIMIT_MEMLOCK;
+ * (a FREE or the file's close revokes the slice's mappings and dma-bufs:
+ * the worker lets go of them then; pool_revoke_test checks the SIGBUS)
  * and when every worker has exited the pool is whole again. The kernel log
  * is checked by the VM run.
  *
@@ -798,6 +800,8 @@ static void op_alloc(struct fz *z)
 		fz_map_slice(z, s, PROT_READ | PROT_WRITE);
 }
 
+static void fz_let_go(struct fz *z, struct fz_slice *s);
+
 static void op_free(struct fz *z)
 {
 	struct mrpool_free *f = (void *)z->arg;
@@ -842,7 +846,12 @@ static void op_free(struct fz *z)
 	s->live = false;
 	fz_note_freed(z, s);
 	fz_publish(z);
-	fz_check_slice(z, s, "after FREE");
+	/*
+	 * FREE revoked every mapping of the slice (mrpool(4) Revocation:
+	 * SIGBUS from now on, the memory back at once, pool_revoke_test):
+	 * the worker lets go of them and of its dma-bufs.
+	 */
+	fz_let_go(z, s);
 	fz_slice_gc(s);
 }
 
@@ -923,7 +932,7 @@ static void fz_unmap(struct fz *z, struct fz_map *m)
 		return;
 	}
 	fz_map_gone(m);
-	if (s && s->used)
+	if (s && s->used && s->live)
 		fz_check_slice(z, s, "after a munmap");
 }
 
@@ -1482,7 +1491,8 @@ static int fz_child_probe(const uint8_t *p)
  * The child of a fork: the device file is inherited, the process is not
  * its opener; slice mappings (VM_DONTCOPY, or MADV_DOFORK'ed and then
  * refused by the fault handler) give it nothing of its parent's, but for
- * those of FORK_COPY slices not MADV_DONTFORK'ed: a copy it can read.
+ * those of FORK_COPY slices not MADV_DONTFORK'ed: a copy it can read, or
+ * for nobody SIGBUS where the copy was past RLIMIT_MEMLOCK.
  */
 static void fz_child(struct fz *z)
 {
@@ -1502,7 +1512,12 @@ static void fz_child(struct fz *z)
 			continue;
 		ret = fz_child_probe(m->addr);
 		if (m->s->fork_copy && m->dofork) {
-			if (ret)
+			/*
+			 * A copy is locked memory: nobody's workers, sharing
+			 * one RLIMIT_MEMLOCK count, may find it refused
+			 * (SIGBUS); root's (CAP_IPC_LOCK) never.
+			 */
+			if (ret && (z->root || ret != SIGBUS))
 				fz_violation(z, "a forked child got signal %d "
 					     "reading its copy of slice %" PRIu64,
 					     ret, m->s->id);
@@ -1567,8 +1582,9 @@ static void fz_open_file(struct fz *z, int fdi)
 }
 
 /*
- * Close one of the files (its slices are freed; mappings and dma-bufs
- * keep theirs) and open it again, at once or after a while on the other.
+ * Close one of the files (its slices are freed, their mappings and
+ * dma-bufs revoked) and open it again, at once or after a while on the
+ * other.
  */
 static void op_reopen(struct fz *z)
 {
@@ -1590,7 +1606,8 @@ static void op_reopen(struct fz *z)
 		if (s->used && s->fdi == fdi && s->live) {
 			s->live = false;
 			fz_note_freed(z, s);
-			fz_check_slice(z, s, "after its file was closed");
+			/* revoked with the file's release, as by FREE */
+			fz_let_go(z, s);
 			fz_slice_gc(s);
 		}
 	}
