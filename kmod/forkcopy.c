@@ -19,16 +19,25 @@
  * were. The copy holds no slice reference: a FREE or close by the
  * parent returns the chunks whatever the child still maps.
  *
- * The copy counts as locked memory (mrpool_forkcopy_charge()): against
- * the forking user's RLIMIT_MEMLOCK, unless it has CAP_IPC_LOCK.
+ * The copy counts as locked memory (mrpool_forkcopy_charge()): in the
+ * locked_vm of the forking task's tenant (tenant.c; in a user namespace
+ * that of its outermost owner, which the pool charges of every uid in it
+ * draw on too), against the forking task's RLIMIT_MEMLOCK, unless it has
+ * CAP_IPC_LOCK.
  *
- * A copy that cannot be made (no memory, past RLIMIT_MEMLOCK, a fatal
- * signal, a page with a hardware error, or the debugfs knob
- * fail_fork_copy) leaves the VMA with no copy: every access of the
- * child to it is SIGBUS, never the pool's pages. A copy is shared by
- * the pieces of its VMA (split, mremap() in the child) and freed with
- * the last; a fork by the child gives the grandchild a copy of the
- * child's copy, the same way.
+ * A copy that cannot be made (no memory, no tenant, past RLIMIT_MEMLOCK,
+ * a fatal signal, a page with a hardware error, or the debugfs knob
+ * fail_fork_copy) leaves the VMA with no copy: every access of the child
+ * to it is SIGBUS, never the pool's pages. A copy is shared by the pieces
+ * of its VMA (split, mremap() in the child) and freed with the last; a
+ * fork by the child gives the grandchild a copy of the child's copy, the
+ * same way.
+ *
+ * Context: dup_mmap() runs in the forking task (current is the parent,
+ * with the parent's credentials and rlimits; the child's task is not
+ * running yet), holding both mms' mmap_lock for write and no spinlock:
+ * the copy may sleep -- allocate with GFP_KERNEL, take the slice's
+ * mem_sem and a tenant reference -- and what it charges is the parent's.
  *
  * Locking: the slice's mem_sem for read while its pages are copied, as a
  * fault holds it (mmap_lock, then mem_sem: revoke.c), and the allocator's.
@@ -44,9 +53,8 @@
 #include <linux/mm.h>
 #include <linux/highmem.h>
 #include <linux/sched/signal.h>
-#include <linux/sched/user.h>
 #include <linux/capability.h>
-#include <linux/cred.h>
+#include <linux/user_namespace.h>
 
 /* What the child's VMA (and its pieces) holds; vm_private_data. */
 struct mrpool_fork_copy {
@@ -56,8 +64,11 @@ struct mrpool_fork_copy {
 	unsigned long pgoff;		/* file offset of pages[0], in pages */
 	unsigned long nr_pages;
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
-	/* Whose RLIMIT_MEMLOCK count holds nr_pages (a reference), or NULL. */
-	struct user_struct *user;
+	/*
+	 * The tenant whose locked_vm holds nr_pages (a reference), or NULL:
+	 * not charged (CAP_IPC_LOCK), or not yet.
+	 */
+	struct mrpool_tenant *tenant;
 };
 
 static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
@@ -74,37 +85,39 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
 
 /*
  * A copy is memory the kernel cannot reclaim or swap, and it is not in
- * the child's RSS until touched: locked memory, as the pool's own. It is
- * charged to the forking user's RLIMIT_MEMLOCK count (locked_vm, as
- * pinned and mlocked pages are) unless the task has CAP_IPC_LOCK, so that
- * forks cannot multiply a small slice into memory no limit and no OOM
- * score sees. Return: 0, or -ENOMEM past the limit.
+ * the child's RSS until touched: locked memory, as the pool's own. Unless
+ * the task has CAP_IPC_LOCK, it is charged against RLIMIT_MEMLOCK to the
+ * forking task's tenant (tenant.c), the locked_vm the pool charges of
+ * that task's uid draw on -- shared by every uid of a user namespace, as
+ * a per-kuid count (current_user()) would not be -- so that forks cannot
+ * multiply a small slice into memory no limit and no OOM score sees.
+ * Return: 0, or -ENOMEM past the limit or with no tenant to be had.
  */
 static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	struct user_struct *user = current_user();
-	unsigned long cur, new;
+	struct mrpool_tenant *t;
 
 	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
 		return 0;
-	cur = atomic_long_read(&user->locked_vm);
-	do {
-		new = cur + fc->nr_pages;
-		if (new > limit || new < cur)
-			return -ENOMEM;
-	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
-	fc->user = get_uid(user);
+	t = mrpool_tenant_get();
+	if (!t)
+		return -ENOMEM;
+	if (mrpool_tenant_lock_pages(t, fc->nr_pages, limit)) {
+		mrpool_tenant_put(t);
+		return -ENOMEM;
+	}
+	fc->tenant = t;
 	return 0;
 }
 
 static void mrpool_forkcopy_uncharge(struct mrpool_fork_copy *fc)
 {
-	if (!fc->user)
+	if (!fc->tenant)
 		return;
-	atomic_long_sub(fc->nr_pages, &fc->user->locked_vm);
-	free_uid(fc->user);
-	fc->user = NULL;
+	mrpool_tenant_unlock_pages(fc->tenant, fc->nr_pages);
+	mrpool_tenant_put(fc->tenant);
+	fc->tenant = NULL;
 }
 
 static void mrpool_forkcopy_release(struct kref *ref)

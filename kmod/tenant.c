@@ -22,7 +22,11 @@
  * tenant's locked_vm is that of the task that made the tenant: the
  * owner's own when one of the owner's tasks opened the device first, else
  * that of the first uid of the namespace to do so; every uid charged to
- * the tenant draws on that one count.
+ * the tenant draws on that one count. So does a fork child's copy of a
+ * FORK_COPY slice (forkcopy.c): locked memory charged to the forking
+ * task's tenant (mrpool_tenant_lock_pages()) -- in its locked_vm only,
+ * not in its chunks -- so the subuids of one owner cannot each fork
+ * copies against an RLIMIT_MEMLOCK count of their own either.
  *
  * A user's own charge is back by the time its process has been reaped,
  * and no other user keeps it (issue 33): the owner's FREE, or its file's
@@ -158,6 +162,42 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
 }
 
 /**
+ * mrpool_tenant_lock_pages - count @pages as locked memory of @t
+ * @t: a tenant of a user (not the orphans)
+ * @pages: pages
+ * @limit: the caller's RLIMIT_MEMLOCK, in pages
+ *
+ * Adds @pages to the locked_vm of @t's user, the one count every uid
+ * charged to @t draws on (see above), unless that would pass @limit.
+ * Callers are the pool's charge (mrpool_tenant_charge(), which holds
+ * mrpool_tenants_lock to keep it and the tenant's chunk counts together)
+ * and a fork child's copy of a slice (forkcopy.c, without the lock):
+ * locked_vm is atomic, shared with the kernel's other per-user charges
+ * (io_uring's, perf's), and this needs no lock of ours.
+ *
+ * Return: 0, or -ENOMEM past @limit; nothing is counted then.
+ */
+int mrpool_tenant_lock_pages(struct mrpool_tenant *t, unsigned long pages,
+			     unsigned long limit)
+{
+	unsigned long cur, new;
+
+	cur = atomic_long_read(&t->user->locked_vm);
+	do {
+		new = cur + pages;
+		if (new > limit || new < cur)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&t->user->locked_vm, &cur, new));
+	return 0;
+}
+
+/* Give back @pages counted by mrpool_tenant_lock_pages(). */
+void mrpool_tenant_unlock_pages(struct mrpool_tenant *t, unsigned long pages)
+{
+	atomic_long_sub(pages, &t->user->locked_vm);
+}
+
+/**
  * mrpool_tenant_charge - charge @nr chunks to @t before taking them
  * @t: the caller's tenant
  * @nr: chunks
@@ -179,7 +219,7 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 {
 	u64 cap = (u64)READ_ONCE(mrpool_max_user_mb) * SZ_1M;
 	unsigned long pages = nr << mrpool_pool.chunk_order;
-	unsigned long limit, cur, new;
+	unsigned long limit;
 	int ret = 0;
 
 	/* Which limit applies, not a refusal: no audit record per ALLOC. */
@@ -198,15 +238,9 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 		goto unlock;
 	}
 	if (*memlock) {
-		cur = atomic_long_read(&t->user->locked_vm);
-		do {
-			new = cur + pages;
-			if (new > limit || new < cur) {
-				ret = -ENOMEM;
-				goto unlock;
-			}
-		} while (!atomic_long_try_cmpxchg(&t->user->locked_vm, &cur,
-						  new));
+		ret = mrpool_tenant_lock_pages(t, pages, limit);
+		if (ret)
+			goto unlock;
 		t->memlock += nr;
 	}
 	t->chunks += nr;

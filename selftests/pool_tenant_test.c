@@ -6,8 +6,9 @@
  * when the file closes, mapped and exported ones revoked, a forked
  * child that cannot fault in its parent's slice (MADV_DOFORK), kernel
  * addresses hidden from the unprivileged, the uids of a user namespace
- * charged to its owner, and a user's charge back by the time its process
- * has been reaped, however it died.
+ * charged to its owner (their fork copies too, in its one locked-memory
+ * count), and a user's charge back by the time its process has been
+ * reaped, however it died.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,13 +71,16 @@ struct abuse_report {
 	struct mrpool_query q_after;
 };
 
+/* The columns of debugfs users after the uid. */
+enum user_col { USER_BYTES, USER_QUARANTINED, USER_MEMLOCK };
+
 /*
- * @uid's row of debugfs users: bytes charged (@quarantined: of those in
- * quarantine); -1 if not listed.
+ * @uid's row of debugfs users: bytes charged, of those in quarantine, or
+ * of those in RLIMIT_MEMLOCK (@col); -1 if not listed.
  */
-static long long user_row(unsigned int uid, bool quarantined)
+static long long user_row(unsigned int uid, enum user_col col)
 {
-	unsigned long long bytes, q, ml;
+	unsigned long long v[3];
 	char line[256];
 	long long ret = -1;
 	unsigned int u;
@@ -86,9 +90,9 @@ static long long user_row(unsigned int uid, bool quarantined)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
+		if (sscanf(line, "%u %llu %llu %llu", &u, &v[0], &v[1], &v[2]) == 4
 		    && u == uid)
-			ret = (long long)(quarantined ? q : bytes);
+			ret = (long long)v[col];
 	fclose(f);
 	return ret;
 }
@@ -112,12 +116,17 @@ static long long orphan_bytes(void)
 
 static long long user_quarantined(unsigned int uid)
 {
-	return user_row(uid, true);
+	return user_row(uid, USER_QUARANTINED);
 }
 
 static long long user_bytes(unsigned int uid)
 {
-	return user_row(uid, false);
+	return user_row(uid, USER_BYTES);
+}
+
+static long long user_memlock(unsigned int uid)
+{
+	return user_row(uid, USER_MEMLOCK);
 }
 
 /*
@@ -267,43 +276,49 @@ static int in_child(int (*fn)(uint64_t), uint64_t chunk)
 }
 
 /*
- * Uids of a user namespace are charged to its owner. OWNER makes a user
- * namespace whose uids 0..99 are the subordinate kuids SUBUID..SUBUID+99
- * (root writes the map, as newuidmap does for a user's /etc/subuid range);
- * three of them each open the device and ALLOC a chunk. With max_user_mb
- * at two chunks the third gets -EDQUOT: a subuid is not a share of its
- * own, and debugfs users lists the charge under OWNER, none under a subuid.
+ * OWNER makes a user namespace whose uids 0..99 are the subordinate kuids
+ * SUBUID..SUBUID+99 (root writes the map, as newuidmap does for a user's
+ * /etc/subuid range); its uids 1..NSUIDS each run a function of the test.
  */
 #define OWNER		4242
 #define SUBUID		200000
 #define NSUIDS		3
 
-/* In the namespace, as uid @u: ALLOC a chunk, say the result, hold it. */
-static void subuid_child(unsigned int u, uint64_t chunk, int out, int hold)
-{
-	struct mrpool_alloc a;
-	int fd, ret;
-	char c;
+struct ns_run {
+	/* What uid @u runs (in a process of its own); it must _exit(). */
+	void (*fn)(unsigned int u, const struct ns_run *r);
+	uint64_t chunk;
+	rlim_t memlock;		/* RLIMIT_MEMLOCK of every process in it */
+	int res[2];		/* the uids' results (ints), to the test */
+	int go[2];		/* a byte from the test per step, if fn wants */
+	int hold[2];		/* read until the test closes its end */
+};
 
-	if (setgid(u) || setuid(u))
-		ret = -EPERM;
-	else if ((fd = pool_open()) < 0)
-		ret = -errno;
-	else
-		ret = pool_alloc(fd, chunk, &a);
-	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+/* Say @v to the test. */
+static void ns_say(const struct ns_run *r, int v)
+{
+	if (write(r->res[1], &v, sizeof(v)) != sizeof(v))
 		_exit(1);
-	(void)!read(hold, &c, 1);	/* until the test ends */
-	_exit(0);
 }
 
-/* OWNER's namespace; the children's results go to @out. */
-static void owner_child(uint64_t chunk, int ready, int mapped, int out, int hold)
+/* Until the test closes its end of hold (the test ends). */
+static void ns_hold(const struct ns_run *r)
 {
-	struct rlimit r = { RLIM_INFINITY, RLIM_INFINITY };
 	char c;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &r) || setgroups(0, NULL) ||
+	(void)!read(r->hold[0], &c, 1);
+}
+
+/* OWNER: make the namespace, wait for its map, run r->fn as each uid. */
+static void ns_owner(const struct ns_run *r, int ready, int mapped)
+{
+	struct rlimit rl = { r->memlock, r->memlock };
+	char c;
+
+	close(r->res[0]);
+	close(r->go[1]);
+	close(r->hold[1]);
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
 	    setgid(OWNER) || setuid(OWNER) || unshare(CLONE_NEWUSER))
 		_exit(1);
 	if (write(ready, "u", 1) != 1 || read(mapped, &c, 1) != 1)
@@ -312,11 +327,11 @@ static void owner_child(uint64_t chunk, int ready, int mapped, int out, int hold
 		pid_t pid = fork();
 
 		if (pid == 0)
-			subuid_child(u, chunk, out, hold);
+			r->fn(u, r);
 		if (pid < 0)
 			_exit(3);
 	}
-	(void)!read(hold, &c, 1);
+	ns_hold(r);
 	while (wait(NULL) > 0)
 		;
 	_exit(0);
@@ -337,34 +352,100 @@ static int write_map(pid_t pid, const char *which, const char *map)
 	return ret;
 }
 
+/* Start OWNER's namespace running @r: OWNER's pid, or -1. */
+static pid_t ns_start(struct ns_run *r)
+{
+	int ready[2], mapped[2], ok;
+	char map[64], c;
+	pid_t pid;
+
+	if (pipe(r->res) || pipe(r->go) || pipe(r->hold))
+		return -1;
+	if (pipe(ready) || pipe(mapped))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(ready[0]);
+		close(mapped[1]);
+		ns_owner(r, ready[1], mapped[0]);
+	}
+	close(r->res[1]);
+	close(r->go[0]);
+	close(r->hold[0]);
+	close(ready[1]);
+	close(mapped[0]);
+	snprintf(map, sizeof(map), "0 %u 100\n", SUBUID);
+	ok = read(ready[0], &c, 1) == 1 &&
+	     !write_map(pid, "uid_map", map) &&
+	     !write_map(pid, "gid_map", map) &&
+	     write(mapped[1], "m", 1) == 1;
+	close(ready[0]);
+	close(mapped[1]);
+	return ok ? pid : -1;
+}
+
+/* Let every process of @r go, and reap OWNER (@pid). */
+static pid_t ns_end(struct ns_run *r, pid_t pid)
+{
+	close(r->hold[1]);
+	close(r->go[1]);
+	close(r->res[0]);
+	return waitpid(pid, NULL, 0);
+}
+
+/* The next result of a uid of @r, or -ECHILD if there is none. */
+static int ns_heard(const struct ns_run *r)
+{
+	int v;
+
+	if (read(r->res[0], &v, sizeof(v)) != sizeof(v))
+		return -ECHILD;
+	return v;
+}
+
+/*
+ * Uids of a user namespace are charged to its owner: three uids of
+ * OWNER's namespace each open the device and ALLOC a chunk. With
+ * max_user_mb at two chunks the third gets -EDQUOT: a subuid is not a
+ * share of its own, and debugfs users lists the charge under OWNER, none
+ * under a subuid.
+ */
+
+/* As uid @u: ALLOC a chunk, say the result, hold it. */
+static void subuid_child(unsigned int u, const struct ns_run *r)
+{
+	struct mrpool_alloc a;
+	int fd, ret;
+
+	if (setgid(u) || setuid(u))
+		ret = -EPERM;
+	else if ((fd = pool_open()) < 0)
+		ret = -errno;
+	else
+		ret = pool_alloc(fd, r->chunk, &a);
+	ns_say(r, ret);
+	ns_hold(r);
+	_exit(0);
+}
+
 TEST_F(tenant, subuids_charged_to_owner)
 {
+	struct ns_run r = {
+		.fn = subuid_child, .chunk = self->q0.chunk_size,
+		.memlock = RLIM_INFINITY,
+	};
 	uint64_t chunk = self->q0.chunk_size;
-	int ready[2], mapped[2], res[2], hold[2], ok = 0, dquot = 0, ret;
-	char map[64], c;
+	int ok = 0, dquot = 0, ret;
 	pid_t pid;
 
 	ASSERT_EQ(-1, user_bytes(OWNER)) TH_LOG("OWNER holds pool memory already");
 	ASSERT_EQ(0, pool_set_param("max_user_mb", 2 * chunk / MIB));
-	ASSERT_EQ(0, pipe(ready));
-	ASSERT_EQ(0, pipe(mapped));
-	ASSERT_EQ(0, pipe(res));
-	ASSERT_EQ(0, pipe(hold));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (pid == 0) {
-		close(hold[1]);
-		owner_child(chunk, ready[1], mapped[0], res[1], hold[0]);
-	}
-	close(hold[0]);
-	close(res[1]);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	snprintf(map, sizeof(map), "0 %u 100\n", SUBUID);
-	ASSERT_EQ(0, write_map(pid, "uid_map", map));
-	ASSERT_EQ(0, write_map(pid, "gid_map", map));
-	ASSERT_EQ(1, write(mapped[1], "m", 1));
+	pid = ns_start(&r);
+	ASSERT_LT(0, pid);
 	for (int i = 0; i < NSUIDS; i++) {
-		ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+		ret = ns_heard(&r);
 		ok += ret == 0;
 		dquot += ret == -EDQUOT;
 	}
@@ -373,14 +454,145 @@ TEST_F(tenant, subuids_charged_to_owner)
 	EXPECT_EQ((long long)(2 * chunk), user_bytes(OWNER));
 	for (unsigned int u = 1; u <= NSUIDS; u++)
 		EXPECT_EQ(-1, user_bytes(SUBUID + u));
-	close(hold[1]);		/* every child lets go and exits */
-	EXPECT_EQ(pid, waitpid(pid, NULL, 0));
+	EXPECT_EQ(pid, ns_end(&r, pid));	/* every child lets go */
 	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) <= 0, 20000));
-	close(ready[0]);
-	close(ready[1]);
-	close(mapped[0]);
-	close(mapped[1]);
-	close(res[0]);
+}
+
+/*
+ * Fork copies of a namespace's uids share its owner's locked memory (issue
+ * 32). Each of NSUIDS uids of OWNER's namespace ALLOCs and maps a
+ * FORK_COPY chunk, every process with RLIMIT_MEMLOCK = NSUIDS + 1 chunks:
+ * the pool's charges of all the uids are in the one locked_vm of OWNER's
+ * tenant already (NSUIDS chunks: debugfs users' memlock column says so),
+ * which leaves room for exactly one copy of a chunk. Then the uids fork in
+ * turn, each a child that reads its whole copy: the first copy fits, every
+ * later one would pass the limit, so those children get SIGBUS and
+ * fork_copy_failures counts them. A copy charged to the forking uid's own
+ * kuid instead (a fresh locked_vm per subuid) gives every child its copy.
+ */
+
+/*
+ * Fork a child that reads its copy of @p, @len bytes of @v, then holds it
+ * until the test ends. Return: 0 if the child read them; else 128 + the
+ * signal that killed it, 256 + its exit code, or -1.
+ */
+static int fork_reader(const struct ns_run *r, const uint8_t *p,
+		       size_t len, uint8_t v)
+{
+	int seen[2], st;
+	ssize_t n;
+	pid_t pid;
+	char c;
+
+	if (pipe(seen))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(seen[0]);
+		for (size_t i = 0; i < len; i++)
+			if (p[i] != v)
+				_exit(1);
+		if (write(seen[1], "r", 1) != 1)
+			_exit(2);
+		ns_hold(r);
+		_exit(0);
+	}
+	close(seen[1]);
+	n = read(seen[0], &c, 1);
+	close(seen[0]);
+	if (n == 1)
+		return 0;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 256 + WEXITSTATUS(st);
+}
+
+/*
+ * As uid @u: ALLOC a FORK_COPY chunk on a file of its own (kept open: its
+ * close would revoke the slice), map it at *@p and fill it with @u.
+ * Return: 0 or -errno.
+ */
+static int copier_slice(unsigned int u, uint64_t chunk,
+			struct mrpool_alloc *a, uint8_t **p)
+{
+	int fd, ret;
+
+	if (setgid(u) || setuid(u))
+		return -EPERM;
+	fd = pool_open();
+	if (fd < 0)
+		return -errno;
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->bytes = chunk;
+	a->node = MRPOOL_NODE_ANY;
+	a->flags = MRPOOL_ALLOC_FORK_COPY;
+	ret = pool_ioctl(fd, MRPOOL_IOC_ALLOC, a);
+	if (ret)
+		return ret;
+	*p = pool_map(fd, a);
+	if (*p == MAP_FAILED)
+		return -errno;
+	memset(*p, (int)u, a->length);
+	return 0;
+}
+
+/*
+ * As uid @u: a FORK_COPY chunk (say the result); on the test's go, fork a
+ * reader of it and say how that went.
+ */
+static void copier_child(unsigned int u, const struct ns_run *r)
+{
+	struct mrpool_alloc a;
+	uint8_t *p = NULL;
+	int ret;
+	char c;
+
+	ret = copier_slice(u, r->chunk, &a, &p);
+	ns_say(r, ret);
+	if (!ret && read(r->go[0], &c, 1) == 1)
+		ns_say(r, fork_reader(r, p, a.length, (uint8_t)u));
+	ns_hold(r);
+	while (wait(NULL) > 0)
+		;
+	_exit(0);
+}
+
+TEST_F(tenant, fork_copies_of_subuids_share_owner_memlock)
+{
+	struct ns_run r = {
+		.fn = copier_child, .chunk = self->q0.chunk_size,
+		.memlock = (NSUIDS + 1) * self->q0.chunk_size,
+	};
+	long long fails = pool_attr("stats/fork_copy_failures");
+	long long copies = pool_attr("stats/fork_copies");
+	uint64_t chunk = self->q0.chunk_size;
+	int got[NSUIDS];
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	ASSERT_EQ(-1, user_bytes(OWNER)) TH_LOG("OWNER holds pool memory already");
+	/* the share must not be what refuses: room for the NSUIDS chunks */
+	ASSERT_EQ(0, pool_set_param("max_user_mb", NSUIDS * chunk / MIB));
+	pid = ns_start(&r);
+	ASSERT_LT(0, pid);
+	for (int i = 0; i < NSUIDS; i++)
+		ASSERT_EQ(0, ns_heard(&r));
+	ASSERT_EQ((long long)(NSUIDS * chunk), user_memlock(OWNER));
+	/* one fork at a time, whichever uid takes the byte */
+	for (int i = 0; i < NSUIDS; i++) {
+		ASSERT_EQ(1, write(r.go[1], "g", 1));
+		got[i] = ns_heard(&r);
+	}
+	EXPECT_EQ(0, got[0]);
+	for (int i = 1; i < NSUIDS; i++)
+		EXPECT_EQ(128 + SIGBUS, got[i]);
+	EXPECT_EQ(fails + NSUIDS - 1, pool_attr("stats/fork_copy_failures"));
+	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(pid, ns_end(&r, pid));
+	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) <= 0, 20000));
 }
 
 /*

@@ -141,9 +141,11 @@ struct mrpool_query {
  * the slice had at the fork, in ordinary pages allocated at the fork and
  * charged to the memory cgroup of the forking task (the one the child
  * starts in), as the kernel's own copies of DMA-pinned pages at fork are,
- * and, being memory no reclaim can take, to the forking user's
- * RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK; not to the pool, never
- * pinned nor registered.
+ * and, being memory no reclaim can take, against the forking task's
+ * RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK, to the count its chunks are
+ * charged to (in a user namespace, that of the outermost namespace's
+ * owner, shared by every uid in it); not to the pool, never pinned nor
+ * registered.
  * The child's writes stay in its copy, the parent's and the devices' in
  * the slice. The child owns nothing of the slice (it cannot free, export
  * or map it) and its copy goes with its mapping. If the copy cannot be
