@@ -140,6 +140,11 @@ struct mrpool_chunk {
 	u16 blocks[MRPOOL_NR_PAGE_ORDERS];	/* blocks it is built of */
 	/* Charged to (a reference), from ALLOC until free again; or NULL. */
 	struct mrpool_tenant *tenant;
+	/*
+	 * Charged to the orphans by a revocation: whose orphan budget it
+	 * counts in (a reference, moved from @tenant; tenant.c), or NULL.
+	 */
+	struct mrpool_tenant *orphan_of;
 	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
 	/* Quotas charged with the tenant (quota.c), or NULL. */
 	struct mrpool_quota_charge *quota;
@@ -220,6 +225,7 @@ struct mrpool_stats {
 	atomic64_t fork_copies;		/* VMAs a fork child got a copy of */
 	atomic64_t fork_copy_bytes;	/* bytes of those copies */
 	atomic64_t fork_copy_failures;	/* copies not made: the child's SIGBUS */
+	atomic64_t orphans_full;	/* pinned chunks left to their owner */
 };
 
 extern struct mrpool_pool mrpool_pool;
@@ -276,8 +282,8 @@ void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
 			 bool memlock, struct mrpool_quota_charge *qc);
 void mrpool_chunk_quarantined(struct mrpool_chunk *c);
 void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined);
-bool mrpool_chunks_recharge(struct list_head *chunks, unsigned long nr,
-			    struct mrpool_tenant *to, bool capped);
+unsigned long mrpool_chunks_recharge(struct list_head *chunks,
+				     struct mrpool_tenant *to, bool orphan);
 u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined);
 void mrpool_tenants_show(struct seq_file *m);
 

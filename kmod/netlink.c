@@ -781,7 +781,8 @@ static void mrpool_nl_limit_fn(struct work_struct *work)
 /**
  * mrpool_nl_pool_event - tell listeners about the pool
  * @ev: %MRPOOL_EVENT_GROW_FAILED, %MRPOOL_EVENT_EXHAUSTED,
- *	%MRPOOL_EVENT_TRIM or %MRPOOL_EVENT_QUARANTINE_HIGH
+ *	%MRPOOL_EVENT_TRIM, %MRPOOL_EVENT_ORPHANS_FULL or
+ *	%MRPOOL_EVENT_QUARANTINE_HIGH
  * @chunks: %MRPOOL_A_EVENT_CHUNKS (not sent for QUARANTINE_HIGH)
  * @threshold: %MRPOOL_A_EVENT_THRESHOLD_BYTES (QUARANTINE_HIGH only)
  *

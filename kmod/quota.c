@@ -13,9 +13,11 @@
  * slice's life, mappings, dma-bufs and quarantine, as the tenant charge
  * does), whether the process has moved to another cgroup or the quota was
  * changed or deleted meanwhile. What a revocation charges to another
- * user or to the orphans (revoke.c, tenant.c) leaves its quotas too, so
- * a dead container's usage is back by the time its process has been
- * reaped.
+ * user (revoke.c, tenant.c) leaves its quotas too: that user's pins hold
+ * it. What it charges to the orphans keeps them until the pin goes: no
+ * user can be named, and a container must not leave its quota by
+ * pinning a chunk (a vmsplice()d page in a pipe passed on) and freeing
+ * it.
  *
  * A quota holds a reference to its cgroup: a cgroup removed (rmdir) while
  * it holds pool memory stays charged, and listed as removed, until the

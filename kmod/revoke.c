@@ -13,17 +13,20 @@
  * slice until their last attachment map is gone: their scatter-gather
  * tables hold no page reference the pool could see.
  *
- * Whose charge what stays pinned becomes (tenant.c), decided here: the
- * pins may be the owner's own (its MR, its vmsplice(); its share bounds
- * those), or, once a dma-buf of the slice was mapped or imported by
- * another user, that user's. So:
- *  - one other user mapped or imported it: that user is charged;
- *  - several did (or a kernel thread imported it): the orphans, uncapped;
- *  - none, and the owner process is exiting: the orphans, up to their
- *    cap (one user's share), past it the owner, as before revocation;
- *  - none, and the owner lives on (FREE, close): the owner.
- * So no other user keeps the owner charged once it freed the slice or
- * its process is gone, and the owner cannot shed its own pins.
+ * Whose charge what stays pinned becomes is tenant.c's rule; who may
+ * hold the pins is decided here. They may be the owner's own (its MR,
+ * its vmsplice()), or, once a dma-buf of the slice was mapped or
+ * imported by another user, that user's. So the charge goes:
+ *  - one other user mapped or imported it: to that user, within its
+ *    share; past it to the orphans, within the owner's orphan budget;
+ *  - several did (or a kernel thread imported it), or none did and the
+ *    owner process is exiting: to the orphans, within that budget;
+ *  - none did, and the owner lives on (FREE, close): nowhere, the pins
+ *    are its own;
+ * and what has no room stays the owner's. So no other user keeps the
+ * owner charged past its own share once the owner freed the slice or
+ * its process is gone, and the owner can shed no more than a share of
+ * its pins on anyone.
  *
  * Locking: s->mem_sem orders the fault path against the revocation. A
  * fault takes it for read (under mmap_lock), checks s->revoked, and
@@ -117,36 +120,43 @@ static void mrpool_slice_wait_faults(struct mrpool_slice *s)
 }
 
 /*
- * Move the charge of @chunks to whoever the rule above names: @to, the
- * one other user, or the orphans if @many; @owner_exiting from the file's
+ * Move the charge of @chunks as the rule above says: @to, the one other
+ * user, or NULL; @many: several users; @owner_exiting from the file's
  * release by the exiting owner. @all: every chunk (an importer keeps
  * them), else only those still pinned. The caller owns the list, or holds
  * export_lock over the slice's own.
+ *
+ * Return: chunks that stayed the owner's for want of room, to be reported
+ * with mrpool_slice_report_kept() once no lock is held.
  */
-static void mrpool_slice_recharge(struct list_head *chunks, bool all,
-				  struct mrpool_tenant *to, bool many,
-				  bool owner_exiting)
+static unsigned long mrpool_slice_recharge(struct list_head *chunks,
+					   bool all, struct mrpool_tenant *to,
+					   bool many, bool owner_exiting)
 {
 	struct mrpool_chunk *c, *tmp;
-	unsigned long nr = 0;
+	unsigned long kept;
 	LIST_HEAD(pinned);
 
 	if (!many && !to && !owner_exiting)
-		return;
+		return 0;
 
-	list_for_each_entry_safe(c, tmp, chunks, link) {
-		if (all || mrpool_chunk_busy(c)) {
+	list_for_each_entry_safe(c, tmp, chunks, link)
+		if (all || mrpool_chunk_busy(c))
 			list_move_tail(&c->link, &pinned);
-			nr++;
-		}
-	}
-	if (!nr)
-		return;
-	if (to || many)
-		mrpool_chunks_recharge(&pinned, nr, to, false);
-	else
-		mrpool_chunks_recharge(&pinned, nr, NULL, true);
+	if (list_empty(&pinned))
+		return 0;
+	kept = mrpool_chunks_recharge(&pinned, many ? NULL : to, true);
 	list_splice_tail(&pinned, chunks);
+	return kept;
+}
+
+/* Count and announce chunks a revocation left charged to their owner. */
+static void mrpool_slice_report_kept(unsigned long kept)
+{
+	if (!kept)
+		return;
+	atomic64_add(kept, &mrpool_stats.orphans_full);
+	mrpool_nl_pool_event(MRPOOL_EVENT_ORPHANS_FULL, min(kept, U32_MAX), 0);
 }
 
 /* The slice's chunks go back to the pool, those still pinned charged. */
@@ -155,6 +165,7 @@ static void mrpool_slice_give_back(struct mrpool_slice *s,
 				   bool owner_exiting)
 {
 	struct mrpool_client *client = s->client;
+	unsigned long kept;
 	LIST_HEAD(chunks);
 
 	mutex_lock(&client->lock);
@@ -163,9 +174,10 @@ static void mrpool_slice_give_back(struct mrpool_slice *s,
 	client->bytes -= s->length;
 	mutex_unlock(&client->lock);
 
-	mrpool_slice_recharge(&chunks, false, to, many, owner_exiting);
+	kept = mrpool_slice_recharge(&chunks, false, to, many, owner_exiting);
 	mrpool_pool_return(&chunks);
 	atomic64_inc(&mrpool_stats.frees);
+	mrpool_slice_report_kept(kept);
 }
 
 /**
@@ -203,6 +215,7 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 			 bool owner_exiting)
 {
 	struct mrpool_tenant *to;
+	unsigned long kept;
 	bool many;
 
 	down_write(&s->mem_sem);
@@ -224,10 +237,11 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 	many = s->pinners_many;
 	to = many ? NULL : s->pinner;
 	if (atomic_read(&s->dma_maps)) {
-		mrpool_slice_recharge(&s->chunks, true, to, many,
-				      owner_exiting);
+		kept = mrpool_slice_recharge(&s->chunks, true, to, many,
+					     owner_exiting);
 		s->kept = true;
 		mutex_unlock(&s->export_lock);
+		mrpool_slice_report_kept(kept);
 		return;
 	}
 	mutex_unlock(&s->export_lock);

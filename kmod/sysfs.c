@@ -178,6 +178,8 @@ static struct mrpool_stat_attr mrpool_stat_table[] = {
 	  offsetof(struct mrpool_stats, fork_copy_bytes) },
 	{ __ATTR(fork_copy_failures, 0444, mrpool_stat_show, NULL),
 	  offsetof(struct mrpool_stats, fork_copy_failures) },
+	{ __ATTR(orphans_full, 0444, mrpool_stat_show, NULL),
+	  offsetof(struct mrpool_stats, orphans_full) },
 };
 
 /* Filled by mrpool_sysfs_init() from mrpool_stat_table. */

@@ -33,15 +33,26 @@
  * release, revokes the slice (revoke.c): every mapping of it, the
  * owner's and its dma-bufs' in any process, is zapped, and its chunks go
  * back at once. What stays pinned (a pipe holding vmsplice()d pages, an
- * MR) waits in quarantine charged to the one other user that mapped or
- * imported the slice's dma-buf, or to the orphans -- a tenant of no user,
- * with no RLIMIT_MEMLOCK charge -- when several did; when no other user
- * did, the pins are the owner's own and stay charged to it, but for an
- * owner process exiting, whose leftovers (a pin dropped a moment later,
- * its uverbs file closing after this one) move to the orphans up to
- * their cap of one user's share (max_user_mb, or max_user_pct of
- * max_mb); past it the owner keeps the charge until the memory is free.
- * What moves leaves its cgroup quotas as well (quota.c).
+ * MR) waits in quarantine, and who pinned it cannot be told: the owner,
+ * through its own mapping, or whoever mapped or imported the slice's
+ * dma-buf. Its charge therefore moves, chunk by chunk, as far as each
+ * has room, so that neither side can push more than a bounded amount on
+ * the other:
+ *  - to the one other user that mapped or imported the dma-buf, while
+ *    that user's charge is within one user's share (max_user_mb, or
+ *    max_user_pct of max_mb): the owner cannot fill another user past
+ *    its share with its own pins;
+ *  - then to the orphans -- no user's, no RLIMIT_MEMLOCK -- when several
+ *    users mapped it, or one did and is at its share, or the owner
+ *    process is exiting (its leftovers: a pin dropped a moment later,
+ *    its uverbs file closing after this one), while the owner's orphan
+ *    budget, one user's share of orphaned chunks, has room: a user
+ *    cannot shed more than a share of pins into nobody's account;
+ *  - the rest stays the owner's until it is free (stats/orphans_full
+ *    counts it, and listeners get MRPOOL_EVENT_ORPHANS_FULL).
+ * An orphaned chunk keeps its cgroup quotas (quota.c): a container does
+ * not escape its quota by pinning and freeing; a chunk charged to
+ * another user leaves them, as it leaves the owner's RLIMIT_MEMLOCK.
  *
  * A chunk also carries the cgroup quotas its ALLOC charged (quota.c),
  * given back with the tenant charge; where quota_mode is quota and a
@@ -69,6 +80,7 @@ struct mrpool_tenant {
 	unsigned long chunks;		/* charged: live to quarantined */
 	unsigned long quarantined;	/* of those, in quarantine */
 	unsigned long memlock;		/* of those, in RLIMIT_MEMLOCK */
+	unsigned long orphaned;		/* its chunks now the orphans' */
 };
 
 /* Charges of dead owners (see above): never listed, never freed. */
@@ -156,7 +168,7 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
 	spin_lock(&mrpool_tenants_lock);
 	list_del(&t->node);
 	spin_unlock(&mrpool_tenants_lock);
-	WARN_ON(t->chunks || t->quarantined || t->memlock);
+	WARN_ON(t->chunks || t->quarantined || t->memlock || t->orphaned);
 	free_uid(t->user);
 	kfree(t);
 }
@@ -299,22 +311,27 @@ void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
 	}
 	if (!t)
 		return;
-	if (quarantined) {
+	if (quarantined || c->orphan_of) {
 		spin_lock(&mrpool_tenants_lock);
-		t->quarantined--;
+		if (quarantined)
+			t->quarantined--;
+		if (c->orphan_of)
+			c->orphan_of->orphaned--;
 		spin_unlock(&mrpool_tenants_lock);
 	}
 	mrpool_tenant_uncharge(t, 1, c->memlock);
 	c->tenant = NULL;
 	c->memlock = false;
 	mrpool_tenant_put(t);
+	mrpool_tenant_put(c->orphan_of);
+	c->orphan_of = NULL;
 }
 
 /*
- * One user's share: max_user_mb, or while that is 0 max_user_pct of
- * max_mb.
+ * One user's share, in chunks: max_user_mb, or while that is 0
+ * max_user_pct of max_mb. Never 0: max_user_pct is at least 1.
  */
-static unsigned long mrpool_orphans_cap(void)
+static unsigned long mrpool_user_share(void)
 {
 	u64 cap = (u64)READ_ONCE(mrpool_max_user_mb) * SZ_1M;
 
@@ -331,65 +348,76 @@ bool mrpool_tenant_is_current(struct mrpool_tenant *t)
 }
 
 /**
- * mrpool_chunks_recharge - move the charge of a revoked slice's chunks
- * @chunks: chunks of one slice, charged to its owner's tenant (or moved)
- * @nr: how many
- * @to: the tenant that takes the charge, or NULL for the orphans
- * @capped: the orphans take it only within their cap
+ * mrpool_chunks_recharge - move the charge of a revoked slice's pinned chunks
+ * @chunks: chunks of one slice, charged to its owner's tenant
+ * @to: the one other user that mapped or imported the slice, or NULL
+ * @orphan: what @to has no room for may go to the orphans (several users
+ *	mapped it, one did, or the owner process is exiting)
  *
- * The chunks are the caller's alone (taken off the slice at its
+ * The rule is the header's: each chunk moves to @to while @to's charge is
+ * below one user's share, else with @orphan to the orphans while the
+ * owner's orphaned chunks are below one share, else it stays the
+ * owner's. The chunks are the caller's alone (taken off the slice at its
  * revocation, revoke.c): nothing uncharges them meanwhile. What moves
- * leaves its RLIMIT_MEMLOCK charge (the owner's user's locked_vm) and its
- * cgroup quotas, and is counted against @to's share only. With @capped,
- * all of it moves to the orphans or none of it past their cap (one
- * user's share); else it moves whatever the count: to a user whose pins
- * hold it (its own ALLOCs are refused past its share while they do), or
- * to the orphans when no one user can be named (revoke.c).
+ * leaves the owner's RLIMIT_MEMLOCK charge; what moves to @to leaves the
+ * owner's cgroup quotas too, what is orphaned keeps them.
  *
- * Return: true if the charge moved.
+ * Return: with @orphan, how many chunks stayed the owner's for want of
+ * room (the caller reports them); else 0.
  */
-bool mrpool_chunks_recharge(struct list_head *chunks, unsigned long nr,
-			    struct mrpool_tenant *to, bool capped)
+unsigned long mrpool_chunks_recharge(struct list_head *chunks,
+				     struct mrpool_tenant *to, bool orphan)
 {
-	struct mrpool_tenant *t = NULL;
+	unsigned long share = mrpool_user_share();
+	struct mrpool_tenant *t, *owner = NULL, *dest;
+	unsigned long moved = 0, kept = 0;
 	struct mrpool_chunk *c;
-	unsigned long moved = 0;
 
-	if (!to)
-		to = &mrpool_orphans;
 	spin_lock(&mrpool_tenants_lock);
-	if (capped && mrpool_orphans.chunks + nr > mrpool_orphans_cap()) {
-		spin_unlock(&mrpool_tenants_lock);
-		return false;
-	}
 	list_for_each_entry(c, chunks, link) {
-		if (!c->tenant || c->tenant == to)
-			continue;
 		t = c->tenant;
+		if (!t || t == to || t == &mrpool_orphans)
+			continue;
+		if (to && to->chunks < share) {
+			dest = to;
+		} else if (orphan && t->orphaned < share) {
+			dest = &mrpool_orphans;
+		} else {
+			if (orphan)
+				kept++;
+			continue;
+		}
 		if (c->memlock) {
 			atomic_long_sub(1L << mrpool_pool.chunk_order,
 					&t->user->locked_vm);
 			t->memlock--;
+			c->memlock = false;
 		}
 		t->chunks--;
-		to->chunks++;
-		refcount_inc(&to->ref);
-		c->tenant = to;
-		c->memlock = false;
-		moved++;
+		dest->chunks++;
+		refcount_inc(&dest->ref);
+		c->tenant = dest;
+		if (dest == &mrpool_orphans) {
+			/* The chunk's reference to @t moves to orphan_of. */
+			c->orphan_of = t;
+			t->orphaned++;
+		} else {
+			owner = t;
+			moved++;
+		}
 	}
 	spin_unlock(&mrpool_tenants_lock);
-	/* The owner's cgroups are free of it: quotas bound their own users. */
+	/* The owner's cgroups are free of what another user's pins hold. */
 	list_for_each_entry(c, chunks, link) {
-		if (c->tenant != to || !c->quota)
+		if (!to || c->tenant != to || !c->quota)
 			continue;
 		mrpool_quota_uncharge(c->quota, 1, false);
 		c->quota = NULL;
 	}
-	/* The chunks' references to @t; its client holds one more. */
+	/* The chunks' references to the owner; its client holds one more. */
 	while (moved--)
-		mrpool_tenant_put(t);
-	return true;
+		mrpool_tenant_put(owner);
+	return kept;
 }
 
 /* Bytes charged to @t, and of those in quarantine. */

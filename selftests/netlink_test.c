@@ -12,7 +12,8 @@
  * user's charge is gone once its process is reaped. Events: a flood of failed
  * ALLOCs reaches listeners rate-limited, every one counted; a request
  * larger than max_mb is no event; lowering quarantine_event_pct under
- * what is quarantined is a QUARANTINE_HIGH event at once.
+ * what is quarantined is a QUARANTINE_HIGH event at once; an exiting
+ * user's pins past its orphan budget are an ORPHANS_FULL event.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -625,6 +626,7 @@ FIXTURE(ev) {
 	long long max_mb;
 	long long pct;
 	long long trim_sec;
+	long long user_mb;
 	int pipe[2];
 	char *msg;
 };
@@ -636,6 +638,7 @@ FIXTURE_SETUP(ev)
 	self->max_mb = -1;
 	self->pct = -1;
 	self->trim_sec = -1;
+	self->user_mb = -1;
 	self->pipe[0] = self->pipe[1] = -1;
 	self->msg = malloc(NL_BUF);
 	ASSERT_NE(NULL, self->msg);
@@ -645,6 +648,7 @@ FIXTURE_SETUP(ev)
 	ASSERT_LE(0, self->fd);
 	self->max_mb = pool_param("max_mb");
 	self->pct = pool_param("quarantine_event_pct");
+	self->user_mb = pool_param("max_user_mb");
 	ASSERT_LT(0, self->max_mb);
 	ASSERT_LE(0, self->pct);
 	/* Pool totals are read, then acted on: no chunk trimmed between. */
@@ -670,6 +674,8 @@ FIXTURE_TEARDOWN(ev)
 	pool_trim_restore(self->trim_sec);
 	if (self->pct >= 0)
 		pool_set_param("quarantine_event_pct", self->pct);
+	if (self->user_mb >= 0)
+		pool_set_param("max_user_mb", self->user_mb);
 	if (self->max_mb > 0)
 		pool_set_param("max_mb", self->max_mb);
 	if (self->ev >= 0)
@@ -774,6 +780,83 @@ TEST_F(ev, quarantine_threshold_lowered)
 		  nl_u64(self->msg, MRPOOL_A_EVENT_THRESHOLD_BYTES));
 	EXPECT_LE((uint64_t)k * chunk,
 		  nl_u64(self->msg, MRPOOL_A_QUARANTINED_BYTES));
+}
+
+/*
+ * As NOBODY: ALLOC a chunk, vmsplice() a page of it into @pipe_w (the
+ * parent's pipe: the pin outlives the process) and exit without a FREE:
+ * the exiting owner's leftover goes to the orphans, within its budget.
+ */
+static void orphan_child(uint64_t chunk, int fd, int pipe_w)
+{
+	struct rlimit rl = { 4 * chunk, 4 * chunk };
+	struct mrpool_alloc a;
+	struct iovec iov;
+	char *p;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		_exit(2);
+	close(fd);
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, chunk, &a))
+		_exit(3);
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED)
+		_exit(4);
+	p[0] = 1;
+	iov.iov_base = p;
+	iov.iov_len = 4096;
+	if (vmsplice(pipe_w, &iov, 1, 0) != 4096)
+		_exit(5);
+	_exit(0);
+}
+
+/*
+ * A user's orphan budget is one share (max_user_mb here, one chunk): the
+ * first exit's pinned chunk is orphaned, the second's stays the user's,
+ * counted in stats/orphans_full and announced with ORPHANS_FULL (one
+ * chunk); the pipe gone, both are back.
+ */
+TEST_F(ev, orphans_full)
+{
+	long long chunk, full;
+	int i, st;
+	pid_t pid;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	ASSERT_EQ(0, getuid());
+	chunk = pool_attr("chunk_bytes");
+	ASSERT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      pool_user_row(NOBODY, false) <= 0, 60000))
+		TH_LOG("nobody or the orphans hold pool memory already");
+	ASSERT_EQ(0, pool_set_param("max_user_mb", chunk / MIB));
+	ASSERT_EQ(0, pipe2(self->pipe, O_CLOEXEC));
+	full = pool_attr("stats/orphans_full");
+	for (i = 0; i < 2; i++) {
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid)
+			orphan_child(chunk, self->fd, self->pipe[1]);
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		ASSERT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+			TH_LOG("child %d: status %#x", i, st);
+		EXPECT_EQ(chunk, pool_orphan_bytes()) TH_LOG("child %d", i);
+		EXPECT_EQ(i * chunk, pool_user_row(NOBODY, false))
+			TH_LOG("child %d", i);
+		EXPECT_EQ(full + i, pool_attr("stats/orphans_full"))
+			TH_LOG("child %d", i);
+	}
+	ASSERT_EQ(0, nl_next_event(self->ev, MRPOOL_EVENT_ORPHANS_FULL,
+				   self->msg));
+	EXPECT_EQ(1U, nl_u32(self->msg, MRPOOL_A_EVENT_CHUNKS, 0));
+	/* The pins go with the pipe: nothing stays charged. */
+	close(self->pipe[0]);
+	close(self->pipe[1]);
+	self->pipe[0] = self->pipe[1] = -1;
+	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      pool_user_row(NOBODY, false) <= 0, 20000));
 }
 
 TEST_HARNESS_MAIN

@@ -5,8 +5,10 @@
  * the dma-buf's in another user's process -- which then faults with
  * SIGBUS; the chunks go back to the pool at once, or once the last pin
  * (a pipe holding vmsplice()d pages) goes, and what such a pin holds is
- * charged to the user that holds it, never to the owner, whose charge is
- * 0 right after its reap; the next owner of a chunk reads zeros.
+ * charged to the other user that may hold it, within that user's share,
+ * then to the orphans within the owner's budget -- the owner's charge is
+ * 0 right after its reap -- and neither side can push more than a share
+ * on the other; the next owner of a chunk reads zeros.
  *
  * VM kernels: all (zapping, fault and GUP paths are mm's, per kernel)
  */
@@ -47,6 +49,7 @@ FIXTURE(revoke) {
 	struct mrpool_query q0;
 	uint64_t chunk;
 	long long trim;		/* idle_trim_sec, restored by the teardown */
+	long long user_mb;	/* max_user_mb, restored by the teardown */
 };
 
 FIXTURE_SETUP(revoke)
@@ -54,6 +57,7 @@ FIXTURE_SETUP(revoke)
 	POOL_SETUP_OPEN();
 	self->chunk = self->q0.chunk_size;
 	self->trim = pool_trim_off();
+	self->user_mb = pool_param("max_user_mb");
 }
 
 FIXTURE_TEARDOWN(revoke)
@@ -61,33 +65,16 @@ FIXTURE_TEARDOWN(revoke)
 	if (self->fd < 0)
 		return;
 	pool_trim_restore(self->trim);
+	if (self->user_mb >= 0)
+		pool_set_param("max_user_mb", self->user_mb);
 	close(self->fd);
-}
-
-/* @uid's bytes in debugfs users (@quarantined: of those); -1: no row. */
-static long long user_row(unsigned int uid, bool quarantined)
-{
-	unsigned long long bytes, q, ml;
-	char line[256];
-	long long ret = -1;
-	unsigned int u;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/users", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
-		    && u == uid)
-			ret = (long long)(quarantined ? q : bytes);
-	fclose(f);
-	return ret;
 }
 
 static long long user_bytes(unsigned int uid)
 {
-	return user_row(uid, false);
+	return pool_user_row(uid, false);
 }
+
 
 /* Send @fd and a u64 over the unix socket @sock. */
 static int send_fd(int sock, int fd, uint64_t val)
@@ -473,7 +460,7 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	EXPECT_EQ(self->q0.quarantined_bytes + len, q.quarantined_bytes);
 	EXPECT_EQ((long long)len, user_bytes(NOBODY));
-	EXPECT_EQ((long long)len, user_row(NOBODY, true));
+	EXPECT_EQ((long long)len, pool_user_row(NOBODY, true));
 
 	ASSERT_EQ(1, write(t.recv_go, "g", 1));
 	EXPECT_EQ(SIGBUS, hear(t.recv_out));
@@ -488,6 +475,189 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
 	close(t.owner_go);
 	close(t.owner_out);
 	close(t.recv_out);
+}
+
+/*
+ * The owner sheds its own pins (issue 33): OWNER exports a slice to
+ * NOBODY, which maps it, then vmsplice()s pages of its own mapping into
+ * its own pipe and FREEs. Who pinned cannot be told, so the charge moves
+ * only as far as there is room: to NOBODY while NOBODY is below its
+ * share, then to the orphans while OWNER's orphaned chunks are below a
+ * share, the rest stays OWNER's -- counted in orphans_full, and OWNER's
+ * next ALLOC sees it. With a share of SHED_SHARE chunks, NOBODY holding
+ * SHED_SHARE - 1 of its own, and two rounds of SHED_SHARE pinned chunks:
+ * NOBODY ends at its share, the orphans at OWNER's budget, OWNER with
+ * the rest. Before the bound, NOBODY took every pinned chunk, past its
+ * share.
+ */
+#define SHED_SHARE	2
+#define SHED_ROUNDS	2
+
+static void shed_owner(uint64_t chunk, int sock, int go, int out)
+{
+	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a, b;
+	struct iovec iov;
+	int fd, pp[2], r, i;
+	uint8_t *p;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(80);
+	become(OWNER);
+	fd = pool_open();
+	if (fd < 0)
+		_exit(81);
+	for (r = 0; r < SHED_ROUNDS; r++) {
+		wait_byte(go, 89);	/* the parent read the last round */
+		if (pool_alloc(fd, SHED_SHARE * chunk, &a))
+			_exit(82);
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED)
+			_exit(83);
+		memset(p, 0x5a, a.length);
+		memset(&e, 0, sizeof(e));
+		e.size = sizeof(e);
+		e.slice_id = a.slice_id;
+		e.flags = MRPOOL_EXPORT_CLOEXEC;
+		if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
+		    send_fd(sock, e.fd, a.length))
+			_exit(84);
+		close(e.fd);
+		wait_byte(go, 85);	/* the receiver mapped it */
+		/* The pipe is kept (not closed) until the exit. */
+		if (pipe(pp))
+			_exit(86);
+		for (i = 0; i < SHED_SHARE; i++) {
+			iov.iov_base = p + i * chunk;
+			iov.iov_len = 4096;
+			if (vmsplice(pp[1], &iov, 1, 0) != 4096)
+				_exit(87);
+		}
+		say(out, pool_free(fd, a.slice_id));
+	}
+	wait_byte(go, 88);
+	/* What stayed OWNER's counts against its share. */
+	say(out, pool_alloc(fd, SHED_SHARE * chunk, &b));
+	say(out, pool_alloc(fd, chunk, &b));
+	wait_byte(go, 0);	/* the pipes go with the exit */
+	_exit(0);
+}
+
+static void shed_receiver(uint64_t chunk, int sock, int go, int out)
+{
+	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
+	struct mrpool_alloc own;
+	uint64_t len = 0;
+	int fd, buf, r;
+	uint8_t *q;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(70);
+	become(NOBODY);
+	fd = pool_open();
+	say(out, fd < 0 ? -1 : pool_alloc(fd, (SHED_SHARE - 1) * chunk, &own));
+	for (r = 0; r < SHED_ROUNDS; r++) {
+		buf = recv_fd(sock, &len);
+		if (buf < 0)
+			_exit(71);
+		q = mmap(NULL, len, PROT_READ, MAP_SHARED, buf, 0);
+		if (q == MAP_FAILED)
+			_exit(72);
+		say(out, q[0] == 0x5a && q[len - 1] == 0x5a ? 0 : 73);
+	}
+	wait_byte(go, 0);
+	_exit(0);
+}
+
+TEST_F(revoke, owner_pins_bounded_by_shares)
+{
+	long long full = pool_attr("stats/orphans_full");
+	long long share_mb = SHED_SHARE * self->chunk / MIB;
+	int sv[2], og[2], oo[2], rg[2], ro[2];
+	pid_t owner, receiver;
+	struct mrpool_query q;
+	int r;
+
+	ASSERT_EQ(0, getuid());
+	ASSERT_LE(0, full);
+	ASSERT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      user_bytes(NOBODY) <= 0 &&
+			      user_bytes(OWNER) <= 0, 20000))
+		TH_LOG("nobody or the owner holds pool memory already");
+	ASSERT_EQ(0, pool_set_param("max_user_mb", share_mb));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, pipe2(og, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(oo, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(rg, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(ro, O_CLOEXEC));
+	receiver = fork();
+	ASSERT_LE(0, receiver);
+	/* Each child keeps its own ends only, as in two_users_start(). */
+	if (!receiver) {
+		close(og[0]);
+		close(og[1]);
+		close(oo[0]);
+		close(oo[1]);
+		close(rg[1]);
+		close(ro[0]);
+		shed_receiver(self->chunk, sv[1], rg[0], ro[1]);
+	}
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (!owner) {
+		close(rg[0]);
+		close(rg[1]);
+		close(ro[0]);
+		close(ro[1]);
+		close(og[1]);
+		close(oo[0]);
+		shed_owner(self->chunk, sv[0], og[0], oo[1]);
+	}
+	close(sv[0]);
+	close(sv[1]);
+	close(og[0]);
+	close(oo[1]);
+	close(rg[0]);
+	close(ro[1]);
+
+	EXPECT_EQ(0, hear(ro[0]));	/* NOBODY's own share - 1 chunks */
+	for (r = 0; r < SHED_ROUNDS; r++) {
+		ASSERT_EQ(1, write(og[1], "r", 1));
+		EXPECT_EQ(0, hear(ro[0]));	/* mapped */
+		ASSERT_EQ(1, write(og[1], "m", 1));
+		EXPECT_EQ(0, hear(oo[0]));	/* pinned and freed */
+		/* NOBODY never above its share. */
+		EXPECT_EQ((long long)(SHED_SHARE * self->chunk),
+			  user_bytes(NOBODY)) TH_LOG("round %d", r);
+		/*
+		 * Round 0: one chunk to NOBODY (then at its share), one
+		 * orphaned. Round 1: one more orphaned (OWNER's budget of
+		 * SHED_SHARE full), one stays OWNER's.
+		 */
+		EXPECT_EQ((long long)((r + 1) * self->chunk),
+			  pool_orphan_bytes()) TH_LOG("round %d", r);
+		EXPECT_EQ((long long)(r * self->chunk), user_bytes(OWNER))
+			TH_LOG("round %d", r);
+	}
+	EXPECT_EQ(full + 1, pool_attr("stats/orphans_full"));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.quarantined_bytes +
+		  SHED_ROUNDS * SHED_SHARE * self->chunk, q.quarantined_bytes);
+	/* OWNER's next ALLOC: its share less the chunk it kept. */
+	ASSERT_EQ(1, write(og[1], "a", 1));
+	EXPECT_EQ(-EDQUOT, hear(oo[0]));
+	EXPECT_EQ(0, hear(oo[0]));
+
+	/* Both gone, pipes and all: everything is back. */
+	EXPECT_EQ(0, two_users_reap(owner, og[1]));
+	EXPECT_EQ(0, two_users_reap(receiver, rg[1]));
+	close(oo[0]);
+	close(ro[0]);
+	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      user_bytes(NOBODY) <= 0 &&
+			      user_bytes(OWNER) <= 0, 20000));
+	EXPECT_TRUE(POOL_WAIT(pool_back_to(self->fd, &self->q0, &q), 20000));
 }
 
 /*

@@ -467,6 +467,46 @@ static inline bool pool_back_to(int fd, const struct mrpool_query *base,
 }
 
 /*
+ * @uid's bytes in debugfs users (@quarantined: of those in quarantine);
+ * -1: no row.
+ */
+static inline long long pool_user_row(unsigned int uid, bool quarantined)
+{
+	unsigned long long bytes, q, ml;
+	char line[256];
+	long long ret = -1;
+	unsigned int u;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/users", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
+		    && u == uid)
+			ret = (long long)(quarantined ? q : bytes);
+	fclose(f);
+	return ret;
+}
+
+/* Bytes charged to no user (debugfs users' "orphans" row), else 0. */
+static inline long long pool_orphan_bytes(void)
+{
+	unsigned long long bytes = 0;
+	char line[256];
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/users", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "orphans %llu", &bytes) == 1)
+			break;
+	fclose(f);
+	return (long long)bytes;
+}
+
+/*
  * MRPOOL_SHARED_POOL=1: another test runs on the pool at the same time
  * (device_churn_test runs the fuzzer and the kill storm together), so
  * pool-wide end states are its caller's to check, not this test's.

@@ -120,6 +120,10 @@ enum mrpool_nl_cmd {
  * @MRPOOL_EVENT_DEV_REMOVED: the device is gone; %MRPOOL_A_DEVICE.
  * @MRPOOL_EVENT_TRIM: the idle trim gave chunks back to the page
  *	allocator; %MRPOOL_A_EVENT_CHUNKS: how many.
+ * @MRPOOL_EVENT_ORPHANS_FULL: a revocation left pinned chunks charged to
+ *	their owner for want of room: the one other user that mapped the
+ *	slice at its share, the owner's orphan budget full (mrpool(4)
+ *	"Revocation"); %MRPOOL_A_EVENT_CHUNKS: how many.
  */
 enum mrpool_nl_event {
 	MRPOOL_EVENT_UNSPEC,
@@ -131,6 +135,7 @@ enum mrpool_nl_event {
 	MRPOOL_EVENT_DEV_FAILED,
 	MRPOOL_EVENT_DEV_REMOVED,
 	MRPOOL_EVENT_TRIM,
+	MRPOOL_EVENT_ORPHANS_FULL,
 
 	__MRPOOL_EVENT_MAX,
 	MRPOOL_EVENT_MAX = __MRPOOL_EVENT_MAX - 1

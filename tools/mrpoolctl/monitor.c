@@ -37,6 +37,7 @@ static const char *const ctl_event_names[] = {
 	[MRPOOL_EVENT_DEV_FAILED] = "dev_failed",
 	[MRPOOL_EVENT_DEV_REMOVED] = "dev_removed",
 	[MRPOOL_EVENT_TRIM] = "trim",
+	[MRPOOL_EVENT_ORPHANS_FULL] = "orphans_full",
 };
 
 static const char *const ctl_dev_states[] = {
