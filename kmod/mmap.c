@@ -165,6 +165,9 @@ vm_fault_t mrpool_slice_fault(struct vm_fault *vmf, struct mrpool_slice *s,
 
 	if (!mrpool_slice_mem_read(s))
 		return VM_FAULT_SIGBUS;
+	/* Seen by a revocation once it holds mem_sem (revoke.c). */
+	if (!READ_ONCE(s->faulted))
+		WRITE_ONCE(s->faulted, true);
 	page = mrpool_slice_page(s, idx);
 	folio = page_folio(page);
 	if (unlikely(PageHWPoison(page))) {

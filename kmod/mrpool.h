@@ -361,6 +361,8 @@ struct mrpool_slice {
 	 */
 	struct rw_semaphore mem_sem;
 	bool revoked;
+	/* A fault ever handed out a page of it; set under @mem_sem read. */
+	bool faulted;
 	bool returned;			/* its chunks went back to the pool */
 	atomic_t dma_maps;		/* importers' mapped sg tables */
 	bool kept;			/* revoked, chunks kept for dma_maps */

@@ -35,7 +35,11 @@
  * with mem_sem held for write: once it has it, every fault that passed
  * the check holds its page's lock, and none starts any more. Locking and
  * unlocking each folio of the slice then waits those out, and only then
- * are the mappings zapped: no entry can be installed after the zap.
+ * are the mappings zapped: no entry can be installed after the zap. A
+ * slice no fault ever reached (s->faulted, set by each fault under
+ * mem_sem, so read here under it too) has no such page, and the wait,
+ * a lock of every folio (262,144 for a GiB of order-0 blocks), is
+ * skipped: a slice only handed to importers, or mapped and never touched.
  * Order: mmap_lock -> mem_sem -> folio lock; mem_sem is never held
  * across a zap, export_lock is (dmabuf.c), and nothing there takes
  * mmap_lock.
@@ -216,12 +220,14 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 {
 	struct mrpool_tenant *to;
 	unsigned long kept;
-	bool many;
+	bool many, faulted;
 
 	down_write(&s->mem_sem);
 	s->revoked = true;
+	faulted = s->faulted;
 	up_write(&s->mem_sem);
-	mrpool_slice_wait_faults(s);
+	if (faulted)
+		mrpool_slice_wait_faults(s);
 
 	unmap_mapping_range(map_file->f_mapping,
 			    (loff_t)s->id << MRPOOL_TOKEN_SHIFT, s->length, 1);
