@@ -299,7 +299,7 @@ struct mrpool_tenant_info {
 /* Past every kuid value: the orphans come last in a walk. */
 #define MRPOOL_TENANTS_POS_ORPHANS	((u64)U32_MAX + 1)
 
-int mrpool_tenants_walk(u64 *pos, bool all,
+int mrpool_tenants_walk(u64 *pos, bool all, kuid_t mine,
 			int (*fn)(void *arg, const struct mrpool_tenant_info *ti),
 			void *arg);
 
@@ -324,8 +324,9 @@ void mrpool_quota_uncharge(struct mrpool_quota_charge *qc, unsigned long nr,
 void mrpool_quota_quarantined(struct mrpool_quota_charge *qc);
 int mrpool_quota_set(struct cgroup *cgrp, u64 limit);
 int mrpool_quota_del(struct cgroup *cgrp);
-int mrpool_quotas_walk(u64 *pos, struct cgroup *only, char *buf,
-		       size_t len,
+struct cgroup *mrpool_cgroup_ns_root(void);
+int mrpool_quotas_walk(u64 *pos, struct cgroup *top, struct cgroup *only,
+		       char *buf, size_t len,
 		       int (*fn)(void *arg, const struct mrpool_quota_info *),
 		       void *arg);
 void mrpool_quotas_show(struct seq_file *m);

@@ -27,6 +27,7 @@
 
 #include <linux/cgroup.h>
 #include <linux/cred.h>
+#include <linux/user_namespace.h>
 #include <linux/module.h>
 #include <net/genetlink.h>
 #include <uapi/mrpool_nl.h>
@@ -71,7 +72,10 @@ static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info);
 static int mrpool_nl_quota_dump_start(struct netlink_callback *cb);
 static int mrpool_nl_quota_dump(struct sk_buff *skb,
 				struct netlink_callback *cb);
+static int mrpool_nl_quota_dump_done(struct netlink_callback *cb);
 static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info);
+static int mrpool_nl_tenant_dump_start(struct netlink_callback *cb);
+static int mrpool_nl_tenant_dump_done(struct netlink_callback *cb);
 static int mrpool_nl_tenant_dump(struct sk_buff *skb,
 				 struct netlink_callback *cb);
 
@@ -107,13 +111,16 @@ static const struct genl_ops mrpool_nl_full_ops[] = {
 		.doit = mrpool_nl_quota_get,
 		.start = mrpool_nl_quota_dump_start,
 		.dumpit = mrpool_nl_quota_dump,
+		.done = mrpool_nl_quota_dump_done,
 		.policy = mrpool_nl_quota_policy,
 		.maxattr = MRPOOL_A_MAX,
 	},
 	{
 		.cmd = MRPOOL_CMD_TENANT_GET,
 		.doit = mrpool_nl_tenant_get,
+		.start = mrpool_nl_tenant_dump_start,
 		.dumpit = mrpool_nl_tenant_dump,
+		.done = mrpool_nl_tenant_dump_done,
 		.policy = mrpool_nl_tenant_policy,
 		.maxattr = MRPOOL_A_MAX,
 	},
@@ -450,8 +457,8 @@ static int mrpool_nl_quota_get(struct sk_buff *skb, struct genl_info *info)
 		genlmsg_new(PATH_MAX + 256, GFP_KERNEL);
 	if (!m.skb)
 		goto free_buf;
-	ret = mrpool_quotas_walk(&pos, cgrp, buf, PATH_MAX,
-				 mrpool_nl_quota_fill, &m);
+	ret = mrpool_quotas_walk(&pos, mrpool_cgroup_ns_root(), cgrp, buf,
+				 PATH_MAX, mrpool_nl_quota_fill, &m);
 	if (ret) {
 		if (ret == -ENOENT)
 			NL_SET_ERR_MSG(info->extack, "the cgroup has no quota");
@@ -468,8 +475,19 @@ put_cgroup:
 
 /*
  * A dump's cursor (a cgroup id, a kuid value) in cb->args[0..1]: u64,
- * where long may have 32 bits.
+ * where long may have 32 bits. Whose view the dump gives is decided in
+ * its .start, from the task that asked, and kept in cb->args[2..4] until
+ * its .done: each later part runs in the task that reads the socket,
+ * which may be another (the descriptor passed on, or inherited), and must
+ * neither see more nor less than the dump was asked for.
  */
+enum {
+	MRPOOL_NL_CB_QUOTA_TOP = 2,	/* struct cgroup *, a reference */
+	MRPOOL_NL_CB_TENANT_ALL = 2,	/* bool */
+	MRPOOL_NL_CB_TENANT_MINE,	/* kuid value */
+	MRPOOL_NL_CB_TENANT_NS,		/* struct user_namespace *, a ref */
+};
+
 static u64 mrpool_nl_cursor(const struct netlink_callback *cb)
 {
 	return (u64)(u32)cb->args[1] << 32 | (u32)cb->args[0];
@@ -498,7 +516,17 @@ static int mrpool_nl_dump_part(struct sk_buff *skb, struct netlink_callback *cb,
  */
 static int mrpool_nl_quota_dump_start(struct netlink_callback *cb)
 {
+	struct cgroup *top = mrpool_cgroup_ns_root();
+
+	cgroup_get(top);
+	cb->args[MRPOOL_NL_CB_QUOTA_TOP] = (long)top;
 	cb->min_dump_alloc = PATH_MAX + 256;
+	return 0;
+}
+
+static int mrpool_nl_quota_dump_done(struct netlink_callback *cb)
+{
+	cgroup_put((struct cgroup *)cb->args[MRPOOL_NL_CB_QUOTA_TOP]);
 	return 0;
 }
 
@@ -520,8 +548,9 @@ static int mrpool_nl_quota_dump(struct sk_buff *skb,
 	buf = mrpool_kzalloc(PATH_MAX, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
-	ret = mrpool_quotas_walk(&pos, NULL, buf, PATH_MAX,
-				 mrpool_nl_quota_fill, &m);
+	ret = mrpool_quotas_walk(&pos,
+				 (struct cgroup *)cb->args[MRPOOL_NL_CB_QUOTA_TOP],
+				 NULL, buf, PATH_MAX, mrpool_nl_quota_fill, &m);
 	kfree(buf);
 	return mrpool_nl_dump_part(skb, cb, before, pos, ret);
 }
@@ -578,7 +607,8 @@ static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info)
 		genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!m.skb)
 		return -ENOMEM;
-	ret = mrpool_tenants_walk(&pos, false, mrpool_nl_tenant_fill, &m);
+	ret = mrpool_tenants_walk(&pos, false, none.uid, mrpool_nl_tenant_fill,
+				  &m);
 	if (!ret && !m.found)
 		ret = mrpool_nl_tenant_fill(&m, &none);
 	if (ret) {
@@ -591,24 +621,42 @@ static int mrpool_nl_tenant_get(struct sk_buff *skb, struct genl_info *info)
 /*
  * Every tenant, then the orphans, for root of the initial user namespace;
  * only the caller's own tenant for anyone else: which users hold how much
- * is per-user data, as the owners in root-only debugfs are.
+ * is per-user data, as the owners in root-only debugfs are. Decided here,
+ * for every part (see mrpool_nl_cursor()).
  */
+static int mrpool_nl_tenant_dump_start(struct netlink_callback *cb)
+{
+	bool all = netlink_capable(cb->skb, CAP_SYS_ADMIN);
+
+	cb->args[MRPOOL_NL_CB_TENANT_ALL] = all;
+	cb->args[MRPOOL_NL_CB_TENANT_MINE] = __kuid_val(mrpool_tenant_uid());
+	cb->args[MRPOOL_NL_CB_TENANT_NS] = (long)get_user_ns(current_user_ns());
+	return 0;
+}
+
+static int mrpool_nl_tenant_dump_done(struct netlink_callback *cb)
+{
+	put_user_ns((struct user_namespace *)cb->args[MRPOOL_NL_CB_TENANT_NS]);
+	return 0;
+}
+
 static int mrpool_nl_tenant_dump(struct sk_buff *skb,
 				 struct netlink_callback *cb)
 {
 	struct mrpool_nl_tenant_msg m = {
 		.skb = skb,
-		.ns = current_user_ns(),
+		.ns = (struct user_namespace *)cb->args[MRPOOL_NL_CB_TENANT_NS],
 		.portid = NETLINK_CB(cb->skb).portid,
 		.seq = cb->nlh->nlmsg_seq,
 		.flags = NLM_F_MULTI,
 	};
-	bool all = netlink_capable(cb->skb, CAP_SYS_ADMIN);
+	kuid_t mine = KUIDT_INIT(cb->args[MRPOOL_NL_CB_TENANT_MINE]);
 	u64 pos = mrpool_nl_cursor(cb);
 	int before = skb->len;
 	int ret;
 
-	ret = mrpool_tenants_walk(&pos, all, mrpool_nl_tenant_fill, &m);
+	ret = mrpool_tenants_walk(&pos, cb->args[MRPOOL_NL_CB_TENANT_ALL], mine,
+				  mrpool_nl_tenant_fill, &m);
 	return mrpool_nl_dump_part(skb, cb, before, pos, ret);
 }
 

@@ -346,12 +346,18 @@ int mrpool_quota_del(struct cgroup *cgrp)
 	return ret;
 }
 
-/*
- * The root of the calling task's cgroup namespace in the v2 hierarchy:
- * what it may see of the quotas is below it. Only the task itself changes
- * its nsproxy, and the namespace holds its root css_set.
+/**
+ * mrpool_cgroup_ns_root - the root of the caller's cgroup namespace
+ *
+ * In the v2 hierarchy: what the caller may see of the quotas is below it.
+ * Only the task itself changes its nsproxy, and the namespace holds its
+ * root css_set, so the cgroup lives while the caller runs; a caller
+ * keeping it longer (a netlink dump, its parts read by whichever task
+ * holds the socket) takes a reference.
+ *
+ * Return: the cgroup, not referenced.
  */
-static struct cgroup *mrpool_cgroup_ns_root(void)
+struct cgroup *mrpool_cgroup_ns_root(void)
 {
 	return current->nsproxy->cgroup_ns->root_cset->dfl_cgrp;
 }
@@ -359,6 +365,8 @@ static struct cgroup *mrpool_cgroup_ns_root(void)
 /**
  * mrpool_quotas_walk - report quotas to @fn
  * @pos: the cgroup id to go on from; past each one reported (0: start)
+ * @top: the root of the cgroup namespace the listing is for
+ *	(mrpool_cgroup_ns_root() of the task that asked)
  * @only: report this cgroup's quota only (or NULL: every quota)
  * @buf: room for a cgroup's path
  * @len: its size
@@ -366,19 +374,17 @@ static struct cgroup *mrpool_cgroup_ns_root(void)
  *	stops the walk, @pos at the quota it refused
  * @arg: for @fn
  *
- * Only quotas of cgroups inside the caller's cgroup namespace are
- * reported, with paths from its root: a container lists its own quotas
- * (its root "/"), never the host's cgroup tree. Root of the initial
- * namespace sees them all.
+ * Only quotas of cgroups below @top are reported, with paths from it: a
+ * container lists its own quotas (its root "/"), never the host's cgroup
+ * tree. Root of the initial namespace sees them all.
  *
  * Return: 0; @fn's error; -ENOENT when @only has no quota.
  */
-int mrpool_quotas_walk(u64 *pos, struct cgroup *only, char *buf,
-		       size_t len,
+int mrpool_quotas_walk(u64 *pos, struct cgroup *top, struct cgroup *only,
+		       char *buf, size_t len,
 		       int (*fn)(void *arg, const struct mrpool_quota_info *),
 		       void *arg)
 {
-	struct cgroup *top = mrpool_cgroup_ns_root();
 	struct mrpool_quota_info info;
 	struct mrpool_quota *q;
 	LIST_HEAD(dead);
@@ -444,7 +450,8 @@ void mrpool_quotas_show(struct seq_file *m)
 	buf = kmalloc(PATH_MAX, GFP_KERNEL);
 	if (!buf)
 		return;
-	mrpool_quotas_walk(&pos, NULL, buf, PATH_MAX, mrpool_quota_show_one, m);
+	mrpool_quotas_walk(&pos, mrpool_cgroup_ns_root(), NULL, buf, PATH_MAX,
+			   mrpool_quota_show_one, m);
 	kfree(buf);
 }
 

@@ -458,8 +458,9 @@ void mrpool_tenants_show(struct seq_file *m)
  * mrpool_tenants_walk - report tenants in uid order, then the orphans
  * @pos: (in/out) where to go on: a kuid value, MRPOOL_TENANTS_POS_ORPHANS
  *	or past it; 0 at the start
- * @all: every tenant and the orphans; else only the calling task's own
- *	tenant (what mrpool_tenant_get() would return), if it exists
+ * @all: every tenant and the orphans; else only @mine's, if it exists
+ * @mine: the tenant uid of the task the listing is for (mrpool_tenant_uid()
+ *	of the task that asked)
  * @fn: called under mrpool_tenants_lock (a spinlock: it must not sleep or
  *	allocate); a nonzero return stops the walk with *@pos at that tenant
  * @arg: for @fn
@@ -469,11 +470,10 @@ void mrpool_tenants_show(struct seq_file *m)
  * Return: 0 once everything from *@pos on was reported, else what @fn
  * returned.
  */
-int mrpool_tenants_walk(u64 *pos, bool all,
+int mrpool_tenants_walk(u64 *pos, bool all, kuid_t mine,
 			int (*fn)(void *arg, const struct mrpool_tenant_info *ti),
 			void *arg)
 {
-	kuid_t mine = mrpool_tenant_uid();
 	struct mrpool_tenant_info ti = {};
 	struct mrpool_tenant *t;
 	int ret = 0;

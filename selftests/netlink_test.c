@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <linux/genetlink.h>
@@ -553,6 +554,152 @@ TEST_F(nl, tenants_per_user)
 	close(hold[1]);		/* the holder exits */
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(POOL_WAIT(tenant_a_gone(self->fd, self->family), 20000));
+	close(res[0]);
+}
+
+#define VIEW_BASE	300000	/* uids of the passed-on dump's tenants */
+#define VIEW_N		200	/* tenants: a dump of several parts */
+
+/*
+ * As root: one /dev/mrpool file opened as each of VIEW_N uids (a tenant
+ * each while it is open); says 0 or the failing uid's index + 1 on @out,
+ * then holds them until @hold closes.
+ */
+static void view_tenants(int out, int hold)
+{
+	int i, ret = 0;
+	char c;
+
+	for (i = 0; i < VIEW_N && !ret; i++) {
+		if (syscall(SYS_setresuid, VIEW_BASE + i, VIEW_BASE + i, 0) ||
+		    pool_open() < 0 || syscall(SYS_setresuid, 0, 0, 0))
+			ret = i + 1;
+	}
+	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+		_exit(1);
+	(void)!read(hold, &c, 1);
+	_exit(0);
+}
+
+/* Counts of a dump read as nobody. */
+struct view_count {
+	int n;			/* tenants of VIEW_BASE.. */
+	int orphans;
+};
+
+static void view_keep(struct nlmsghdr *h, void *arg)
+{
+	struct view_count *vc = arg;
+	char *msg = (char *)h;
+	struct nlattr *a;
+
+	if (nl_find(nl_attrs(msg), nl_msg_end(msg), MRPOOL_A_TENANT_ORPHANS)) {
+		vc->orphans++;
+		return;
+	}
+	a = nl_find(nl_attrs(msg), nl_msg_end(msg), MRPOOL_A_TENANT_UID);
+	if (a && *(uint32_t *)nl_data(a) >= VIEW_BASE &&
+	    *(uint32_t *)nl_data(a) < VIEW_BASE + VIEW_N)
+		vc->n++;
+}
+
+/*
+ * A dump is the view of whoever asked for it, to the end: root asks for
+ * every tenant, then hands the socket, one part read, to a process of
+ * nobody, which reads the rest -- every one of root's VIEW_N tenants and
+ * the orphans, not nobody's own view (its tenant alone). The parts after
+ * the first run in the reader's context; each once took its view from
+ * there.
+ */
+TEST_F(nl, dump_keeps_askers_view)
+{
+	int res[2], hold[2], out[2], ret = -1, st, nl;
+	struct view_count vc = { 0 };
+	static char buf[65536];
+	struct nlmsghdr *h;
+	struct nl_req r;
+	pid_t pid, rd;
+	ssize_t n;
+
+	if (self->fd < 0)
+		POOL_SKIP("mrpool.ko not loaded");
+	ASSERT_EQ(0, getuid());
+	ASSERT_EQ(0, pipe(res));
+	ASSERT_EQ(0, pipe(hold));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(hold[1]);
+		close(res[0]);
+		view_tenants(res[1], hold[0]);
+	}
+	close(hold[0]);
+	close(res[1]);
+	ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+	ASSERT_EQ(0, ret) TH_LOG("open as uid %d failed", VIEW_BASE + ret - 1);
+
+	/*
+	 * Root asks and reads the first part on a socket that never read
+	 * more than 4 KiB at once, so the parts are that small: a few more
+	 * are to come (the next one made as root's read returns).
+	 */
+	nl = nl_open();
+	ASSERT_LE(0, nl);
+	nl_init(&r, self->family, MRPOOL_CMD_TENANT_GET);
+	r.n.nlmsg_flags |= NLM_F_DUMP;
+	ASSERT_LT(0, send(nl, &r, r.n.nlmsg_len, 0));
+	n = recv(nl, buf, 4096, 0);
+	ASSERT_LT(0, n);
+	for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+	     h = NLMSG_NEXT(h, n)) {
+		ASSERT_NE(NLMSG_ERROR, h->nlmsg_type);
+		ASSERT_NE(NLMSG_DONE, h->nlmsg_type)
+			TH_LOG("the dump fit one part: no part to pass on");
+		view_keep(h, &vc);
+	}
+	ASSERT_GT(VIEW_N, vc.n);
+
+	/* Nobody reads the rest from the same socket. */
+	ASSERT_EQ(0, pipe(out));
+	rd = fork();
+	ASSERT_LE(0, rd);
+	if (!rd) {
+		close(out[0]);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(1);
+		ret = 0;
+		for (;;) {
+			n = recv(nl, buf, sizeof(buf), 0);
+			if (n < 0) {
+				ret = -errno;
+				break;
+			}
+			for (h = (struct nlmsghdr *)buf;
+			     NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+				if (h->nlmsg_type == NLMSG_ERROR)
+					ret = -1000;
+				if (h->nlmsg_type == NLMSG_DONE ||
+				    h->nlmsg_type == NLMSG_ERROR)
+					goto done;
+				view_keep(h, &vc);
+			}
+		}
+done:
+		if (write(out[1], &vc, sizeof(vc)) != sizeof(vc))
+			_exit(2);
+		_exit(ret ? 3 : 0);
+	}
+	close(out[1]);
+	ASSERT_EQ(sizeof(vc), read(out[0], &vc, sizeof(vc)));
+	ASSERT_EQ(rd, waitpid(rd, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("status %#x", st);
+	EXPECT_EQ(VIEW_N, vc.n);
+	EXPECT_EQ(1, vc.orphans);
+	close(out[0]);
+	close(nl);
+
+	close(hold[1]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	close(res[0]);
 }
 
