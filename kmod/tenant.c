@@ -267,8 +267,7 @@ void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
 {
 	spin_lock(&mrpool_tenants_lock);
 	if (memlock) {
-		atomic_long_sub(nr << mrpool_pool.chunk_order,
-				&t->user->locked_vm);
+		mrpool_tenant_unlock_pages(t, nr << mrpool_pool.chunk_order);
 		t->memlock -= nr;
 	}
 	t->chunks -= nr;
@@ -388,8 +387,8 @@ unsigned long mrpool_chunks_recharge(struct list_head *chunks,
 			continue;
 		}
 		if (c->memlock) {
-			atomic_long_sub(1L << mrpool_pool.chunk_order,
-					&t->user->locked_vm);
+			mrpool_tenant_unlock_pages(t,
+						   1UL << mrpool_pool.chunk_order);
 			t->memlock--;
 			c->memlock = false;
 		}

@@ -976,7 +976,7 @@ TEST_F(ev, orphans_full)
 	ASSERT_EQ(0, getuid());
 	chunk = pool_attr("chunk_bytes");
 	ASSERT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
-			      pool_user_row(NOBODY, false) <= 0, 60000))
+			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0, 60000))
 		TH_LOG("nobody or the orphans hold pool memory already");
 	ASSERT_EQ(0, pool_set_param("max_user_mb", chunk / MIB));
 	ASSERT_EQ(0, pipe2(self->pipe, O_CLOEXEC));
@@ -990,7 +990,7 @@ TEST_F(ev, orphans_full)
 		ASSERT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
 			TH_LOG("child %d: status %#x", i, st);
 		EXPECT_EQ(chunk, pool_orphan_bytes()) TH_LOG("child %d", i);
-		EXPECT_EQ(i * chunk, pool_user_row(NOBODY, false))
+		EXPECT_EQ(i * chunk, pool_user_row(NOBODY, POOL_USER_BYTES))
 			TH_LOG("child %d", i);
 		EXPECT_EQ(full + i, pool_attr("stats/orphans_full"))
 			TH_LOG("child %d", i);
@@ -1003,7 +1003,7 @@ TEST_F(ev, orphans_full)
 	close(self->pipe[1]);
 	self->pipe[0] = self->pipe[1] = -1;
 	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
-			      pool_user_row(NOBODY, false) <= 0, 20000));
+			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0, 20000));
 }
 
 TEST_HARNESS_MAIN

@@ -72,7 +72,7 @@ FIXTURE_TEARDOWN(revoke)
 
 static long long user_bytes(unsigned int uid)
 {
-	return pool_user_row(uid, false);
+	return pool_user_row(uid, POOL_USER_BYTES);
 }
 
 
@@ -460,7 +460,7 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
 	ASSERT_EQ(0, pool_query(self->fd, &q));
 	EXPECT_EQ(self->q0.quarantined_bytes + len, q.quarantined_bytes);
 	EXPECT_EQ((long long)len, user_bytes(NOBODY));
-	EXPECT_EQ((long long)len, pool_user_row(NOBODY, true));
+	EXPECT_EQ((long long)len, pool_user_row(NOBODY, POOL_USER_QUARANTINED));
 
 	ASSERT_EQ(1, write(t.recv_go, "g", 1));
 	EXPECT_EQ(SIGBUS, hear(t.recv_out));

@@ -71,62 +71,19 @@ struct abuse_report {
 	struct mrpool_query q_after;
 };
 
-/* The columns of debugfs users after the uid. */
-enum user_col { USER_BYTES, USER_QUARANTINED, USER_MEMLOCK };
-
-/*
- * @uid's row of debugfs users: bytes charged, of those in quarantine, or
- * of those in RLIMIT_MEMLOCK (@col); -1 if not listed.
- */
-static long long user_row(unsigned int uid, enum user_col col)
-{
-	unsigned long long v[3];
-	char line[256];
-	long long ret = -1;
-	unsigned int u;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/users", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%u %llu %llu %llu", &u, &v[0], &v[1], &v[2]) == 4
-		    && u == uid)
-			ret = (long long)v[col];
-	fclose(f);
-	return ret;
-}
-
-/* Bytes charged to no user (debugfs users' "orphans" row), else 0. */
-static long long orphan_bytes(void)
-{
-	unsigned long long bytes = 0;
-	char line[256];
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/users", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "orphans %llu", &bytes) == 1)
-			break;
-	fclose(f);
-	return (long long)bytes;
-}
-
 static long long user_quarantined(unsigned int uid)
 {
-	return user_row(uid, USER_QUARANTINED);
+	return pool_user_row(uid, POOL_USER_QUARANTINED);
 }
 
 static long long user_bytes(unsigned int uid)
 {
-	return user_row(uid, USER_BYTES);
+	return pool_user_row(uid, POOL_USER_BYTES);
 }
 
 static long long user_memlock(unsigned int uid)
 {
-	return user_row(uid, USER_MEMLOCK);
+	return pool_user_row(uid, POOL_USER_MEMLOCK);
 }
 
 /*
@@ -1048,7 +1005,7 @@ TEST_F_TIMEOUT(tenant, charge_back_at_reap, 1800)
 		       bad_charge, REAP_LOOPS, first_bad);
 	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
 	/* What the readers' mmput() tore down late is free again. */
-	EXPECT_TRUE(POOL_WAIT(orphan_bytes() == 0, 20000));
+	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0, 20000));
 }
 
 TEST_HARNESS_MAIN

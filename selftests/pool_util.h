@@ -466,13 +466,16 @@ static inline bool pool_back_to(int fd, const struct mrpool_query *base,
 				 q->quarantined_bytes;
 }
 
+/* The columns of debugfs users after the uid. */
+enum pool_user_col { POOL_USER_BYTES, POOL_USER_QUARANTINED, POOL_USER_MEMLOCK };
+
 /*
- * @uid's bytes in debugfs users (@quarantined: of those in quarantine);
- * -1: no row.
+ * @uid's row of debugfs users: bytes charged, of those in quarantine, or
+ * of those in RLIMIT_MEMLOCK (@col); -1 if not listed.
  */
-static inline long long pool_user_row(unsigned int uid, bool quarantined)
+static inline long long pool_user_row(unsigned int uid, enum pool_user_col col)
 {
-	unsigned long long bytes, q, ml;
+	unsigned long long v[3];
 	char line[256];
 	long long ret = -1;
 	unsigned int u;
@@ -482,9 +485,9 @@ static inline long long pool_user_row(unsigned int uid, bool quarantined)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%u %llu %llu %llu", &u, &bytes, &q, &ml) == 4
+		if (sscanf(line, "%u %llu %llu %llu", &u, &v[0], &v[1], &v[2]) == 4
 		    && u == uid)
-			ret = (long long)(quarantined ? q : bytes);
+			ret = (long long)v[col];
 	fclose(f);
 	return ret;
 }
