@@ -140,11 +140,6 @@ struct mrpool_chunk {
 	u16 blocks[MRPOOL_NR_PAGE_ORDERS];	/* blocks it is built of */
 	/* Charged to (a reference), from ALLOC until free again; or NULL. */
 	struct mrpool_tenant *tenant;
-	/*
-	 * Charged to the orphans by a revocation: whose orphan budget it
-	 * counts in (a reference, moved from @tenant; tenant.c), or NULL.
-	 */
-	struct mrpool_tenant *orphan_of;
 	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
 	/* Quotas charged with the tenant (quota.c), or NULL. */
 	struct mrpool_quota_charge *quota;

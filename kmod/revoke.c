@@ -18,15 +18,15 @@
  * its vmsplice()), or, once a dma-buf of the slice was mapped or
  * imported by another user, that user's. So the charge goes:
  *  - one other user mapped or imported it: to that user, within its
- *    share; past it to the orphans, within the owner's orphan budget;
+ *    share; past it to the orphans, within theirs (one share in all);
  *  - several did (or a kernel thread imported it), or none did and the
- *    owner process is exiting: to the orphans, within that budget;
+ *    owner process is exiting: to the orphans, within their share;
  *  - none did, and the owner lives on (FREE, close): nowhere, the pins
  *    are its own;
- * and what has no room stays the owner's. So no other user keeps the
- * owner charged past its own share once the owner freed the slice or
- * its process is gone, and the owner can shed no more than a share of
- * its pins on anyone.
+ * and what has no room stays the owner's. So the owner cannot push more
+ * than a share on any other user, and another user can leave the owner
+ * charged only while the orphans are full and it is at its share as the
+ * owner frees (tenant.c says what is left of that ambiguity).
  *
  * Locking: s->mem_sem orders the fault path against the revocation. A
  * fault takes it for read (under mmap_lock), checks s->revoked, and

@@ -45,11 +45,19 @@
  *  - then to the orphans -- no user's, no RLIMIT_MEMLOCK -- when several
  *    users mapped it, or one did and is at its share, or the owner
  *    process is exiting (its leftovers: a pin dropped a moment later,
- *    its uverbs file closing after this one), while the owner's orphan
- *    budget, one user's share of orphaned chunks, has room: a user
- *    cannot shed more than a share of pins into nobody's account;
+ *    its uverbs file closing after this one), while the orphans hold
+ *    less than one user's share in all: no user can hold more than its
+ *    share and that one by pinning, freeing and allocating again, and
+ *    the default share (half of max_mb) still leaves room for others;
  *  - the rest stays the owner's until it is free (stats/orphans_full
  *    counts it, and listeners get MRPOOL_EVENT_ORPHANS_FULL).
+ * Who pinned what after a revocation cannot be told today, so each side
+ * can still make the other hold up to a share: the owner fill the one
+ * other user that mapped its dma-buf, or that user -- at its share when
+ * the owner frees, its own allocations counted -- leave the owner
+ * charged once the orphans are full. Mappings of dma-bufs that no one
+ * can pin would end that (an importer pins through an attachment, whose
+ * user is known).
  * An orphaned chunk keeps its cgroup quotas (quota.c): a container does
  * not escape its quota by pinning and freeing; a chunk charged to
  * another user leaves them, as it leaves the owner's RLIMIT_MEMLOCK.
@@ -80,7 +88,6 @@ struct mrpool_tenant {
 	unsigned long chunks;		/* charged: live to quarantined */
 	unsigned long quarantined;	/* of those, in quarantine */
 	unsigned long memlock;		/* of those, in RLIMIT_MEMLOCK */
-	unsigned long orphaned;		/* its chunks now the orphans' */
 };
 
 /* Charges of dead owners (see above): never listed, never freed. */
@@ -168,7 +175,7 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
 	spin_lock(&mrpool_tenants_lock);
 	list_del(&t->node);
 	spin_unlock(&mrpool_tenants_lock);
-	WARN_ON(t->chunks || t->quarantined || t->memlock || t->orphaned);
+	WARN_ON(t->chunks || t->quarantined || t->memlock);
 	free_uid(t->user);
 	kfree(t);
 }
@@ -310,25 +317,21 @@ void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
 	}
 	if (!t)
 		return;
-	if (quarantined || c->orphan_of) {
+	if (quarantined) {
 		spin_lock(&mrpool_tenants_lock);
-		if (quarantined)
-			t->quarantined--;
-		if (c->orphan_of)
-			c->orphan_of->orphaned--;
+		t->quarantined--;
 		spin_unlock(&mrpool_tenants_lock);
 	}
 	mrpool_tenant_uncharge(t, 1, c->memlock);
 	c->tenant = NULL;
 	c->memlock = false;
 	mrpool_tenant_put(t);
-	mrpool_tenant_put(c->orphan_of);
-	c->orphan_of = NULL;
 }
 
 /*
  * One user's share, in chunks: max_user_mb, or while that is 0
- * max_user_pct of max_mb. Never 0: max_user_pct is at least 1.
+ * max_user_pct of max_mb; at least one chunk, so that a share smaller
+ * than a chunk still lets a revocation's leftovers move.
  */
 static unsigned long mrpool_user_share(void)
 {
@@ -337,7 +340,7 @@ static unsigned long mrpool_user_share(void)
 	if (!cap)
 		cap = div_u64((u64)READ_ONCE(mrpool_max_mb) * SZ_1M *
 			      READ_ONCE(mrpool_max_user_pct), 100);
-	return div_u64(cap, mrpool_pool.chunk_size);
+	return max_t(u64, 1, div_u64(cap, mrpool_pool.chunk_size));
 }
 
 /* Whether @t is the calling task's tenant (what it would be charged as). */
@@ -354,10 +357,10 @@ bool mrpool_tenant_is_current(struct mrpool_tenant *t)
  *	mapped it, one did, or the owner process is exiting)
  *
  * The rule is the header's: each chunk moves to @to while @to's charge is
- * below one user's share, else with @orphan to the orphans while the
- * owner's orphaned chunks are below one share, else it stays the
- * owner's. The chunks are the caller's alone (taken off the slice at its
- * revocation, revoke.c): nothing uncharges them meanwhile. What moves
+ * below one user's share, else with @orphan to the orphans while they
+ * hold less than one share, else it stays the owner's. The chunks are
+ * the caller's alone (taken off the slice at its revocation, revoke.c):
+ * nothing uncharges them meanwhile. What moves
  * leaves the owner's RLIMIT_MEMLOCK charge; what moves to @to leaves the
  * owner's cgroup quotas too, what is orphaned keeps them.
  *
@@ -379,7 +382,7 @@ unsigned long mrpool_chunks_recharge(struct list_head *chunks,
 			continue;
 		if (to && to->chunks < share) {
 			dest = to;
-		} else if (orphan && t->orphaned < share) {
+		} else if (orphan && mrpool_orphans.chunks < share) {
 			dest = &mrpool_orphans;
 		} else {
 			if (orphan)
@@ -396,14 +399,8 @@ unsigned long mrpool_chunks_recharge(struct list_head *chunks,
 		dest->chunks++;
 		refcount_inc(&dest->ref);
 		c->tenant = dest;
-		if (dest == &mrpool_orphans) {
-			/* The chunk's reference to @t moves to orphan_of. */
-			c->orphan_of = t;
-			t->orphaned++;
-		} else {
-			owner = t;
-			moved++;
-		}
+		owner = t;
+		moved++;
 	}
 	spin_unlock(&mrpool_tenants_lock);
 	/* The owner's cgroups are free of what another user's pins hold. */

@@ -13,7 +13,7 @@
  * ALLOCs reaches listeners rate-limited, every one counted; a request
  * larger than max_mb is no event; lowering quarantine_event_pct under
  * what is quarantined is a QUARANTINE_HIGH event at once; an exiting
- * user's pins past its orphan budget are an ORPHANS_FULL event.
+ * user's pins past the orphans' share are an ORPHANS_FULL event.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -932,7 +932,7 @@ TEST_F(ev, quarantine_threshold_lowered)
 /*
  * As NOBODY: ALLOC a chunk, vmsplice() a page of it into @pipe_w (the
  * parent's pipe: the pin outlives the process) and exit without a FREE:
- * the exiting owner's leftover goes to the orphans, within its budget.
+ * the exiting owner's leftover goes to the orphans, within their share.
  */
 static void orphan_child(uint64_t chunk, int fd, int pipe_w)
 {
@@ -960,7 +960,7 @@ static void orphan_child(uint64_t chunk, int fd, int pipe_w)
 }
 
 /*
- * A user's orphan budget is one share (max_user_mb here, one chunk): the
+ * The orphans hold at most one share (max_user_mb here, one chunk): the
  * first exit's pinned chunk is orphaned, the second's stays the user's,
  * counted in stats/orphans_full and announced with ORPHANS_FULL (one
  * chunk); the pipe gone, both are back.

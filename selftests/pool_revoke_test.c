@@ -6,7 +6,7 @@
  * SIGBUS; the chunks go back to the pool at once, or once the last pin
  * (a pipe holding vmsplice()d pages) goes, and what such a pin holds is
  * charged to the other user that may hold it, within that user's share,
- * then to the orphans within the owner's budget -- the owner's charge is
+ * then to the orphans within their share -- the owner's charge is
  * 0 right after its reap -- and neither side can push more than a share
  * on the other; the next owner of a chunk reads zeros.
  *
@@ -486,7 +486,7 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
  * share, the rest stays OWNER's -- counted in orphans_full, and OWNER's
  * next ALLOC sees it. With a share of SHED_SHARE chunks, NOBODY holding
  * SHED_SHARE - 1 of its own, and two rounds of SHED_SHARE pinned chunks:
- * NOBODY ends at its share, the orphans at OWNER's budget, OWNER with
+ * NOBODY ends at its share, the orphans at theirs, OWNER with
  * the rest. Before the bound, NOBODY took every pinned chunk, past its
  * share.
  */
@@ -632,7 +632,7 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 			  user_bytes(NOBODY)) TH_LOG("round %d", r);
 		/*
 		 * Round 0: one chunk to NOBODY (then at its share), one
-		 * orphaned. Round 1: one more orphaned (OWNER's budget of
+		 * orphaned. Round 1: one more orphaned (the orphans' share of
 		 * SHED_SHARE full), one stays OWNER's.
 		 */
 		EXPECT_EQ((long long)((r + 1) * self->chunk),

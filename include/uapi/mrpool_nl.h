@@ -122,7 +122,7 @@ enum mrpool_nl_cmd {
  *	allocator; %MRPOOL_A_EVENT_CHUNKS: how many.
  * @MRPOOL_EVENT_ORPHANS_FULL: a revocation left pinned chunks charged to
  *	their owner for want of room: the one other user that mapped the
- *	slice at its share, the owner's orphan budget full (mrpool(4)
+ *	slice at its share, the orphans holding a share (mrpool(4)
  *	"Revocation"); %MRPOOL_A_EVENT_CHUNKS: how many.
  */
 enum mrpool_nl_event {
