@@ -419,6 +419,38 @@ static const struct nl_tenant *nl_tenant_of(const struct nl_tenants *ts,
 	return NULL;
 }
 
+/*
+ * Fork a child running @fn(@arg, out, hold): it reports on out, read from
+ * *@res, and holds what it made until *@hold, the write end of its hold
+ * pipe, is closed. Return: its pid, or -1.
+ */
+static pid_t holder_start(void (*fn)(const void *arg, int out, int hold),
+			  const void *arg, int *res, int *hold)
+{
+	int r[2], h[2];
+	pid_t pid;
+
+	if (pipe(r))
+		return -1;
+	if (pipe(h)) {
+		close(r[0]);
+		close(r[1]);
+		return -1;
+	}
+	pid = fork();
+	if (!pid) {
+		close(h[1]);
+		close(r[0]);
+		fn(arg, r[1], h[0]);
+		_exit(0);
+	}
+	close(h[0]);
+	close(r[1]);
+	*res = r[0];
+	*hold = h[1];
+	return pid;
+}
+
 #define TENANT_A	4242
 #define TENANT_B	4343
 
@@ -428,8 +460,10 @@ static const struct nl_tenant *nl_tenant_of(const struct nl_tenants *ts,
  * in RLIMIT_MEMLOCK. Says 0 or the failed check on @out, then holds the
  * memory until @hold closes.
  */
-static void tenant_holder(uint64_t chunk, int chunks, int out, int hold)
+static void tenant_holder(const void *arg, int out, int hold)
 {
+	const uint64_t chunk = *(const uint64_t *)arg;
+	const int chunks = 2;
 	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
 	struct nl_tenants ts;
 	struct mrpool_alloc a;
@@ -498,7 +532,7 @@ static bool tenant_a_gone(int fd, int family)
 TEST_F(nl, tenants_per_user)
 {
 	uint64_t chunk = pool_attr("chunk_bytes");
-	int res[2], hold[2], ret = -1, st, i;
+	int res, hold, ret = -1, st, i;
 	const struct nl_tenant *t;
 	struct nl_tenants ts;
 	uint64_t v64 = 1;
@@ -511,18 +545,9 @@ TEST_F(nl, tenants_per_user)
 	ASSERT_EQ(0, nl_tenants(self->fd, self->family, true, &ts));
 	ASSERT_EQ(NULL, nl_tenant_of(&ts, TENANT_A))
 		TH_LOG("uid %d holds pool memory already", TENANT_A);
-	ASSERT_EQ(0, pipe(res));
-	ASSERT_EQ(0, pipe(hold));
-	pid = fork();
+	pid = holder_start(tenant_holder, &chunk, &res, &hold);
 	ASSERT_LE(0, pid);
-	if (!pid) {
-		close(hold[1]);
-		close(res[0]);
-		tenant_holder(chunk, 2, res[1], hold[0]);
-	}
-	close(hold[0]);
-	close(res[1]);
-	ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+	ASSERT_EQ(sizeof(ret), read(res, &ret, sizeof(ret)));
 	EXPECT_EQ(0, ret) TH_LOG("the holder's check %d failed", ret);
 
 	/* Root: every tenant, uids ascending, the orphans last. */
@@ -551,10 +576,10 @@ TEST_F(nl, tenants_per_user)
 	nl_put(&r, MRPOOL_A_TENANT_BYTES, &v64, 8);
 	EXPECT_EQ(-EINVAL, nl_talk(self->fd, &r, NULL, 0));
 
-	close(hold[1]);		/* the holder exits */
+	close(hold);		/* the holder exits */
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(POOL_WAIT(tenant_a_gone(self->fd, self->family), 20000));
-	close(res[0]);
+	close(res);
 }
 
 #define VIEW_BASE	300000	/* uids of the passed-on dump's tenants */
@@ -565,7 +590,7 @@ TEST_F(nl, tenants_per_user)
  * each while it is open); says 0 or the failing uid's index + 1 on @out,
  * then holds them until @hold closes.
  */
-static void view_tenants(int out, int hold)
+static void view_tenants(const void *arg, int out, int hold)
 {
 	int i, ret = 0;
 	char c;
@@ -613,7 +638,7 @@ static void view_keep(struct nlmsghdr *h, void *arg)
  */
 TEST_F(nl, dump_keeps_askers_view)
 {
-	int res[2], hold[2], out[2], ret = -1, st, nl;
+	int res, hold, out[2], ret = -1, st, nl;
 	struct view_count vc = { 0 };
 	static char buf[65536];
 	struct nlmsghdr *h;
@@ -624,18 +649,9 @@ TEST_F(nl, dump_keeps_askers_view)
 	if (self->fd < 0)
 		POOL_SKIP("mrpool.ko not loaded");
 	ASSERT_EQ(0, getuid());
-	ASSERT_EQ(0, pipe(res));
-	ASSERT_EQ(0, pipe(hold));
-	pid = fork();
+	pid = holder_start(view_tenants, NULL, &res, &hold);
 	ASSERT_LE(0, pid);
-	if (!pid) {
-		close(hold[1]);
-		close(res[0]);
-		view_tenants(res[1], hold[0]);
-	}
-	close(hold[0]);
-	close(res[1]);
-	ASSERT_EQ(sizeof(ret), read(res[0], &ret, sizeof(ret)));
+	ASSERT_EQ(sizeof(ret), read(res, &ret, sizeof(ret)));
 	ASSERT_EQ(0, ret) TH_LOG("open as uid %d failed", VIEW_BASE + ret - 1);
 
 	/*
@@ -698,9 +714,9 @@ done:
 	close(out[0]);
 	close(nl);
 
-	close(hold[1]);
+	close(hold);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	close(res[0]);
+	close(res);
 }
 
 /* A socket in the events group, reads timing out after @sec seconds. */

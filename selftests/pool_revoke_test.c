@@ -236,8 +236,24 @@ struct two_users {
 	int owner_go, owner_out, recv_go, recv_out;
 };
 
-static int two_users_start(struct two_users *t, uint64_t chunk,
-			   enum owner_end end, bool splice)
+/* What a two-user test's children are told. */
+struct two_users_how {
+	uint64_t chunk;
+	enum owner_end end;
+	bool splice;
+};
+
+/* A child of a two-user test: its socket end, @go to wait on, @out. */
+typedef void (*two_users_child)(const struct two_users_how *how, int sock,
+				int go, int out);
+
+/*
+ * Fork @receiver and @owner, joined by a socket, each with a pipe to wait
+ * on (@t->recv_go, @t->owner_go) and one to report on (@t->recv_out,
+ * @t->owner_out).
+ */
+static int two_users_run(struct two_users *t, const struct two_users_how *how,
+			 two_users_child owner, two_users_child receiver)
 {
 	int sv[2], og[2], oo[2], rg[2], ro[2];
 
@@ -256,7 +272,8 @@ static int two_users_start(struct two_users *t, uint64_t chunk,
 		close(oo[1]);
 		close(rg[1]);
 		close(ro[0]);
-		receiver_child(chunk, sv[1], rg[0], ro[1], splice);
+		receiver(how, sv[1], rg[0], ro[1]);
+		_exit(0);
 	}
 	t->owner = fork();
 	if (t->owner < 0)
@@ -268,7 +285,8 @@ static int two_users_start(struct two_users *t, uint64_t chunk,
 		close(ro[1]);
 		close(og[1]);
 		close(oo[0]);
-		owner_child(chunk, sv[0], og[0], oo[1], end);
+		owner(how, sv[0], og[0], oo[1]);
+		_exit(0);
 	}
 	close(sv[0]);
 	close(sv[1]);
@@ -281,6 +299,27 @@ static int two_users_start(struct two_users *t, uint64_t chunk,
 	t->recv_go = rg[1];
 	t->recv_out = ro[0];
 	return 0;
+}
+
+static void owner_default(const struct two_users_how *how, int sock, int go,
+			  int out)
+{
+	owner_child(how->chunk, sock, go, out, how->end);
+}
+
+static void receiver_default(const struct two_users_how *how, int sock,
+			     int go, int out)
+{
+	receiver_child(how->chunk, sock, go, out, how->splice);
+}
+
+/* The owner and receiver above: @end and @splice say how. */
+static int two_users_start(struct two_users *t, uint64_t chunk,
+			   enum owner_end end, bool splice)
+{
+	struct two_users_how how = { chunk, end, splice };
+
+	return two_users_run(t, &how, owner_default, receiver_default);
 }
 
 /* Exit status of @pid after closing @go (its end), or -1. */
@@ -482,8 +521,8 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
  * NOBODY, which maps it, then vmsplice()s pages of its own mapping into
  * its own pipe and FREEs. Who pinned cannot be told, so the charge moves
  * only as far as there is room: to NOBODY while NOBODY is below its
- * share, then to the orphans while OWNER's orphaned chunks are below a
- * share, the rest stays OWNER's -- counted in orphans_full, and OWNER's
+ * share, then to the orphans while they hold less than a share, the
+ * rest stays OWNER's -- counted in orphans_full, and OWNER's
  * next ALLOC sees it. With a share of SHED_SHARE chunks, NOBODY holding
  * SHED_SHARE - 1 of its own, and two rounds of SHED_SHARE pinned chunks:
  * NOBODY ends at its share, the orphans at theirs, OWNER with
@@ -493,8 +532,10 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
 #define SHED_SHARE	2
 #define SHED_ROUNDS	2
 
-static void shed_owner(uint64_t chunk, int sock, int go, int out)
+static void shed_owner(const struct two_users_how *how, int sock, int go,
+		       int out)
 {
+	uint64_t chunk = how->chunk;
 	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
 	struct mrpool_export_dmabuf e;
 	struct mrpool_alloc a, b;
@@ -544,8 +585,10 @@ static void shed_owner(uint64_t chunk, int sock, int go, int out)
 	_exit(0);
 }
 
-static void shed_receiver(uint64_t chunk, int sock, int go, int out)
+static void shed_receiver(const struct two_users_how *how, int sock, int go,
+			  int out)
 {
+	uint64_t chunk = how->chunk;
 	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
 	struct mrpool_alloc own;
 	uint64_t len = 0;
@@ -574,9 +617,9 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 {
 	long long full = pool_attr("stats/orphans_full");
 	long long share_mb = SHED_SHARE * self->chunk / MIB;
-	int sv[2], og[2], oo[2], rg[2], ro[2];
-	pid_t owner, receiver;
+	struct two_users_how how = { .chunk = self->chunk };
 	struct mrpool_query q;
+	struct two_users t;
 	int r;
 
 	ASSERT_EQ(0, getuid());
@@ -586,47 +629,14 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 			      user_bytes(OWNER) <= 0, 20000))
 		TH_LOG("nobody or the owner holds pool memory already");
 	ASSERT_EQ(0, pool_set_param("max_user_mb", share_mb));
-	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv));
-	ASSERT_EQ(0, pipe2(og, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(oo, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(rg, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(ro, O_CLOEXEC));
-	receiver = fork();
-	ASSERT_LE(0, receiver);
-	/* Each child keeps its own ends only, as in two_users_start(). */
-	if (!receiver) {
-		close(og[0]);
-		close(og[1]);
-		close(oo[0]);
-		close(oo[1]);
-		close(rg[1]);
-		close(ro[0]);
-		shed_receiver(self->chunk, sv[1], rg[0], ro[1]);
-	}
-	owner = fork();
-	ASSERT_LE(0, owner);
-	if (!owner) {
-		close(rg[0]);
-		close(rg[1]);
-		close(ro[0]);
-		close(ro[1]);
-		close(og[1]);
-		close(oo[0]);
-		shed_owner(self->chunk, sv[0], og[0], oo[1]);
-	}
-	close(sv[0]);
-	close(sv[1]);
-	close(og[0]);
-	close(oo[1]);
-	close(rg[0]);
-	close(ro[1]);
+	ASSERT_EQ(0, two_users_run(&t, &how, shed_owner, shed_receiver));
 
-	EXPECT_EQ(0, hear(ro[0]));	/* NOBODY's own share - 1 chunks */
+	EXPECT_EQ(0, hear(t.recv_out));	/* NOBODY's own share - 1 chunks */
 	for (r = 0; r < SHED_ROUNDS; r++) {
-		ASSERT_EQ(1, write(og[1], "r", 1));
-		EXPECT_EQ(0, hear(ro[0]));	/* mapped */
-		ASSERT_EQ(1, write(og[1], "m", 1));
-		EXPECT_EQ(0, hear(oo[0]));	/* pinned and freed */
+		ASSERT_EQ(1, write(t.owner_go, "r", 1));
+		EXPECT_EQ(0, hear(t.recv_out));	/* mapped */
+		ASSERT_EQ(1, write(t.owner_go, "m", 1));
+		EXPECT_EQ(0, hear(t.owner_out));	/* pinned and freed */
 		/* NOBODY never above its share. */
 		EXPECT_EQ((long long)(SHED_SHARE * self->chunk),
 			  user_bytes(NOBODY)) TH_LOG("round %d", r);
@@ -645,15 +655,15 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 	EXPECT_EQ(self->q0.quarantined_bytes +
 		  SHED_ROUNDS * SHED_SHARE * self->chunk, q.quarantined_bytes);
 	/* OWNER's next ALLOC: its share less the chunk it kept. */
-	ASSERT_EQ(1, write(og[1], "a", 1));
-	EXPECT_EQ(-EDQUOT, hear(oo[0]));
-	EXPECT_EQ(0, hear(oo[0]));
+	ASSERT_EQ(1, write(t.owner_go, "a", 1));
+	EXPECT_EQ(-EDQUOT, hear(t.owner_out));
+	EXPECT_EQ(0, hear(t.owner_out));
 
 	/* Both gone, pipes and all: everything is back. */
-	EXPECT_EQ(0, two_users_reap(owner, og[1]));
-	EXPECT_EQ(0, two_users_reap(receiver, rg[1]));
-	close(oo[0]);
-	close(ro[0]);
+	EXPECT_EQ(0, two_users_reap(t.owner, t.owner_go));
+	EXPECT_EQ(0, two_users_reap(t.receiver, t.recv_go));
+	close(t.owner_out);
+	close(t.recv_out);
 	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
 			      user_bytes(NOBODY) <= 0 &&
 			      user_bytes(OWNER) <= 0, 20000));
