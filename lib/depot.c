@@ -177,6 +177,17 @@ void mrp_depot_put(struct mrp_pool *pool, unsigned int cls, const struct mrp_ent
 		mrp_add(&pool->double_frees, dup);
 }
 
+/*
+ * Has @delay_ns passed from @since to @now? @now is read before the locks
+ * are taken, so a put (or refill) can stamp a later @since meanwhile: that
+ * one is recent, not 2^64 ns old (an arena freed a moment ago was trimmed
+ * at once: trim_test background_trim, on an emulated, loaded machine).
+ */
+static bool mrp_elapsed(uint64_t now, uint64_t since, uint64_t delay_ns)
+{
+	return now >= since && now - since >= delay_ns;
+}
+
 /* Trim's last check: every buffer of a is in the depot. class->lock held. */
 static bool mrp_arena_idle(const struct mrp_arena *a)
 {
@@ -246,13 +257,13 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 	pthread_mutex_lock(&pool->lock);
 	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
 		struct mrp_class *c = &pool->cls[cls];
-		bool busy = now - atomic_load(&c->last_refill) < delay_ns;
+		bool busy = !mrp_elapsed(now, atomic_load(&c->last_refill), delay_ns);
 
 		victims = NULL;
 		pthread_mutex_lock(&c->lock);
 		for (a = c->avail; a; a = next) {
 			next = a->av_next;
-			if (!mrp_arena_idle(a) || now - a->idle_since < delay_ns)
+			if (!mrp_arena_idle(a) || !mrp_elapsed(now, a->idle_since, delay_ns))
 				continue;
 			if (keep_reserve && busy &&
 			    atomic_load(&c->free_blocks) - a->nblocks < c->low_water)
@@ -275,7 +286,7 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		}
 	}
 	for (pp = &pool->large_free; (a = *pp);) {
-		if (now - a->idle_since < delay_ns || !mrp_arena_claim(a)) {
+		if (!mrp_elapsed(now, a->idle_since, delay_ns) || !mrp_arena_claim(a)) {
 			pp = &a->av_next;
 			continue;
 		}
