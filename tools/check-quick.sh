@@ -15,6 +15,7 @@
 # main) plus uncommitted ones:
 #   selftests/X_test.c          X_test
 #   kmod/, include/, Kbuild     the module's core tests (below)
+#   lib/tests/python_suite.sh   preload_pysuite_test
 #   lib/                        the library's VM tests (lib_*_test)
 #   tools/vm/, selftests/*.h    the module's core tests
 # A binary that runs only in a dedicated run (selftests/vm-runs) is run
@@ -39,6 +40,7 @@ else
 		case $f in
 		selftests/*_test.c) t=${f#selftests/}; tests+=("${t%.c}") ;;
 		kmod/* | include/* | Kbuild | tools/vm/* | selftests/*.h) tests+=("${core[@]}") ;;
+		lib/tests/python_suite.sh) tests+=(preload_pysuite_test) ;;
 		lib/*) for t in selftests/lib_*_test.c; do t=${t#selftests/}; tests+=("${t%.c}"); done ;;
 		esac
 	done <<<"$changed"

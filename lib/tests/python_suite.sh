@@ -11,6 +11,16 @@
 # their copies). TAP on stdout, one line per module and two for the pool.
 #
 #   lib/tests/python_suite.sh [MODULE ...]
+# MRPOOL_SUITE_BACKEND=anon (default) or kmod: the shimmed run's backend.
+# kmod (MRPOOL_BACKEND=kernel, /dev/mrpool: the VM's
+# selftests/preload_pysuite_test) counts only blocks the shim's report
+# says came from the kernel pool, and adds a line: the module's counters
+# (/sys/class/misc/mrpool/stats/allocs and fork_copies) must have moved
+# during the shimmed run, and not during the plain one (nothing else uses
+# the pool meanwhile).
+# MRPOOL_SUITE_MATCH="PAT ...": a subset, each pattern passed to regrtest
+# as -m PAT (a test case runs if any pattern matches its name, class or
+# module; fnmatch patterns: test.test_x.Class.*).
 # Debian's interpreter and its libpython3.11-testsuite (tools/deps.sh), not
 # whatever python3 comes first in PATH.
 set -uo pipefail
@@ -19,19 +29,45 @@ lib=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
 mods=("$@")
 ((${#mods[@]})) || mods=(test_multiprocessing_fork test_subprocess test_mmap test_bytes)
+backend=${MRPOOL_SUITE_BACKEND:-anon}
+stats=/sys/class/misc/mrpool/stats
+match=()
+for p in ${MRPOOL_SUITE_MATCH:-}; do
+	match+=(-m "$p")
+done
+case $backend in
+anon) kind=anon extra=0 ;;
+kmod) kind=kernel extra=1 ;;
+*) echo "python_suite.sh: MRPOOL_SUITE_BACKEND: anon or kmod, not $backend" >&2; exit 2 ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "TAP version 13"
-echo "1..$((${#mods[@]} + 2))"
+echo "1..$((${#mods[@]} + 2 + extra))"
 if ! "$py" -c 'import test.libregrtest' 2>/dev/null; then
 	for m in "${mods[@]}"; do
 		echo "not ok - $m: Python's test suite is missing (libpython3.11-testsuite: make deps)"
 	done
 	echo "not ok - pool used"
 	echo "not ok - forks with pool blocks"
+	((extra == 0)) || echo "not ok - kernel pool counters"
 	exit 1
 fi
+if [ "$backend" = kmod ] && { [ ! -c /dev/mrpool ] || [ ! -r $stats/allocs ]; }; then
+	for m in "${mods[@]}"; do
+		echo "not ok - $m: MRPOOL_SUITE_BACKEND=kmod needs /dev/mrpool and $stats (mrpool.ko)"
+	done
+	echo "not ok - pool used"
+	echo "not ok - forks with pool blocks"
+	echo "not ok - kernel pool counters"
+	exit 1
+fi
+
+# The module's counters, "allocs fork_copies" (kmod only).
+counters() {
+	[ "$backend" = kmod ] && echo "$(<$stats/allocs) $(<$stats/fork_copies)"
+}
 
 # One regrtest run; its JUnit XML in $1. -j1: one worker process, so the
 # shim is under every test; --timeout catches a hang (a child that died of
@@ -40,16 +76,19 @@ suite() {	# xml [env...]
 	local xml=$1
 	shift
 	(cd "$tmp" && env "$@" "$py" -m test -j1 --timeout 600 --junit-xml "$xml" \
-		"${mods[@]}" >"$xml.log" 2>&1)
+		"${match[@]}" "${mods[@]}" >"$xml.log" 2>&1)
 }
+c0=$(counters)
 t0=$SECONDS
 suite "$tmp/plain.xml"
 t1=$SECONDS
+c1=$(counters)
 # MRPOOL_PRELOAD_INHERIT=all: Python uses no RDMA here, and the shim would
 # stay dormant (the real allocator's blocks) in every process of the run.
-suite "$tmp/shim.xml" LD_PRELOAD="$lib/libmrpool-preload.so" MRPOOL_BACKEND=anon \
+suite "$tmp/shim.xml" LD_PRELOAD="$lib/libmrpool-preload.so" MRPOOL_BACKEND=$kind \
 	MRPOOL_PRELOAD_INHERIT=all MRPOOL_PRELOAD_REPORT="$tmp/report"
 t2=$SECONDS
+c2=$(counters)
 echo "# without the shim $((t1 - t0)) s, with it $((t2 - t1)) s"
 
 # Per module: each test case's outcome (passed, failed, error, skipped),
@@ -96,15 +135,34 @@ for mod in sys.argv[3:]:
               f"({npass} passed with the shim)")
 PY
 
-# The shim's report: one line per process that ran under it.
-allocs=0 forks=0
+# The shim's report: one line per process that ran under it. On the
+# kernel backend only the lines of processes whose pool was the kernel's
+# count (the shim falls back to nothing silently: a line says its backend).
+allocs=0 forks=0 from=
+[ "$backend" = anon ] || from=", the kernel's"
 if [ -f "$tmp/report" ]; then
-	allocs=$(grep -o 'allocations from the pool [0-9]*' "$tmp/report" |
+	lines() {
+		if [ "$backend" = anon ]; then
+			cat "$tmp/report"
+		else
+			grep ': backend kernel,' "$tmp/report"
+		fi
+	}
+	allocs=$(lines | grep -o 'allocations from the pool [0-9]*' |
 		awk '{s += $5} END {print s + 0}')
-	forks=$(grep -o 'forks with pool blocks [0-9]*' "$tmp/report" |
+	forks=$(lines | grep -o 'forks with pool blocks [0-9]*' |
 		awk '{s += $5} END {print s + 0}')
 fi
 ((allocs > 0)) && r=ok || r="not ok"
-echo "$r - pool used: $allocs blocks from the pool, in $(wc -l <"$tmp/report" 2>/dev/null || echo 0) processes"
+echo "$r - pool used: $allocs blocks from the pool$from, in $(wc -l <"$tmp/report" 2>/dev/null || echo 0) processes"
 ((forks > 0)) && r=ok || r="not ok"
 echo "$r - forks with pool blocks: $forks (their children worked on their copies)"
+if [ "$backend" = kmod ]; then
+	read -r a0 f0 <<<"$c0"
+	read -r a1 f1 <<<"$c1"
+	read -r a2 f2 <<<"$c2"
+	# The plain run must leave them alone: else the deltas are not ours.
+	((a1 == a0 && f1 == f0 && a2 > a1 && f2 > f1)) && r=ok || r="not ok"
+	echo "$r - kernel pool counters: allocs +$((a2 - a1)), fork_copies +$((f2 - f1))" \
+		"with the shim (+$((a1 - a0)), +$((f1 - f0)) without)"
+fi
