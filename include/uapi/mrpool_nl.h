@@ -75,9 +75,13 @@
  *	uids are shown as the caller's namespace sees them, 65534 (the
  *	overflow uid) where it has no mapping.
  *
- * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM) are
- * rate-limited per type, since unprivileged requests cause them: at most
- * one per second. One that comes sooner is held back; the latest held
+ * A dump (QUOTA_GET, TENANT_GET) gives the view of the task that asked
+ * for it -- its privilege, user and cgroup namespaces, tenant -- in every
+ * part, whichever task reads the socket for the later ones.
+ *
+ * Pool events (GROW_FAILED, EXHAUSTED, QUARANTINE_HIGH, TRIM,
+ * ORPHANS_FULL) are rate-limited per type, since unprivileged requests
+ * cause them: at most one per second. One that comes sooner is held back; the latest held
  * back is sent when the second ends (its totals as then), with
  * %MRPOOL_A_EVENT_SUPPRESSED counting the earlier ones it replaces.
  * Device events are never held back.
