@@ -131,7 +131,7 @@ odp_table() {	# file part
 		  if (part == "reg" && $3 ~ /^THP anon/ && ok) base[$4] = $6
 		  if (part ~ /^first/ && $3 ~ /^THP anon/ && ok) base[$4] = $6
 		  if (part == "rate" && $3 == "pool buffers" && ok) base[$4] = $6
-		  if (part == "fallback" && $3 ~ /^fallback, ODP/ && ok) base[$4] = $6 }
+		  if (part == "fallback" && $3 == "ODP" && ok) base[$4] = $6 }
 		function sz(b) { return b >= 1048576 ? (b / 1048576) " MiB" : (b >= 1024 ? (b / 1024) " KiB" : b) }
 		function r(a, b) { return (a > 0 && b > 0) ? sprintf("%.2fx", a / b) : "-" }
 		END {

@@ -688,7 +688,7 @@ static int fb_one(struct odp_ctx *c, bool odp, size_t size, void *src, struct ib
 static void part_fallback(struct odp_ctx *c)
 {
 	static const size_t sizes[] = { 4 * KIB, 64 * KIB, 1 * MIB };
-	static const char *const name[2] = { "fallback, ibv_reg_mr (today)", "fallback, ODP" };
+	static const char *const name[2] = { "ibv_reg_mr (today)", "ODP" };
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t size = sizes[i];
