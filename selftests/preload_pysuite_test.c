@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "file_util.h"
 
 #define PY	"/usr/bin/python3"
 #define MOD	"test.test_multiprocessing_fork."
@@ -47,22 +48,6 @@
 		MOD "WithProcessesTestValue.* " \
 		MOD "WithProcessesTestSharedCTypes.* " \
 		MOD "TestNoForkBomb.*"
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap + 1);
-
-	if (!buf)
-		return NULL;
-	if (f) {
-		n = fread(buf, 1, cap, f);
-		fclose(f);
-	}
-	buf[n] = 0;
-	return buf;
-}
 
 /* A fixture only for TEST_F_TIMEOUT: two runs of the subset take minutes. */
 FIXTURE(suite) {
@@ -98,7 +83,7 @@ TEST_F_TIMEOUT(suite, same_outcomes_kernel_pool, 3600)
 		 "lib/tests/python_suite.sh test_multiprocessing_fork >%s 2>&1",
 		 SUBSET, out);
 	system(cmd);	/* its TAP, judged below */
-	text = slurp(out);
+	text = file_slurp(out);
 	unlink(out);
 	ASSERT_NE(NULL, text);
 	TH_LOG("lib/tests/python_suite.sh (kmod, the subset):\n%s", text);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "file_util.h"
 #include "rxe_gid.h"
 
 #define SUITE	"/usr/share/doc/rdma-core/tests"
@@ -37,22 +38,6 @@ struct run {
 	int n;
 	int ran;	/* "Ran N tests" */
 };
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap + 1);
-
-	if (!buf)
-		return NULL;
-	if (f) {
-		n = fread(buf, 1, cap, f);
-		fclose(f);
-	}
-	buf[n] = 0;
-	return buf;
-}
 
 /* The id of a verbose result line "test_x (tests.mod.Class.test_x)...", or NULL. */
 static const char *test_id(const char *line, const char *eol, char *id, size_t len)
@@ -175,7 +160,7 @@ static int rerun(const char *dir, const char *top, int gid, const char *id,
 		if (system(cmd) < 0)
 			return -1;
 		snprintf(cmd, sizeof(cmd), "%s/rerun.txt", dir);
-		text = slurp(cmd);
+		text = file_slurp(cmd);
 		if (!text)
 			return -1;
 		parse(text, &one);
@@ -222,18 +207,18 @@ TEST_F_TIMEOUT(suite, same_outcomes_and_served, 3600)
 	system(cmd);
 
 	snprintf(cmd, sizeof(cmd), "%s/plain.txt", dir);
-	text = slurp(cmd);
+	text = file_slurp(cmd);
 	ASSERT_NE(NULL, text);
 	parse(text, &plain);
 	free(text);
 	snprintf(cmd, sizeof(cmd), "%s/shim.txt", dir);
-	text = slurp(cmd);
+	text = file_slurp(cmd);
 	ASSERT_NE(NULL, text);
 	parse(text, &shim);
 	free(text);
 	/* every process of the shimmed run (forks too) wrote its line */
 	snprintf(cmd, sizeof(cmd), "%s/report.txt", dir);
-	rep = slurp(cmd);
+	rep = file_slurp(cmd);
 	ASSERT_NE(NULL, rep);
 	for (l = rep; (l = strstr(l, "registrations served ")); l++) {
 		char *p;
