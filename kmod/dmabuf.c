@@ -3,7 +3,9 @@
  * MRPOOL_IOC_EXPORT_DMABUF: a slice as a dma-buf, for drivers that register
  * dma-bufs (ibv_reg_dmabuf_mr: mlx5, efa) instead of pinning user pages.
  * Importers get scatter-gather tables of the slice's chunk pages mapped for
- * their device; userspace can mmap the dma-buf itself.
+ * their device; userspace can mmap the dma-buf itself, but not pin it:
+ * the mapping is of frame numbers (VM_PFNMAP, below), so a process that
+ * wants the memory in an MR registers the dma-buf (an attachment).
  *
  * Ownership: the dma-buf holds a reference on the slice (which holds its
  * client), dropped by its release; never the /dev/mrpool file, whose close
@@ -150,15 +152,43 @@ void mrpool_dmabuf_zap(struct mrpool_slice *s)
 	mutex_unlock(&s->export_lock);
 }
 
-/* The VMA holds the dma-buf's file, hence the slice: no open/close. */
+/*
+ * A CPU mapping of the dma-buf is VM_PFNMAP | VM_IO: each fault inserts
+ * the frame of the slice's page as a special entry, which no
+ * get_user_pages() or pin_user_pages() follows (-EFAULT: vmsplice(),
+ * O_DIRECT, ibv_reg_mr() of it all fail). Only an attachment, whose
+ * mapper is recorded (mrpool_slice_note_user()), can hold the slice's
+ * pages through a dma-buf. The VMA holds the dma-buf's file, hence the
+ * slice: no open/close.
+ *
+ * Revocation (revoke.c): the check of the revoked flag and the insert
+ * are made under the slice's mem_sem held for read, so a revocation,
+ * which takes it for write before its zap, finds every entry inserted
+ * that will be: none appears after the zap, and no folio lock is needed
+ * (nor s->faulted, which tells the revocation to wait those out). A page
+ * marked as hardware-poisoned is never mapped: SIGBUS, BUS_MCEERR_AR, as
+ * from the slice's own mapping (mrpool_slice_fault()); each fault maps
+ * one page, so a poisoned page of a chunk spoils only its own.
+ */
 static vm_fault_t mrpool_dmabuf_fault(struct vm_fault *vmf)
 {
 	struct mrpool_dmabuf *mb = vmf->vma->vm_private_data;
 	struct mrpool_slice *s = mb->slice;
+	struct page *page;
+	vm_fault_t ret;
 
 	if (vmf->pgoff >= s->length >> PAGE_SHIFT)
 		return VM_FAULT_SIGBUS;
-	return mrpool_slice_fault(vmf, s, vmf->pgoff);
+	if (!mrpool_slice_mem_read(s))
+		return VM_FAULT_SIGBUS;
+	page = mrpool_slice_page(s, vmf->pgoff);
+	if (unlikely(PageHWPoison(page)))
+		ret = VM_FAULT_HWPOISON;
+	else
+		ret = vmf_insert_pfn(vmf->vma, vmf->address,
+				     page_to_pfn(page));
+	mrpool_slice_mem_done(s);
+	return ret;
 }
 
 static const struct vm_operations_struct mrpool_dmabuf_vm_ops = {
@@ -187,7 +217,8 @@ static int mrpool_dmabuf_mmap(struct dma_buf *dmabuf,
 		return -ENODEV;
 	mrpool_slice_mem_done(mb->slice);
 	mrpool_slice_note_user(mb->slice);
-	mrpool_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	mrpool_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTCOPY |
+			    VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &mrpool_dmabuf_vm_ops;
 	vma->vm_private_data = dmabuf->priv;
 	return 0;

@@ -132,7 +132,7 @@ static bool mrpool_folio_scan_hwpoison(struct folio *folio)
 
 /**
  * mrpool_slice_fault - hand page @idx of @s to the fault in @vmf
- * @vmf: a fault of a slice's mapping (or of its dma-buf's)
+ * @vmf: a fault of a slice's mapping (a dma-buf's has its own, dmabuf.c)
  * @s: the slice, held by the VMA
  * @idx: the page's index in the slice
  *

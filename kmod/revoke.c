@@ -40,7 +40,12 @@
  * mem_sem, so read here under it too) has no such page, and the wait,
  * a lock of every folio (262,144 for a GiB of order-0 blocks), is
  * skipped: a slice only handed to importers, or mapped and never touched.
- * Order: mmap_lock -> mem_sem -> folio lock; mem_sem is never held
+ * A dma-buf's mapping (dmabuf.c) inserts frame numbers, not pages: its
+ * fault holds mem_sem for read across the insert itself, which the
+ * revocation's hold for write waits out, so it needs neither the folio
+ * lock nor the mark.
+ * Order: mmap_lock -> mem_sem -> folio lock, or the page table lock (a
+ * dma-buf's fault); mem_sem is never held
  * across a zap, export_lock is (dmabuf.c), and nothing there takes
  * mmap_lock.
  */

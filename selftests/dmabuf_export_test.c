@@ -4,15 +4,23 @@
  * showing the slice's bytes both ways, and revocation: a FREE or the
  * file's release unmaps the dma-buf's mappings (SIGBUS) and returns the
  * memory at once, whoever holds the dma-buf; its mode is that of the
- * file it came from (issue 33). Import by a NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe
- * in 6.1 has no dma-buf MRs.
+ * file it came from (issue 33); no one can pin the slice through such a
+ * mapping (GUP fails: vmsplice(), O_DIRECT, ibv_reg_mr()). Import by a
+ * NIC (ibv_reg_dmabuf_mr) cannot be tested here: rxe in 6.1 has no
+ * dma-buf MRs.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <infiniband/verbs.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #pragma GCC diagnostic push
@@ -254,6 +262,176 @@ TEST_F(dmabuf, outlives_file_not_its_memory)
 	EXPECT_EQ(ENODEV, errno);
 	ASSERT_EQ(0, close(e.fd));
 	EXPECT_EQ(used, pool_attr("used_bytes"));
+}
+
+#define NOBODY		65534
+#define RAMDISK		"/dev/ram0"
+
+/* What the receiver of unpinnable_mapping did, each 0 or -errno. */
+struct pin_report {
+	int step;		/* where it stopped; 0: it got to the end */
+	int bytes_seen;		/* its mapping read the owner's bytes */
+	int splice_own, splice_buf;
+	int dio_own, dio_buf;
+	int mr_own, mr_buf;
+	int bytes_kept;		/* the owner's bytes still there after */
+};
+
+/* 0 when a page-sized vmsplice() of @p into @pipe_w went through. */
+static int try_splice(int pipe_w, void *p)
+{
+	struct iovec iov = { p, 4096 };
+
+	return vmsplice(pipe_w, &iov, 1, 0) == 4096 ? 0 : -errno;
+}
+
+/* 0 when an O_DIRECT read of a page from @dio into @p went through. */
+static int try_dio(int dio, void *p)
+{
+	return pread(dio, p, 4096, 0) == 4096 ? 0 : -errno;
+}
+
+/* 0 when @p's page could be registered (and deregistered) on @pd. */
+static int try_mr(struct ibv_pd *pd, void *p)
+{
+	struct ibv_mr *mr;
+
+	mr = ibv_reg_mr(pd, p, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		return errno ? -errno : -EIO;
+	return ibv_dereg_mr(mr) ? -EIO : 0;
+}
+
+/* rxe0's protection domain, or NULL. */
+static struct ibv_pd *rxe_pd(void)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd = NULL;
+	int n, i;
+
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n && !pd; i++) {
+		if (strcmp(ibv_get_device_name(list[i]), "rxe0"))
+			continue;
+		ctx = ibv_open_device(list[i]);
+		pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	}
+	if (list)
+		ibv_free_device_list(list);
+	return pd;
+}
+
+/*
+ * As NOBODY, holding the dma-buf @buf of @len bytes (0x3c, but 0x3d in
+ * its last byte) and @dio (a block device open with O_DIRECT): map it,
+ * check the bytes, write 0xc5 at its start, then try each way of pinning
+ * a page, first on a slice of its own (which must work), then on the
+ * dma-buf's mapping.
+ */
+static void pin_receiver(int buf, uint64_t len, uint64_t chunk, int dio,
+			 int out)
+{
+	struct rlimit rl = { 8 * chunk, 8 * chunk };
+	struct pin_report r = { .step = 1 };
+	struct mrpool_alloc a;
+	struct ibv_pd *pd;
+	int fd, pp[2];
+	uint8_t *own, *q;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		goto report;
+	r.step++;
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, chunk, &a))
+		goto report;
+	r.step++;
+	own = pool_map(fd, &a);
+	q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	pd = rxe_pd();
+	if (own == MAP_FAILED || q == MAP_FAILED || !pd || pipe(pp))
+		goto report;
+	r.bytes_seen = q[0] == 0x3c && q[len / 2] == 0x3c &&
+		       q[len - 1] == 0x3d;
+	q[0] = 0xc5;
+	r.splice_own = try_splice(pp[1], own);
+	r.splice_buf = try_splice(pp[1], q + len - 4096);
+	r.dio_own = try_dio(dio, own);
+	r.dio_buf = try_dio(dio, q + len - 4096);
+	r.mr_own = try_mr(pd, own);
+	r.mr_buf = try_mr(pd, q + len - 4096);
+	r.bytes_kept = q[len - 4096] == 0x3c && q[len - 1] == 0x3d;
+	r.step = 0;
+report:
+	if (write(out, &r, sizeof(r)) != sizeof(r))
+		_exit(2);
+	_exit(0);
+}
+
+/*
+ * A dma-buf's mapping cannot be pinned (issue 33): another user (NOBODY)
+ * that received the dma-buf reads and writes the slice through it, but
+ * vmsplice(), an O_DIRECT read into it and ibv_reg_mr() of it fail with
+ * EFAULT -- each of which works on a slice of its own -- and the failed
+ * ones leave the bytes alone. Without that, its pins could keep the
+ * owner's memory after the owner freed it.
+ */
+TEST_F(dmabuf, unpinnable_mapping)
+{
+	struct mrpool_export_dmabuf e;
+	struct pin_report r;
+	struct mrpool_alloc a;
+	int dio, res[2], st;
+	uint8_t *s;
+	pid_t pid;
+
+	POOL_SETUP_SKIPPED();
+	ASSERT_EQ(0, getuid());
+	if (access(RAMDISK, F_OK))
+		(void)!system("modprobe brd rd_nr=1 rd_size=4096 2>/dev/null");
+	dio = open(RAMDISK, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (dio < 0)
+		POOL_SKIP_OR_FAIL(return, "no " RAMDISK " for O_DIRECT (brd)");
+
+	ASSERT_EQ(0, pool_alloc(self->fd, 2 * self->chunk, &a));
+	s = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, s);
+	memset(s, 0x3c, a.length);
+	s[a.length - 1] = 0x3d;
+	ASSERT_EQ(0, export(self->fd, a.slice_id, 0, &e));
+	ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(res[0]);
+		pin_receiver(e.fd, a.length, self->chunk, dio, res[1]);
+	}
+	close(res[1]);
+	memset(&r, 0, sizeof(r));
+	r.step = -1;
+	EXPECT_EQ((ssize_t)sizeof(r), read(res[0], &r, sizeof(r)));
+	close(res[0]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	ASSERT_EQ(0, r.step);
+	EXPECT_TRUE(r.bytes_seen);
+	/* Its write through the dma-buf landed in the slice. */
+	EXPECT_EQ(0xc5, s[0]);
+	/* Each way works on its own slice ... */
+	EXPECT_EQ(0, r.splice_own);
+	EXPECT_EQ(0, r.dio_own);
+	EXPECT_EQ(0, r.mr_own);
+	/* ... and on the dma-buf's mapping fails. */
+	EXPECT_EQ(-EFAULT, r.splice_buf);
+	EXPECT_EQ(-EFAULT, r.dio_buf);
+	EXPECT_EQ(-EFAULT, r.mr_buf);
+	EXPECT_TRUE(r.bytes_kept);
+	EXPECT_EQ(0x3c, s[a.length - 4096]);
+	close(dio);
+	EXPECT_EQ(0, close(e.fd));
+	EXPECT_EQ(0, munmap(s, a.length));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
 }
 
 /* Bad requests: flags, reserved, ids of nobody or of another file, EPERM. */

@@ -185,15 +185,15 @@ static void owner_child(uint64_t chunk, int sock, int go, int out,
 
 /*
  * As NOBODY once it has the dma-buf: map it, check the owner's bytes,
- * vmsplice() one page of each chunk into a pipe (@splice), report 0;
- * on a byte from @go, report what a touch of the mapping does; then hold
- * the pipe until @go ends.
+ * try to vmsplice() one page of each chunk into a pipe (@splice), report
+ * 0, or the first vmsplice()'s -errno; on a byte from @go, report what a
+ * touch of the mapping does; then hold the pipe until @go ends.
  */
 static void receiver_child(uint64_t chunk, int sock, int go, int out,
 			   bool splice)
 {
 	uint64_t len = 0;
-	int buf, pp[2], i;
+	int buf, pp[2], i, ret = 0;
 	uint8_t *q;
 
 	buf = recv_fd(sock, &len);
@@ -208,14 +208,14 @@ static void receiver_child(uint64_t chunk, int sock, int go, int out,
 	if (splice) {
 		if (pipe(pp))
 			_exit(73);
-		for (i = 0; i < (int)(len / chunk); i++) {
+		for (i = 0; i < (int)(len / chunk) && !ret; i++) {
 			struct iovec iov = { q + i * chunk, 4096 };
 
 			if (vmsplice(pp[1], &iov, 1, 0) != 4096)
-				_exit(74);
+				ret = -errno;
 		}
 	}
-	say(out, 0);
+	say(out, ret);
 	wait_byte(go, 75);
 	say(out, pool_touch(q, false));
 	say(out, pool_touch(q + len - 1, true));
@@ -473,14 +473,14 @@ TEST_F(revoke, dmabuf_receiver_revoked_at_free)
 }
 
 /*
- * vmsplice(): the receiver pins one page per chunk in a pipe before the
- * owner exits. The owner's charge is 0 at its reap; the chunks wait in
- * quarantine charged to the receiver's user, and are back in the pool
- * once the pipe is gone.
+ * vmsplice(): the receiver tries to pin one page per chunk in a pipe
+ * before the owner exits, and fails (EFAULT): a dma-buf's mapping has no
+ * pages to pin. The owner's charge is 0 at its reap, nothing waits in
+ * quarantine and nothing is the receiver's. Before, the pins held the
+ * chunks, charged to the receiver, until the pipe went.
  */
-TEST_F(revoke, vmsplice_pin_charged_to_pinner)
+TEST_F(revoke, receiver_cannot_pin_dmabuf)
 {
-	uint64_t len = NR_CHUNKS * self->chunk;
 	struct mrpool_query q;
 	struct two_users t;
 	int st;
@@ -489,27 +489,21 @@ TEST_F(revoke, vmsplice_pin_charged_to_pinner)
 	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000))
 		TH_LOG("nobody holds pool memory already");
 	ASSERT_EQ(0, two_users_start(&t, self->chunk, OWNER_EXITS, true));
-	ASSERT_EQ(0, hear(t.recv_out));
+	EXPECT_EQ(-EFAULT, hear(t.recv_out));
 
 	ASSERT_EQ(1, write(t.owner_go, "x", 1));
 	ASSERT_EQ(t.owner, waitpid(t.owner, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
 	EXPECT_GE(0, user_bytes(OWNER));
-	/* Pinned: quarantined, and the pinner's. */
+	/* Nothing pinned: nothing quarantined, nothing moved. */
 	ASSERT_EQ(0, pool_query(self->fd, &q));
-	EXPECT_EQ(self->q0.quarantined_bytes + len, q.quarantined_bytes);
-	EXPECT_EQ((long long)len, user_bytes(NOBODY));
-	EXPECT_EQ((long long)len, pool_user_row(NOBODY, POOL_USER_QUARANTINED));
+	EXPECT_EQ(self->q0.quarantined_bytes, q.quarantined_bytes);
+	EXPECT_GE(0, user_bytes(NOBODY));
 
 	ASSERT_EQ(1, write(t.recv_go, "g", 1));
 	EXPECT_EQ(SIGBUS, hear(t.recv_out));
 	EXPECT_EQ(SIGBUS, hear(t.recv_out));
-	/* The pipe goes with the receiver: so do the pins. */
 	EXPECT_EQ(0, two_users_reap(t.receiver, t.recv_go));
-	EXPECT_TRUE(POOL_WAIT(!pool_query(self->fd, &q) &&
-			      q.quarantined_bytes == self->q0.quarantined_bytes,
-			      20000));
-	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
 	EXPECT_TRUE(pool_back_to(self->fd, &self->q0, &q));
 	close(t.owner_go);
 	close(t.owner_out);
@@ -661,6 +655,146 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 
 	/* Both gone, pipes and all: everything is back. */
 	EXPECT_EQ(0, two_users_reap(t.owner, t.owner_go));
+	EXPECT_EQ(0, two_users_reap(t.receiver, t.recv_go));
+	close(t.owner_out);
+	close(t.recv_out);
+	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      user_bytes(NOBODY) <= 0 &&
+			      user_bytes(OWNER) <= 0, 20000));
+	EXPECT_TRUE(POOL_WAIT(pool_back_to(self->fd, &self->q0, &q), 20000));
+}
+
+/*
+ * The review's abuse (issue 33): NOBODY, sitting at its share with its
+ * own ALLOCs, receives OWNER's dma-bufs and tries to keep their memory by
+ * pinning a page of each chunk through its mapping (vmsplice()) while
+ * OWNER frees them, twice: once to fill the orphans, once to leave OWNER
+ * charged past them. A dma-buf mapping cannot be pinned: each vmsplice()
+ * fails with EFAULT, every chunk is back at the FREE, and once OWNER's
+ * process is gone its charge is 0, the orphans hold nothing and NOBODY
+ * holds its own share and cannot ALLOC past it. Before, the first round's
+ * chunks went to the orphans and the second's stayed OWNER's after its
+ * exit.
+ */
+#define ABUSE_SHARE	2	/* chunks of a user's share */
+#define ABUSE_ROUNDS	2
+
+static void atshare_owner(const struct two_users_how *how, int sock, int go,
+			  int out)
+{
+	uint64_t chunk = how->chunk;
+	struct rlimit rl = { 4 * ABUSE_SHARE * chunk, 4 * ABUSE_SHARE * chunk };
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a;
+	int fd, r;
+	uint8_t *p;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(80);
+	become(OWNER);
+	fd = pool_open();
+	if (fd < 0)
+		_exit(81);
+	for (r = 0; r < ABUSE_ROUNDS; r++) {
+		wait_byte(go, 89);
+		if (pool_alloc(fd, ABUSE_SHARE * chunk, &a))
+			_exit(82);
+		p = pool_map(fd, &a);
+		if (p == MAP_FAILED)
+			_exit(83);
+		memset(p, 0x5a, a.length);
+		memset(&e, 0, sizeof(e));
+		e.size = sizeof(e);
+		e.slice_id = a.slice_id;
+		e.flags = MRPOOL_EXPORT_CLOEXEC;
+		if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
+		    send_fd(sock, e.fd, a.length))
+			_exit(84);
+		close(e.fd);
+		wait_byte(go, 85);	/* the receiver tried its pins */
+		say(out, pool_free(fd, a.slice_id));
+	}
+	wait_byte(go, 0);
+	_exit(0);
+}
+
+static void atshare_receiver(const struct two_users_how *how, int sock,
+			     int go, int out)
+{
+	uint64_t chunk = how->chunk;
+	struct rlimit rl = { 4 * ABUSE_SHARE * chunk, 4 * ABUSE_SHARE * chunk };
+	struct mrpool_alloc own, more;
+	int fd, buf, r, i, pp[2], ret;
+	uint64_t len = 0;
+	struct iovec iov;
+	uint8_t *q;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(70);
+	become(NOBODY);
+	fd = pool_open();
+	say(out, fd < 0 ? -1 : pool_alloc(fd, ABUSE_SHARE * chunk, &own));
+	/* The pipes are kept (not closed) until the exit. */
+	for (r = 0; r < ABUSE_ROUNDS; r++) {
+		buf = recv_fd(sock, &len);
+		if (buf < 0 || pipe(pp))
+			_exit(71);
+		q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+		if (q == MAP_FAILED || q[0] != 0x5a || q[len - 1] != 0x5a)
+			_exit(72);
+		/* 0 if every page was pinned, else the first -errno. */
+		ret = 0;
+		for (i = 0; i < (int)(len / chunk) && !ret; i++) {
+			iov.iov_base = q + i * chunk;
+			iov.iov_len = 4096;
+			if (vmsplice(pp[1], &iov, 1, 0) != 4096)
+				ret = -errno;
+		}
+		say(out, ret);
+	}
+	wait_byte(go, 73);
+	say(out, pool_alloc(fd, chunk, &more));
+	wait_byte(go, 0);
+	_exit(0);
+}
+
+TEST_F(revoke, receiver_at_share_cannot_keep_owner_charged)
+{
+	long long share_mb = ABUSE_SHARE * self->chunk / MIB;
+	struct two_users_how how = { .chunk = self->chunk };
+	struct mrpool_query q;
+	struct two_users t;
+	int r, st;
+
+	ASSERT_EQ(0, getuid());
+	ASSERT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
+			      user_bytes(NOBODY) <= 0 &&
+			      user_bytes(OWNER) <= 0, 20000))
+		TH_LOG("nobody, the owner or the orphans hold pool memory already");
+	ASSERT_EQ(0, pool_set_param("max_user_mb", share_mb));
+	ASSERT_EQ(0, two_users_run(&t, &how, atshare_owner,
+				   atshare_receiver));
+
+	EXPECT_EQ(0, hear(t.recv_out));	/* NOBODY's whole share */
+	for (r = 0; r < ABUSE_ROUNDS; r++) {
+		ASSERT_EQ(1, write(t.owner_go, "r", 1));
+		EXPECT_EQ(-EFAULT, hear(t.recv_out)) TH_LOG("round %d", r);
+		ASSERT_EQ(1, write(t.owner_go, "f", 1));
+		EXPECT_EQ(0, hear(t.owner_out));	/* freed */
+	}
+	/* OWNER's process is gone. */
+	close(t.owner_go);
+	ASSERT_EQ(t.owner, waitpid(t.owner, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	EXPECT_GE(0, user_bytes(OWNER));
+	EXPECT_EQ(0, pool_orphan_bytes());
+	EXPECT_EQ((long long)(ABUSE_SHARE * self->chunk), user_bytes(NOBODY));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(self->q0.quarantined_bytes, q.quarantined_bytes);
+	/* NOBODY, at its share, gets no more. */
+	ASSERT_EQ(1, write(t.recv_go, "a", 1));
+	EXPECT_EQ(-EDQUOT, hear(t.recv_out));
+
 	EXPECT_EQ(0, two_users_reap(t.receiver, t.recv_go));
 	close(t.owner_out);
 	close(t.recv_out);

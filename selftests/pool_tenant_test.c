@@ -824,8 +824,12 @@ TEST_F(tenant, slice_keys_hide_addresses)
 enum reap_way {
 	REAP_EXIT,		/* mapped, _exit() */
 	REAP_KILL,		/* mapped, SIGKILL */
-	REAP_DMABUF_EXIT,	/* mapped and exported (mapped too), _exit() */
-	REAP_DMABUF_KILL,	/* freed, only its dma-buf's mapping left, SIGKILL */
+	REAP_DMABUF_EXIT,	/* mapped and exported (mapped too, its vmsplice()
+				 * refused), _exit()
+				 */
+	REAP_DMABUF_KILL,	/* freed, only its dma-buf's mapping left (its
+				 * vmsplice() refused), SIGKILL
+				 */
 	REAP_TWO_MAPS_KILL,	/* freed, two mappings left, SIGKILL */
 	REAP_THREAD_KILL,	/* a second thread touching it, SIGKILL */
 	REAP_PROC_KILL,		/* mapped, SIGKILL while its smaps is read */
@@ -872,6 +876,24 @@ static void *reap_toucher(void *arg)
 }
 
 /*
+ * Whether a vmsplice() of @q's first page, a dma-buf's mapping, fails
+ * with EFAULT, as every pin of such a mapping does (mrpool(4)).
+ */
+static bool dmabuf_pin_refused(void *q)
+{
+	struct iovec iov = { q, 4096 };
+	bool refused;
+	int pp[2];
+
+	if (pipe(pp))
+		return false;
+	refused = vmsplice(pp[1], &iov, 1, 0) < 0 && errno == EFAULT;
+	close(pp[0]);
+	close(pp[1]);
+	return refused;
+}
+
+/*
  * As nobody: ALLOC the budget in @nr slices, hold it the @way way, write
  * 0 (or -errno of the first refused ALLOC, or a step) to @out, then exit
  * or wait for SIGKILL.
@@ -912,6 +934,9 @@ static void reap_child(uint64_t chunk, unsigned int nr, enum reap_way way,
 				 MAP_SHARED, e.fd, 0);
 			if (q == MAP_FAILED || q[a.length - 1] != 0x5a)
 				_exit(5);
+			/* Nothing pins it: its memory goes with the owner. */
+			if (!dmabuf_pin_refused(q))
+				_exit(10);
 			if (way == REAP_DMABUF_KILL &&
 			    (munmap(p, a.length) || pool_free(fd, a.slice_id)))
 				_exit(6);

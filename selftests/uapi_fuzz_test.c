@@ -18,6 +18,7 @@
  *    QUERY what its parent's file or user holds;
  *  - QUERY's file_bytes is what the worker holds, and nobody's user_bytes
  *    never exceeds its RLIMIT_MEMLOCK;
+ *  - no MR can be registered over a dma-buf's mapping (nothing pins it);
  * (a FREE or the file's close revokes the slice's mappings and dma-bufs:
  * the worker lets go of them then; pool_revoke_test checks the SIGBUS)
  * and when every worker has exited the pool is whole again. The kernel log
@@ -1757,8 +1758,13 @@ static void op_mr_reg(struct fz *z)
 	z->mrs[i] = ibv_reg_mr(z->pd, m->addr + a * z->page,
 			       (b - a) * z->page - fz_below(z, z->page),
 			       access[fz_below(z, 3)]);
-	if (z->mrs[i])
-		z->rep->ok[FZ_OP_MR_REG]++;
+	if (!z->mrs[i])
+		return;
+	z->rep->ok[FZ_OP_MR_REG]++;
+	/* A dma-buf's mapping has no pages to pin (mrpool(4)). */
+	if (m->kind == FZ_MAP_BUF)
+		fz_violation(z, "ibv_reg_mr of a dma-buf mapping of slice %"
+			     PRIu64 " succeeded", m->s->id);
 }
 
 static void op_mr_dereg(struct fz *z)
