@@ -21,9 +21,13 @@
  * table, and with it the slice's chunks, until its last unmap:
  * the pages are the pool's for the slice's whole life, so nothing moves
  * under an attachment (a pinned, non-dynamic exporter: no move_notify).
- * What stays pinned is charged to the one other user that mapped or
- * imported the dma-buf, or to the orphans, never to the owner that let
- * it go.
+ * A CPU mapping of the dma-buf cannot be pinned (below), so what a
+ * revocation leaves held is told apart: chunks kept for mapped
+ * attachments are charged to the one other user that mapped one (within
+ * its share, then the orphans within theirs; the orphans when several
+ * did, or a kernel thread), chunks still pinned are the owner's own
+ * (pinned through its own mapping of the slice), and what has no room
+ * stays the owner's (revoke.c, tenant.c).
  */
 #include "mrpool.h"
 
@@ -216,7 +220,6 @@ static int mrpool_dmabuf_mmap(struct dma_buf *dmabuf,
 	if (!mrpool_slice_mem_read(mb->slice))
 		return -ENODEV;
 	mrpool_slice_mem_done(mb->slice);
-	mrpool_slice_note_user(mb->slice);
 	mrpool_vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTCOPY |
 			    VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &mrpool_dmabuf_vm_ops;

@@ -365,7 +365,7 @@ struct mrpool_slice {
 	/* Its dma-bufs (dmabuf.c), who else used them, and kept, under: */
 	struct mutex export_lock;
 	struct list_head exports;	/* struct mrpool_dmabuf */
-	/* The one other user that mapped or imported it (a reference). */
+	/* The one other user that mapped an attachment (a reference). */
 	struct mrpool_tenant *pinner;
 	bool pinners_many;		/* more than one such user */
 	struct mrpool_client *client;	/* owner (a reference) */

@@ -13,20 +13,28 @@
  * slice until their last attachment map is gone: their scatter-gather
  * tables hold no page reference the pool could see.
  *
- * Whose charge what stays pinned becomes is tenant.c's rule; who may
- * hold the pins is decided here. They may be the owner's own (its MR,
- * its vmsplice()), or, once a dma-buf of the slice was mapped or
- * imported by another user, that user's. So the charge goes:
- *  - one other user mapped or imported it: to that user, within its
- *    share; past it to the orphans, within theirs (one share in all);
- *  - several did (or a kernel thread imported it), or none did and the
- *    owner process is exiting: to the orphans, within their share;
- *  - none did, and the owner lives on (FREE, close): nowhere, the pins
- *    are its own;
- * and what has no room stays the owner's. So the owner cannot push more
- * than a share on any other user, and another user can leave the owner
- * charged only while the orphans are full and it is at its share as the
- * owner frees (tenant.c says what is left of that ambiguity).
+ * Whose charge what stays held becomes is tenant.c's rule; who may hold
+ * it is decided here, and since a dma-buf's mapping cannot be pinned
+ * (dmabuf.c: frame numbers, no pages), that can be told:
+ *  - a chunk still pinned once the mappings are gone was pinned through
+ *    the owner's own mapping of the slice, the only one with pages (its
+ *    MR, its vmsplice(), its O_DIRECT): it stays the owner's charge, but
+ *    for an exiting owner's leftovers (a pin dropped a moment later, its
+ *    uverbs file closing after this one), which go to the orphans within
+ *    their share;
+ *  - chunks kept for importers' mapped attachments are the importer's:
+ *    the one other user that mapped an attachment (recorded at its map,
+ *    mrpool_slice_note_user()) takes them within its share, past it the
+ *    orphans within theirs; when several users did (or a kernel thread),
+ *    the orphans within their share; when only the owner did, they stay
+ *    the owner's (the orphans', within their share, if it is exiting);
+ * and what has no room stays the owner's (stats/orphans_full). So the
+ * owner cannot push more than a share on any other user, and another
+ * user leaves the owner charged only through an attachment it maps
+ * while it is at its share and the orphans are full, until its unmap.
+ * What still cannot be told: where the owner and one other user both
+ * map attachments, the other user is charged for the chunks until the
+ * last of them is unmapped, the owner's included (within its share).
  *
  * Locking: s->mem_sem orders the fault path against the revocation. A
  * fault takes it for read (under mmap_lock), checks s->revoked, and
@@ -77,13 +85,14 @@ void mrpool_slice_mem_done(struct mrpool_slice *s)
 }
 
 /**
- * mrpool_slice_note_user - a process may pin @s's pages through a dma-buf
+ * mrpool_slice_note_user - an importer holds @s's pages through a dma-buf
  * @s: the slice, referenced by the caller
  *
- * Called where a dma-buf of @s is mmap()ed or its attachment mapped: the
- * caller's user, when it is not the owner's, is who a revocation charges
- * for the pins left behind (see above). A kernel thread, or a user whose
- * tenant cannot be had, counts as several users.
+ * Called where an attachment of a dma-buf of @s is mapped (its CPU
+ * mappings cannot be pinned): the caller's user, when it is not the
+ * owner's, is who a revocation charges for the chunks kept for the
+ * attachments (see above). A kernel thread, or a user whose tenant cannot
+ * be had, counts as several users.
  */
 void mrpool_slice_note_user(struct mrpool_slice *s)
 {
@@ -130,10 +139,11 @@ static void mrpool_slice_wait_faults(struct mrpool_slice *s)
 
 /*
  * Move the charge of @chunks as the rule above says: @to, the one other
- * user, or NULL; @many: several users; @owner_exiting from the file's
- * release by the exiting owner. @all: every chunk (an importer keeps
- * them), else only those still pinned. The caller owns the list, or holds
- * export_lock over the slice's own.
+ * user that mapped an attachment, or NULL; @many: several users;
+ * @owner_exiting from the file's release by the exiting owner. @all:
+ * every chunk (kept for the importers, whose @to and @many these are),
+ * else only those still pinned (the owner's: @to NULL, @many false). The
+ * caller owns the list, or holds export_lock over the slice's own.
  *
  * Return: chunks that stayed the owner's for want of room, to be reported
  * with mrpool_slice_report_kept() once no lock is held.
@@ -168,9 +178,11 @@ static void mrpool_slice_report_kept(unsigned long kept)
 	mrpool_nl_pool_event(MRPOOL_EVENT_ORPHANS_FULL, min(kept, U32_MAX), 0);
 }
 
-/* The slice's chunks go back to the pool, those still pinned charged. */
+/*
+ * The slice's chunks go back to the pool; those still pinned are the
+ * owner's, orphaned within the orphans' share if it is exiting.
+ */
 static void mrpool_slice_give_back(struct mrpool_slice *s,
-				   struct mrpool_tenant *to, bool many,
 				   bool owner_exiting)
 {
 	struct mrpool_client *client = s->client;
@@ -183,7 +195,8 @@ static void mrpool_slice_give_back(struct mrpool_slice *s,
 	client->bytes -= s->length;
 	mutex_unlock(&client->lock);
 
-	kept = mrpool_slice_recharge(&chunks, false, to, many, owner_exiting);
+	kept = mrpool_slice_recharge(&chunks, false, NULL, false,
+				     owner_exiting);
 	mrpool_pool_return(&chunks);
 	atomic64_inc(&mrpool_stats.frees);
 	mrpool_slice_report_kept(kept);
@@ -207,7 +220,7 @@ void mrpool_slice_unkeep(struct mrpool_slice *s)
 	s->kept = false;
 	mutex_unlock(&s->export_lock);
 	if (kept)
-		mrpool_slice_give_back(s, NULL, false, false);
+		mrpool_slice_give_back(s, false);
 }
 
 /**
@@ -240,14 +253,14 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 
 	/*
 	 * No map of an attachment starts once revoked: dma_maps only falls
-	 * from here. A mapped one keeps the chunks, charged as a pin is,
-	 * until the last is unmapped (mrpool_slice_unkeep(), which waits
-	 * for export_lock to see @kept).
+	 * from here. A mapped one keeps the chunks, charged to the
+	 * importers, until the last is unmapped (mrpool_slice_unkeep(),
+	 * which waits for export_lock to see @kept).
 	 */
 	mutex_lock(&s->export_lock);
-	many = s->pinners_many;
-	to = many ? NULL : s->pinner;
 	if (atomic_read(&s->dma_maps)) {
+		many = s->pinners_many;
+		to = many ? NULL : s->pinner;
 		kept = mrpool_slice_recharge(&s->chunks, true, to, many,
 					     owner_exiting);
 		s->kept = true;
@@ -256,5 +269,5 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 		return;
 	}
 	mutex_unlock(&s->export_lock);
-	mrpool_slice_give_back(s, to, many, owner_exiting);
+	mrpool_slice_give_back(s, owner_exiting);
 }

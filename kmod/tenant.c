@@ -4,11 +4,11 @@
  * is charged to the user that allocated it -- against max_user_mb and,
  * unless the caller has CAP_IPC_LOCK, RLIMIT_MEMLOCK through the user's
  * locked_vm like other pinned memory (io_uring, perf, RDMA) -- and stays
- * charged until the chunk is free again, or its charge moves to whoever
- * pins it after a revocation (below). A pin of the owner's own that
- * outlives a free (an MR, a vmsplice()d page, O_DIRECT) therefore never
- * takes memory out of its owner's account, and no mix of opens, forks,
- * mappings and frees multiplies a user's share.
+ * charged until the chunk is free again, or its charge moves to the
+ * importer that holds it after a revocation (below). A pin of the
+ * owner's own that outlives a free (an MR, a vmsplice()d page, O_DIRECT)
+ * therefore never takes memory out of its owner's account, and no mix of
+ * opens, forks, mappings and frees multiplies a user's share.
  *
  * Both counters are per user: RLIMIT_MEMLOCK is compared with the user's
  * locked_vm, as io_uring does. Charges are in chunks, bytes for display.
@@ -32,32 +32,32 @@
  * and no other user keeps it (issue 33): the owner's FREE, or its file's
  * release, revokes the slice (revoke.c): every mapping of it, the
  * owner's and its dma-bufs' in any process, is zapped, and its chunks go
- * back at once. What stays pinned (a pipe holding vmsplice()d pages, an
- * MR) waits in quarantine, and who pinned it cannot be told: the owner,
- * through its own mapping, or whoever mapped or imported the slice's
- * dma-buf. Its charge therefore moves, chunk by chunk, as far as each
- * has room, so that neither side can push more than a bounded amount on
- * the other:
- *  - to the one other user that mapped or imported the dma-buf, while
- *    that user's charge is within one user's share (max_user_mb, or
- *    max_user_pct of max_mb): the owner cannot fill another user past
- *    its share with its own pins;
- *  - then to the orphans -- no user's, no RLIMIT_MEMLOCK -- when several
- *    users mapped it, or one did and is at its share, or the owner
- *    process is exiting (its leftovers: a pin dropped a moment later,
- *    its uverbs file closing after this one), while the orphans hold
- *    less than one user's share in all: no user can hold more than its
- *    share and that one by pinning, freeing and allocating again, and
- *    the default share (half of max_mb) still leaves room for others;
- *  - the rest stays the owner's until it is free (stats/orphans_full
- *    counts it, and listeners get MRPOOL_EVENT_ORPHANS_FULL).
- * Who pinned what after a revocation cannot be told today, so each side
- * can still make the other hold up to a share: the owner fill the one
- * other user that mapped its dma-buf, or that user -- at its share when
- * the owner frees, its own allocations counted -- leave the owner
- * charged once the orphans are full. Mappings of dma-bufs that no one
- * can pin would end that (an importer pins through an attachment, whose
- * user is known).
+ * back at once. What is still held waits, and who holds it can be told,
+ * for a dma-buf's mapping cannot be pinned (dmabuf.c):
+ *  - a chunk pinned once the mappings are gone (a pipe holding
+ *    vmsplice()d pages, an MR, O_DIRECT) was pinned through the owner's
+ *    own mapping: it stays the owner's until it is free, but for the
+ *    leftovers of an exiting owner process (a pin dropped a moment
+ *    later, its uverbs file closing after this one), which go to the
+ *    orphans -- no user's, no RLIMIT_MEMLOCK -- while the orphans hold
+ *    less than one user's share in all;
+ *  - chunks kept for importers' mapped attachments go to the one other
+ *    user that mapped an attachment while that user's charge is within
+ *    one user's share (max_user_mb, or max_user_pct of max_mb), then to
+ *    the orphans as above; to the orphans alone when several users did
+ *    (or a kernel thread), or when only the owner did and is exiting;
+ *  - what has no room stays the owner's until it is free
+ *    (stats/orphans_full counts it, and listeners get
+ *    MRPOOL_EVENT_ORPHANS_FULL).
+ * So the owner cannot push more than a share on any other user, no user
+ * can hold more than its share and that one of the orphans by pinning,
+ * freeing and allocating again, and the default share (half of max_mb)
+ * still leaves room for others. Another user leaves the owner charged
+ * only through an attachment it maps while it is at its share and the
+ * orphans are full, until it unmaps; and where the owner and one other
+ * user both map attachments, the other user is charged for the chunks
+ * until the last of them is unmapped, the owner's included, within its
+ * share.
  * An orphaned chunk keeps its cgroup quotas (quota.c): a container does
  * not escape its quota by pinning and freeing; a chunk charged to
  * another user leaves them, as it leaves the owner's RLIMIT_MEMLOCK.
@@ -352,9 +352,10 @@ bool mrpool_tenant_is_current(struct mrpool_tenant *t)
 /**
  * mrpool_chunks_recharge - move the charge of a revoked slice's pinned chunks
  * @chunks: chunks of one slice, charged to its owner's tenant
- * @to: the one other user that mapped or imported the slice, or NULL
+ * @to: the one other user that mapped an attachment of the slice's
+ *	dma-buf (the chunks are kept for attachments), or NULL
  * @orphan: what @to has no room for may go to the orphans (several users
- *	mapped it, one did, or the owner process is exiting)
+ *	mapped attachments, one did, or the owner process is exiting)
  *
  * The rule is the header's: each chunk moves to @to while @to's charge is
  * below one user's share, else with @orphan to the orphans while they

@@ -12,10 +12,13 @@
  * page pointers (the kmem:kmalloc trace event, in a tracing instance of
  * its own, sees the importing process's allocations). A mapped attachment
  * outlives the owner's FREE (a revocation): its pages stay the slice's,
- * intact, until the importer lets go, while new maps fail (issue 33).
+ * intact, until the importer lets go, while new maps fail, and they are
+ * the importer's charge meanwhile, not the owner's (issue 33).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +27,10 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -503,6 +509,116 @@ TEST_F(imp, importer_keeps_memory_past_free)
 	EXPECT_EQ(0, close(e.fd));
 	EXPECT_EQ(0, munmap(p, a.length));
 	EXPECT_EQ(frees + 1, pool_attr("stats/frees"));
+}
+
+#define OWNER		65533	/* a user other than the importer's */
+
+/*
+ * As OWNER: ALLOC two chunks, fill and export them, report the dma-buf's
+ * descriptor number on @out; on a byte from @go, FREE and report the
+ * result; exit when @go ends.
+ */
+static void kept_owner(uint64_t chunk, int go, int out)
+{
+	struct rlimit rl = { 4 * chunk, 4 * chunk };
+	struct mrpool_export_dmabuf e;
+	struct mrpool_alloc a;
+	int fd, ret = -1;
+	uint8_t *p;
+	char c;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(OWNER) || setuid(OWNER))
+		_exit(1);
+	fd = pool_open();
+	if (fd < 0 || pool_alloc(fd, 2 * chunk, &a))
+		_exit(2);
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED)
+		_exit(3);
+	memset(p, 0x6b, a.length);
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = a.slice_id;
+	if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
+	    write(out, &e.fd, sizeof(e.fd)) != sizeof(e.fd))
+		_exit(4);
+	if (read(go, &c, 1) == 1)
+		ret = pool_free(fd, a.slice_id);
+	if (write(out, &ret, sizeof(ret)) != sizeof(ret))
+		_exit(5);
+	while (read(go, &c, 1) > 0)
+		;
+	_exit(0);
+}
+
+static long long user_bytes(unsigned int uid)
+{
+	long long v = pool_user_row(uid, POOL_USER_BYTES);
+
+	return v > 0 ? v : 0;
+}
+
+/*
+ * Chunks a revocation keeps for an importer's mapped attachment are the
+ * importer's charge (issue 33): OWNER exports two chunks, root's importer
+ * maps an attachment of them (root: the one other user that did), OWNER
+ * FREEs: OWNER's charge is 0 while it lives on, root's has grown by the
+ * two chunks, and is back once the importer unmaps.
+ */
+TEST_F(imp, kept_chunks_charged_to_importer)
+{
+	int go[2], res[2], pidfd, buf, bfd = -1, ret = -1, st;
+	struct mrpool_query q;
+	long long root0;
+	uint64_t chunk;
+	char rep[160];
+	pid_t pid;
+
+	POOL_SETUP_SKIPPED();
+	ASSERT_EQ(0, getuid());
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	chunk = q.chunk_size;
+	ASSERT_TRUE(POOL_WAIT(user_bytes(OWNER) == 0, 20000));
+	root0 = user_bytes(0);
+	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(res, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(go[1]);
+		close(res[0]);
+		kept_owner(chunk, go[0], res[1]);
+	}
+	close(go[0]);
+	close(res[1]);
+	ASSERT_EQ((ssize_t)sizeof(bfd), read(res[0], &bfd, sizeof(bfd)));
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	ASSERT_LE(0, pidfd);
+	buf = syscall(SYS_pidfd_getfd, pidfd, bfd, 0);
+	ASSERT_LE(0, buf);
+	close(pidfd);
+	EXPECT_EQ((long long)(2 * chunk), user_bytes(OWNER));
+
+	ASSERT_EQ(0, hold(buf, rep, sizeof(rep))) TH_LOG("%s", rep);
+	ASSERT_EQ(1, write(go[1], "f", 1));
+	ASSERT_EQ((ssize_t)sizeof(ret), read(res[0], &ret, sizeof(ret)));
+	EXPECT_EQ(0, ret);
+	/* Kept for the importer, and its charge. */
+	EXPECT_EQ(0, user_bytes(OWNER));
+	EXPECT_EQ(root0 + (long long)(2 * chunk), user_bytes(0));
+	held(rep, sizeof(rep));
+	EXPECT_EQ(0, strncmp(rep, "sum", 3)) TH_LOG("%s", rep);
+
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("%#x", st);
+	EXPECT_EQ(0, user_bytes(OWNER));
+	/* The importer lets go: so does its charge. */
+	ASSERT_EQ(0, hold(-1, rep, sizeof(rep)));
+	EXPECT_EQ(root0, user_bytes(0));
+	EXPECT_EQ(0, close(buf));
+	close(res[0]);
 }
 
 TEST_F(imp, not_a_dmabuf)

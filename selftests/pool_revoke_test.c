@@ -4,11 +4,11 @@
  * owner's exit, unmaps every mapping of the slice -- the owner's own and
  * the dma-buf's in another user's process -- which then faults with
  * SIGBUS; the chunks go back to the pool at once, or once the last pin
- * (a pipe holding vmsplice()d pages) goes, and what such a pin holds is
- * charged to the other user that may hold it, within that user's share,
- * then to the orphans within their share -- the owner's charge is
- * 0 right after its reap -- and neither side can push more than a share
- * on the other; the next owner of a chunk reads zeros.
+ * (a pipe holding vmsplice()d pages) goes. Only the owner's own mapping
+ * can be pinned (a dma-buf's cannot: EFAULT), so what such a pin holds
+ * stays the owner's while it lives, and another user cannot keep the
+ * owner charged -- the owner's charge is 0 right after its reap; the
+ * next owner of a chunk reads zeros.
  *
  * VM kernels: all (zapping, fault and GUP paths are mm's, per kernel)
  */
@@ -511,20 +511,18 @@ TEST_F(revoke, receiver_cannot_pin_dmabuf)
 }
 
 /*
- * The owner sheds its own pins (issue 33): OWNER exports a slice to
- * NOBODY, which maps it, then vmsplice()s pages of its own mapping into
- * its own pipe and FREEs. Who pinned cannot be told, so the charge moves
- * only as far as there is room: to NOBODY while NOBODY is below its
- * share, then to the orphans while they hold less than a share, the
- * rest stays OWNER's -- counted in orphans_full, and OWNER's
- * next ALLOC sees it. With a share of SHED_SHARE chunks, NOBODY holding
- * SHED_SHARE - 1 of its own, and two rounds of SHED_SHARE pinned chunks:
- * NOBODY ends at its share, the orphans at theirs, OWNER with
- * the rest. Before the bound, NOBODY took every pinned chunk, past its
- * share.
+ * The owner's own pins stay its own (issue 33): OWNER exports a slice of
+ * SHED_SHARE chunks (its whole share) to NOBODY, which maps it, then
+ * vmsplice()s a page of each chunk of its own mapping into its own pipe
+ * and FREEs. Only the owner's mapping can be pinned, so the chunks wait
+ * in quarantine charged to OWNER -- its next ALLOC is refused -- not to
+ * NOBODY (which holds its SHED_SHARE - 1 chunks), nor the orphans, and
+ * nothing counts in orphans_full: room ran short nowhere. Before, the
+ * pins could have been NOBODY's, so NOBODY took one chunk (up to its
+ * share) and the orphans the other. Once OWNER is gone, pipes and all,
+ * everything is back.
  */
 #define SHED_SHARE	2
-#define SHED_ROUNDS	2
 
 static void shed_owner(const struct two_users_how *how, int sock, int go,
 		       int out)
@@ -534,48 +532,42 @@ static void shed_owner(const struct two_users_how *how, int sock, int go,
 	struct mrpool_export_dmabuf e;
 	struct mrpool_alloc a, b;
 	struct iovec iov;
-	int fd, pp[2], r, i;
+	int fd, pp[2], i;
 	uint8_t *p;
 
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		_exit(80);
 	become(OWNER);
 	fd = pool_open();
-	if (fd < 0)
+	if (fd < 0 || pool_alloc(fd, SHED_SHARE * chunk, &a))
 		_exit(81);
-	for (r = 0; r < SHED_ROUNDS; r++) {
-		wait_byte(go, 89);	/* the parent read the last round */
-		if (pool_alloc(fd, SHED_SHARE * chunk, &a))
-			_exit(82);
-		p = pool_map(fd, &a);
-		if (p == MAP_FAILED)
-			_exit(83);
-		memset(p, 0x5a, a.length);
-		memset(&e, 0, sizeof(e));
-		e.size = sizeof(e);
-		e.slice_id = a.slice_id;
-		e.flags = MRPOOL_EXPORT_CLOEXEC;
-		if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
-		    send_fd(sock, e.fd, a.length))
-			_exit(84);
-		close(e.fd);
-		wait_byte(go, 85);	/* the receiver mapped it */
-		/* The pipe is kept (not closed) until the exit. */
-		if (pipe(pp))
-			_exit(86);
-		for (i = 0; i < SHED_SHARE; i++) {
-			iov.iov_base = p + i * chunk;
-			iov.iov_len = 4096;
-			if (vmsplice(pp[1], &iov, 1, 0) != 4096)
-				_exit(87);
-		}
-		say(out, pool_free(fd, a.slice_id));
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED)
+		_exit(83);
+	memset(p, 0x5a, a.length);
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = a.slice_id;
+	e.flags = MRPOOL_EXPORT_CLOEXEC;
+	if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
+	    send_fd(sock, e.fd, a.length))
+		_exit(84);
+	close(e.fd);
+	wait_byte(go, 85);	/* the receiver mapped it */
+	/* The pipe is kept (not closed) until the exit. */
+	if (pipe(pp))
+		_exit(86);
+	for (i = 0; i < SHED_SHARE; i++) {
+		iov.iov_base = p + i * chunk;
+		iov.iov_len = 4096;
+		if (vmsplice(pp[1], &iov, 1, 0) != 4096)
+			_exit(87);
 	}
+	say(out, pool_free(fd, a.slice_id));
 	wait_byte(go, 88);
 	/* What stayed OWNER's counts against its share. */
-	say(out, pool_alloc(fd, SHED_SHARE * chunk, &b));
 	say(out, pool_alloc(fd, chunk, &b));
-	wait_byte(go, 0);	/* the pipes go with the exit */
+	wait_byte(go, 0);	/* the pipe goes with the exit */
 	_exit(0);
 }
 
@@ -586,7 +578,7 @@ static void shed_receiver(const struct two_users_how *how, int sock, int go,
 	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
 	struct mrpool_alloc own;
 	uint64_t len = 0;
-	int fd, buf, r;
+	int fd, buf;
 	uint8_t *q;
 
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
@@ -594,27 +586,24 @@ static void shed_receiver(const struct two_users_how *how, int sock, int go,
 	become(NOBODY);
 	fd = pool_open();
 	say(out, fd < 0 ? -1 : pool_alloc(fd, (SHED_SHARE - 1) * chunk, &own));
-	for (r = 0; r < SHED_ROUNDS; r++) {
-		buf = recv_fd(sock, &len);
-		if (buf < 0)
-			_exit(71);
-		q = mmap(NULL, len, PROT_READ, MAP_SHARED, buf, 0);
-		if (q == MAP_FAILED)
-			_exit(72);
-		say(out, q[0] == 0x5a && q[len - 1] == 0x5a ? 0 : 73);
-	}
+	buf = recv_fd(sock, &len);
+	if (buf < 0)
+		_exit(71);
+	q = mmap(NULL, len, PROT_READ, MAP_SHARED, buf, 0);
+	if (q == MAP_FAILED)
+		_exit(72);
+	say(out, q[0] == 0x5a && q[len - 1] == 0x5a ? 0 : 73);
 	wait_byte(go, 0);
 	_exit(0);
 }
 
-TEST_F(revoke, owner_pins_bounded_by_shares)
+TEST_F(revoke, owner_pins_stay_owners)
 {
 	long long full = pool_attr("stats/orphans_full");
 	long long share_mb = SHED_SHARE * self->chunk / MIB;
 	struct two_users_how how = { .chunk = self->chunk };
 	struct mrpool_query q;
 	struct two_users t;
-	int r;
 
 	ASSERT_EQ(0, getuid());
 	ASSERT_LE(0, full);
@@ -626,32 +615,22 @@ TEST_F(revoke, owner_pins_bounded_by_shares)
 	ASSERT_EQ(0, two_users_run(&t, &how, shed_owner, shed_receiver));
 
 	EXPECT_EQ(0, hear(t.recv_out));	/* NOBODY's own share - 1 chunks */
-	for (r = 0; r < SHED_ROUNDS; r++) {
-		ASSERT_EQ(1, write(t.owner_go, "r", 1));
-		EXPECT_EQ(0, hear(t.recv_out));	/* mapped */
-		ASSERT_EQ(1, write(t.owner_go, "m", 1));
-		EXPECT_EQ(0, hear(t.owner_out));	/* pinned and freed */
-		/* NOBODY never above its share. */
-		EXPECT_EQ((long long)(SHED_SHARE * self->chunk),
-			  user_bytes(NOBODY)) TH_LOG("round %d", r);
-		/*
-		 * Round 0: one chunk to NOBODY (then at its share), one
-		 * orphaned. Round 1: one more orphaned (the orphans' share of
-		 * SHED_SHARE full), one stays OWNER's.
-		 */
-		EXPECT_EQ((long long)((r + 1) * self->chunk),
-			  pool_orphan_bytes()) TH_LOG("round %d", r);
-		EXPECT_EQ((long long)(r * self->chunk), user_bytes(OWNER))
-			TH_LOG("round %d", r);
-	}
-	EXPECT_EQ(full + 1, pool_attr("stats/orphans_full"));
+	EXPECT_EQ(0, hear(t.recv_out));	/* mapped */
+	ASSERT_EQ(1, write(t.owner_go, "m", 1));
+	EXPECT_EQ(0, hear(t.owner_out));	/* pinned and freed */
+	EXPECT_EQ((long long)(SHED_SHARE * self->chunk), user_bytes(OWNER));
+	EXPECT_EQ((long long)(SHED_SHARE * self->chunk),
+		  pool_user_row(OWNER, POOL_USER_QUARANTINED));
+	EXPECT_EQ((long long)((SHED_SHARE - 1) * self->chunk),
+		  user_bytes(NOBODY));
+	EXPECT_EQ(0, pool_orphan_bytes());
+	EXPECT_EQ(full, pool_attr("stats/orphans_full"));
 	ASSERT_EQ(0, pool_query(self->fd, &q));
-	EXPECT_EQ(self->q0.quarantined_bytes +
-		  SHED_ROUNDS * SHED_SHARE * self->chunk, q.quarantined_bytes);
-	/* OWNER's next ALLOC: its share less the chunk it kept. */
+	EXPECT_EQ(self->q0.quarantined_bytes + SHED_SHARE * self->chunk,
+		  q.quarantined_bytes);
+	/* OWNER's next ALLOC: its share is pinned. */
 	ASSERT_EQ(1, write(t.owner_go, "a", 1));
 	EXPECT_EQ(-EDQUOT, hear(t.owner_out));
-	EXPECT_EQ(0, hear(t.owner_out));
 
 	/* Both gone, pipes and all: everything is back. */
 	EXPECT_EQ(0, two_users_reap(t.owner, t.owner_go));
