@@ -181,13 +181,16 @@ struct mrpool_alloc {
  * owns): every mapping of it -- the caller's own, and the mmap()s of its
  * dma-bufs in any process -- is unmapped, and an access to one raises
  * SIGBUS from then on. The memory goes back to the pool at once, zeroed
- * before it is handed out again; a chunk whose pages are still pinned (a
- * pipe holding vmsplice()d pages, an MR) waits until the pin goes,
- * charged to the one other user that mapped or imported a dma-buf of the
- * slice, or to no user when several did, and to the caller only when no
- * other user did (its own pins). A driver that imported a dma-buf of the
- * slice and mapped an attachment keeps the memory until it unmaps its
- * last attachment, charged the same way. See mrpool(4), Revocation.
+ * before it is handed out again. A chunk whose pages are still pinned (a
+ * pipe holding vmsplice()d pages, an MR, O_DIRECT) was pinned through
+ * the caller's own mapping -- a dma-buf's mapping cannot be pinned -- and
+ * waits until the pin goes, charged to the caller (to no user, within
+ * one user's share in all, when it is the exiting owner's leftover). A
+ * driver that imported a dma-buf of the slice and mapped an attachment
+ * keeps the memory until it unmaps its last attachment, charged to the
+ * one other user that mapped an attachment while it is below its share,
+ * else to no user within that share (always when several users did),
+ * and what has no room stays the caller's. See mrpool(4), Revocation.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
  * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
@@ -346,14 +349,17 @@ struct mrpool_slice_keys {
  *
  * For drivers that register dma-bufs (ibv_reg_dmabuf_mr()) and skip
  * pinning. The dma-buf can be mmap()ed (shared mappings only), in any
- * process it is passed to, and holds the slice, never the /dev/mrpool
- * file. It does not hold the memory from its owner: a FREE of the slice,
- * or the file's release (the owner's exit), revokes it -- every mmap of
- * the dma-buf is unmapped and raises SIGBUS from then on, a new mmap() or
- * a driver's new attachment map fails with -ENODEV, and the memory goes
- * back to the pool, or once another user's pin of it goes, charged to
- * that user (see MRPOOL_IOC_FREE). An importing driver with a mapped
- * attachment keeps the memory until it unmaps its last attachment. The
+ * process it is passed to, but such a mapping cannot be pinned: it maps
+ * page frames (VM_PFNMAP), so get_user_pages() of it -- vmsplice(),
+ * O_DIRECT, ibv_reg_mr() -- fails with -EFAULT; register the dma-buf
+ * instead. It holds the slice, never the /dev/mrpool file. It does not
+ * hold the memory from its owner: a FREE of the slice, or the file's
+ * release (the owner's exit), revokes it -- every mmap of the dma-buf is
+ * unmapped and raises SIGBUS from then on, a new mmap() or a driver's new
+ * attachment map fails with -ENODEV, and the memory goes back to the
+ * pool, but for an importing driver with a mapped attachment, which
+ * keeps it, charged to its user (see MRPOOL_IOC_FREE), until it unmaps
+ * its last attachment. The
  * dma-buf's mode limits its own mmap() (a write-only
  * one maps not at all), not a driver that imports it: that gets the
  * access its import asks for, read and write alike. Hence a writer only.

@@ -124,9 +124,9 @@ enum mrpool_nl_cmd {
  * @MRPOOL_EVENT_DEV_REMOVED: the device is gone; %MRPOOL_A_DEVICE.
  * @MRPOOL_EVENT_TRIM: the idle trim gave chunks back to the page
  *	allocator; %MRPOOL_A_EVENT_CHUNKS: how many.
- * @MRPOOL_EVENT_ORPHANS_FULL: a revocation left pinned chunks charged to
- *	their owner for want of room: the one other user that mapped the
- *	slice at its share, the orphans holding a share (mrpool(4)
+ * @MRPOOL_EVENT_ORPHANS_FULL: a revocation left chunks charged to their
+ *	owner for want of room: the one other user whose importer holds
+ *	them at its share, or none, the orphans holding a share (mrpool(4)
  *	"Revocation"); %MRPOOL_A_EVENT_CHUNKS: how many.
  */
 enum mrpool_nl_event {
