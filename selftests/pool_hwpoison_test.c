@@ -463,6 +463,44 @@ TEST_F_TIMEOUT(hwp, fault_on_poisoned_page, 300)
 }
 
 /*
+ * The same through the slice's dma-buf, whose mapping inserts frame
+ * numbers (dmabuf.c): its other pages read the owner's bytes, the
+ * poisoned one raises SIGBUS, BUS_MCEERR_AR, at its address, and no
+ * entry for it appears; FREE retires the chunk.
+ */
+TEST_F_TIMEOUT(hwp, dmabuf_fault_on_poisoned_page, 300)
+{
+	struct mrpool_export_dmabuf e;
+	unsigned long bad = self->bad;
+	size_t nz;
+	char *p;
+
+	POOL_SETUP_SKIPPED();
+	ASSERT_EQ(0, poison_pfn(bad)) TH_LOG("hwpoison/corrupt-pfn %#lx", bad);
+
+	memset(&e, 0, sizeof(e));
+	e.size = sizeof(e);
+	e.slice_id = self->victim.slice_id;
+	e.flags = MRPOOL_EXPORT_CLOEXEC;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_EXPORT_DMABUF, &e));
+	p = mmap(NULL, self->victim.length, PROT_READ, MAP_SHARED, e.fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_EQ(0, read_guarded(p, PAGE, &nz));
+	EXPECT_EQ(0, nz);
+	EXPECT_EQ(0, read_guarded(p + (BAD_PAGE + 1) * PAGE, PAGE, &nz));
+	EXPECT_EQ(0, nz);
+	EXPECT_EQ(-1, read_guarded(p + BAD_PAGE * PAGE, PAGE, &nz));
+	EXPECT_EQ(BUS_MCEERR_AR, bus_code);
+	EXPECT_EQ(p + BAD_PAGE * PAGE, (char *)bus_addr);
+	EXPECT_EQ(0UL, pfn_of(p + BAD_PAGE * PAGE));
+	munmap(p, self->victim.length);
+	close(e.fd);
+	ASSERT_EQ(0, pool_free(self->fd, self->victim.slice_id));
+
+	expect_retired_and_reused(_metadata, self, self->victim_pfn, bad);
+}
+
+/*
  * A chunk freed while a pipe pins a page waits in quarantine, charged;
  * poisoned there, it is retired at its next check, pin or not, and its
  * charge released.
