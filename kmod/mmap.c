@@ -66,9 +66,16 @@ static void mrpool_slice_put_work(struct callback_head *head)
  * would hold off the process's other mmap()/munmap() (and, on exit, the
  * whole teardown) that long. It is dropped instead when the task returns
  * to user space or exits, as fput() defers __fput(): still before
- * munmap() returns or the parent can reap the task. @file (the VMA's or
- * the mmap()ed one), held until then, keeps the module loaded. A kernel
- * thread (mmput_async()) runs no task work: it drops it here.
+ * munmap() returns or the parent can reap the task -- unless another task
+ * holds the mm (get_task_mm(): a read of /proc/<pid>/cmdline whose copy
+ * waits on a FUSE page holds it as long as that user likes). Then the
+ * exiting task's VMAs outlive it and close in the holder when it lets go;
+ * nothing of the pool waits for that: the owner's file release, in
+ * exit_files() after exit_mm(), has revoked its slices, zapped the held
+ * VMAs and returned the chunks (revoke.c; selftests/held_mm_test). @file
+ * (the VMA's or the mmap()ed one), held until then, keeps the module
+ * loaded. A kernel thread (mmput_async()) runs no task work: it drops it
+ * here.
  */
 static void mrpool_slice_put_mm(struct mrpool_slice *s, struct file *file)
 {
