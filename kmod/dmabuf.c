@@ -50,6 +50,19 @@ struct mrpool_dmabuf {
 };
 
 /*
+ * A mapped attachment: its table, and who mapped it, which a revocation
+ * charges for the chunks it keeps (revoke.c) -- whoever maps one then,
+ * not whoever once did.
+ */
+struct mrpool_dmabuf_map {
+	struct sg_append_table sga;
+	struct list_head node;		/* slice->dma_mapv, under export_lock */
+	/* The mapper's user (a reference); NULL: a kernel thread, or unknown */
+	struct mrpool_tenant *tenant;
+	bool owner;			/* the mapper is the slice's owner's user */
+};
+
+/*
  * The table is built chunk by chunk, from each chunk's own page array:
  * nothing the size of the whole slice is allocated, whatever its length
  * (a page array of a 1 TiB slice would be 2 GiB). Pages contiguous across
@@ -64,18 +77,24 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	unsigned int max_seg = dma_get_max_seg_size(at->dev);
 	unsigned int npages = mrpool_pool.chunk_pages;
 	struct mrpool_slice *s = mb->slice;
+	struct mrpool_dmabuf_map *m;
 	struct sg_append_table *sga;
 	unsigned int i, left;
 	int ret;
 
-	mrpool_slice_note_user(s);
+	m = mrpool_kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return ERR_PTR(-ENOMEM);
+	sga = &m->sga;
+	if (!(current->flags & PF_KTHREAD)) {
+		m->owner = mrpool_tenant_is_current(s->client->tenant);
+		if (!m->owner)
+			m->tenant = mrpool_tenant_get();
+	}
 	/* Held across the build, so a revocation sees this map counted. */
-	if (!mrpool_slice_mem_read(s))
-		return ERR_PTR(-ENODEV);
-	sga = mrpool_kzalloc(sizeof(*sga), GFP_KERNEL);
-	if (!sga) {
-		ret = -ENOMEM;
-		goto done;
+	if (!mrpool_slice_mem_read(s)) {
+		ret = -ENODEV;
+		goto free_map;
 	}
 	for (i = 0; i < s->nr_chunks; i++) {
 		/*
@@ -96,15 +115,19 @@ static struct sg_table *mrpool_dmabuf_map(struct dma_buf_attachment *at,
 	ret = dma_map_sgtable(at->dev, &sga->sgt, dir, 0);
 	if (ret)
 		goto free_table;
+	mutex_lock(&s->export_lock);
+	list_add_tail(&m->node, &s->dma_mapv);
 	atomic_inc(&s->dma_maps);
+	mutex_unlock(&s->export_lock);
 	mrpool_slice_mem_done(s);
 	return &sga->sgt;
 
 free_table:
 	sg_free_append_table(sga);
-	kfree(sga);
-done:
 	mrpool_slice_mem_done(s);
+free_map:
+	mrpool_tenant_put(m->tenant);
+	kfree(m);
 	return ERR_PTR(ret);
 }
 
@@ -112,16 +135,23 @@ static void mrpool_dmabuf_unmap(struct dma_buf_attachment *at,
 				struct sg_table *sgt,
 				enum dma_data_direction dir)
 {
-	struct sg_append_table *sga = container_of(sgt, struct sg_append_table,
-						   sgt);
+	struct mrpool_dmabuf_map *m = container_of(sgt, struct mrpool_dmabuf_map,
+						   sga.sgt);
 	struct mrpool_dmabuf *mb = at->dmabuf->priv;
+	struct mrpool_slice *s = mb->slice;
+	bool last;
 
 	dma_unmap_sgtable(at->dev, sgt, dir, 0);
-	sg_free_append_table(sga);
-	kfree(sga);
+	sg_free_append_table(&m->sga);
+	mutex_lock(&s->export_lock);
+	list_del(&m->node);
+	last = atomic_dec_and_test(&s->dma_maps);
+	mutex_unlock(&s->export_lock);
+	mrpool_tenant_put(m->tenant);
+	kfree(m);
 	/* The last one: chunks a revocation kept for it go back. */
-	if (atomic_dec_and_test(&mb->slice->dma_maps))
-		mrpool_slice_unkeep(mb->slice);
+	if (last)
+		mrpool_slice_unkeep(s);
 }
 
 /* The last reference to the dma-buf is gone: so are its mappings. */
@@ -137,6 +167,36 @@ static void mrpool_dmabuf_release(struct dma_buf *dmabuf)
 		iput(mb->inode);
 	mrpool_slice_put(s);
 	kfree(mb);
+}
+
+/**
+ * mrpool_dmabuf_importer - who maps attachments of @s's dma-bufs now
+ * @s: the slice, its export_lock held by the caller
+ * @many: set when several users other than the owner's do, or a kernel
+ *	thread or a mapper whose user could not be had; else cleared
+ *
+ * Return: the one user other than the owner's with an attachment mapped
+ * (referenced by its maps, so while export_lock is held), or NULL: none
+ * (no map, or only the owner's own), or @many.
+ */
+struct mrpool_tenant *mrpool_dmabuf_importer(struct mrpool_slice *s,
+					     bool *many)
+{
+	struct mrpool_tenant *to = NULL;
+	struct mrpool_dmabuf_map *m;
+
+	lockdep_assert_held(&s->export_lock);
+	*many = false;
+	list_for_each_entry(m, &s->dma_mapv, node) {
+		if (m->owner)
+			continue;
+		if (!m->tenant || (to && to != m->tenant)) {
+			*many = true;
+			return NULL;
+		}
+		to = m->tenant;
+	}
+	return to;
 }
 
 /**
@@ -160,10 +220,18 @@ void mrpool_dmabuf_zap(struct mrpool_slice *s)
  * A CPU mapping of the dma-buf is VM_PFNMAP | VM_IO: each fault inserts
  * the frame of the slice's page as a special entry, which no
  * get_user_pages() or pin_user_pages() follows (-EFAULT: vmsplice(),
- * O_DIRECT, ibv_reg_mr() of it all fail). Only an attachment, whose
- * mapper is recorded (mrpool_slice_note_user()), can hold the slice's
- * pages through a dma-buf. The VMA holds the dma-buf's file, hence the
- * slice: no open/close.
+ * O_DIRECT, ibv_reg_mr(), io_uring's registered buffers,
+ * process_vm_readv() and /proc/pid/mem of it all fail; so do gdb's and
+ * ptrace()'s reads, and MAP_POPULATE and mlock() populate nothing: each
+ * page is mapped at its first touch, 4 KiB at a time). Only an
+ * attachment, whose map records its mapper, can hold the slice's pages
+ * through a dma-buf. One exception, before Linux 6.13: KVM follows such
+ * an entry to the page and may take a reference (hva_to_pfn_remapped(),
+ * kvm_try_get_pfn(); a nested guest's vAPIC page, kvm_vcpu_map()), so a
+ * guest's memory backed by the mapping can hold a page; that reference
+ * counts as a pin of the owner's (revoke.c): the chunk stays quarantined
+ * and the owner's charge until it goes, never reused meanwhile. The VMA
+ * holds the dma-buf's file, hence the slice: no open/close.
  *
  * Revocation (revoke.c): the check of the revoked flag and the insert
  * are made under the slice's mem_sem held for read, so a revocation,

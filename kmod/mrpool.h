@@ -359,12 +359,10 @@ struct mrpool_slice {
 	bool returned;			/* its chunks went back to the pool */
 	atomic_t dma_maps;		/* importers' mapped sg tables */
 	bool kept;			/* revoked, chunks kept for dma_maps */
-	/* Its dma-bufs (dmabuf.c), who else used them, and kept, under: */
+	/* Its dma-bufs (dmabuf.c), their mapped attachments, and kept, under: */
 	struct mutex export_lock;
 	struct list_head exports;	/* struct mrpool_dmabuf */
-	/* The one other user that mapped an attachment (a reference). */
-	struct mrpool_tenant *pinner;
-	bool pinners_many;		/* more than one such user */
+	struct list_head dma_mapv;	/* struct mrpool_dmabuf_map */
 	struct mrpool_client *client;	/* owner (a reference) */
 	struct list_head node;		/* client->slices */
 	struct list_head chunks;	/* the chunks, for the pool */
@@ -408,7 +406,6 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 			 bool owner_exiting);
 bool mrpool_slice_mem_read(struct mrpool_slice *s);
 void mrpool_slice_mem_done(struct mrpool_slice *s);
-void mrpool_slice_note_user(struct mrpool_slice *s);
 void mrpool_slice_unkeep(struct mrpool_slice *s);
 
 /* ---- mapfile.c ---- */
@@ -455,6 +452,8 @@ long mrpool_ioc_slice_keys(struct mrpool_client *client, void __user *uarg);
 /* ---- dmabuf.c ---- */
 long mrpool_ioc_export_dmabuf(struct file *file, void __user *uarg);
 void mrpool_dmabuf_zap(struct mrpool_slice *s);
+struct mrpool_tenant *mrpool_dmabuf_importer(struct mrpool_slice *s,
+					     bool *many);
 
 /* ---- sysfs.c ---- */
 extern const struct attribute_group *mrpool_groups[];

@@ -21,20 +21,26 @@
  *    MR, its vmsplice(), its O_DIRECT): it stays the owner's charge, but
  *    for an exiting owner's leftovers (a pin dropped a moment later, its
  *    uverbs file closing after this one), which go to the orphans within
- *    their share;
- *  - chunks kept for importers' mapped attachments are the importer's:
- *    the one other user that mapped an attachment (recorded at its map,
- *    mrpool_slice_note_user()) takes them within its share, past it the
- *    orphans within theirs; when several users did (or a kernel thread),
- *    the orphans within their share; when only the owner did, they stay
- *    the owner's (the orphans', within their share, if it is exiting);
+ *    their share -- also where importers' attachments are mapped: those
+ *    hold no page, so only the owner's pin can keep such a chunk past
+ *    their last unmap (in quarantine);
+ *  - the other chunks, kept for importers' mapped attachments, are the
+ *    importers': who maps one at the revocation counts (each map records
+ *    its mapper's user, dmabuf.c, and drops it at its unmap; a failed map
+ *    records nothing). The one user other than the owner's that does
+ *    takes them within its share, past it the orphans within theirs;
+ *    when several such users do (or a kernel thread), the orphans within
+ *    their share; when only the owner's own maps are left, they stay the
+ *    owner's until its unmap (the orphans', within their share, if it is
+ *    exiting);
  * and what has no room stays the owner's (stats/orphans_full). So the
  * owner cannot push more than a share on any other user, and another
  * user leaves the owner charged only through an attachment it maps
  * while it is at its share and the orphans are full, until its unmap.
  * What still cannot be told: where the owner and one other user both
- * map attachments, the other user is charged for the chunks until the
- * last of them is unmapped, the owner's included (within its share).
+ * have attachments mapped at the revocation, the other user is charged
+ * for the chunks until the last of them is unmapped, the owner's included
+ * (within its share).
  *
  * Locking: s->mem_sem orders the fault path against the revocation. A
  * fault takes it for read (under mmap_lock), checks s->revoked, and
@@ -82,37 +88,6 @@ bool mrpool_slice_mem_read(struct mrpool_slice *s)
 void mrpool_slice_mem_done(struct mrpool_slice *s)
 {
 	up_read(&s->mem_sem);
-}
-
-/**
- * mrpool_slice_note_user - an importer holds @s's pages through a dma-buf
- * @s: the slice, referenced by the caller
- *
- * Called where an attachment of a dma-buf of @s is mapped (its CPU
- * mappings cannot be pinned): the caller's user, when it is not the
- * owner's, is who a revocation charges for the chunks kept for the
- * attachments (see above). A kernel thread, or a user whose tenant cannot
- * be had, counts as several users.
- */
-void mrpool_slice_note_user(struct mrpool_slice *s)
-{
-	struct mrpool_tenant *t = NULL;
-
-	if (!(current->flags & PF_KTHREAD)) {
-		if (mrpool_tenant_is_current(s->client->tenant))
-			return;
-		t = mrpool_tenant_get();
-	}
-	mutex_lock(&s->export_lock);
-	if (!t || (s->pinner && s->pinner != t)) {
-		s->pinners_many = true;
-	} else if (!s->pinner) {
-		/* The slice keeps this reference until its release. */
-		s->pinner = t;
-		t = NULL;
-	}
-	mutex_unlock(&s->export_lock);
-	mrpool_tenant_put(t);
 }
 
 /*
@@ -236,9 +211,11 @@ void mrpool_slice_unkeep(struct mrpool_slice *s)
 void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 			 bool owner_exiting)
 {
+	struct mrpool_chunk *c, *tmp;
 	struct mrpool_tenant *to;
-	unsigned long kept;
 	bool many, faulted;
+	unsigned long kept;
+	LIST_HEAD(busy);
 
 	down_write(&s->mem_sem);
 	s->revoked = true;
@@ -253,16 +230,22 @@ void mrpool_slice_revoke(struct mrpool_slice *s, struct file *map_file,
 
 	/*
 	 * No map of an attachment starts once revoked: dma_maps only falls
-	 * from here. A mapped one keeps the chunks, charged to the
-	 * importers, until the last is unmapped (mrpool_slice_unkeep(),
-	 * which waits for export_lock to see @kept).
+	 * from here. A mapped one keeps the chunks until the last is
+	 * unmapped (mrpool_slice_unkeep(), which waits for export_lock to
+	 * see @kept), charged to the importers who map one now, but for
+	 * those pinned now: the owner's own pins, which outlive no unmap.
 	 */
 	mutex_lock(&s->export_lock);
 	if (atomic_read(&s->dma_maps)) {
-		many = s->pinners_many;
-		to = many ? NULL : s->pinner;
-		kept = mrpool_slice_recharge(&s->chunks, true, to, many,
+		list_for_each_entry_safe(c, tmp, &s->chunks, link)
+			if (mrpool_chunk_busy(c))
+				list_move_tail(&c->link, &busy);
+		kept = mrpool_slice_recharge(&busy, true, NULL, false,
 					     owner_exiting);
+		to = mrpool_dmabuf_importer(s, &many);
+		kept += mrpool_slice_recharge(&s->chunks, true, to, many,
+					      owner_exiting);
+		list_splice_tail(&busy, &s->chunks);
 		s->kept = true;
 		mutex_unlock(&s->export_lock);
 		mrpool_slice_report_kept(kept);

@@ -192,6 +192,7 @@ int mrpool_slice_alloc(struct mrpool_client *client, struct mrpool_alloc *arg)
 	init_rwsem(&s->mem_sem);
 	mutex_init(&s->export_lock);
 	INIT_LIST_HEAD(&s->exports);
+	INIT_LIST_HEAD(&s->dma_mapv);
 	s->length = len;
 	s->nr_chunks = div64_u64(len, p->chunk_size);
 	s->fork_copy = arg->flags & MRPOOL_ALLOC_FORK_COPY;
@@ -290,7 +291,7 @@ static void mrpool_slice_release(struct kref *ref)
 		atomic64_inc(&mrpool_stats.frees);
 	}
 	WARN_ON(!list_empty(&s->exports));
-	mrpool_tenant_put(s->pinner);
+	WARN_ON(!list_empty(&s->dma_mapv));
 	kvfree(s->chunkv);
 	kfree(s);
 	mrpool_client_put(client);

@@ -40,11 +40,15 @@
  *    later, its uverbs file closing after this one), which go to the
  *    orphans -- no user's, no RLIMIT_MEMLOCK -- while the orphans hold
  *    less than one user's share in all;
- *  - chunks kept for importers' mapped attachments go to the one other
- *    user that mapped an attachment while that user's charge is within
- *    one user's share (max_user_mb, or max_user_pct of max_mb), then to
- *    the orphans as above; to the orphans alone when several users did
- *    (or a kernel thread), or when only the owner did and is exiting;
+ *    (a chunk pinned at the revocation stays so even while importers'
+ *    attachments are mapped: those hold no page);
+ *  - the other chunks, kept for importers' mapped attachments, go to the
+ *    one other user that has an attachment mapped at the revocation
+ *    while that user's charge is within one user's share (max_user_mb,
+ *    or max_user_pct of max_mb), then to the orphans as above; to the
+ *    orphans alone when several users have (or a kernel thread), or when
+ *    only the owner has and is exiting; they stay the owner's when only
+ *    it has;
  *  - what has no room stays the owner's until it is free
  *    (stats/orphans_full counts it, and listeners get
  *    MRPOOL_EVENT_ORPHANS_FULL).
@@ -54,7 +58,7 @@
  * still leaves room for others. Another user leaves the owner charged
  * only through an attachment it maps while it is at its share and the
  * orphans are full, until it unmaps; and where the owner and one other
- * user both map attachments, the other user is charged for the chunks
+ * user both have attachments mapped then, the other user is charged for the chunks
  * until the last of them is unmapped, the owner's included, within its
  * share.
  * An orphaned chunk keeps its cgroup quotas (quota.c): a container does
@@ -351,8 +355,8 @@ bool mrpool_tenant_is_current(struct mrpool_tenant *t)
 /**
  * mrpool_chunks_recharge - move the charge of a revoked slice's pinned chunks
  * @chunks: chunks of one slice, charged to its owner's tenant
- * @to: the one other user that mapped an attachment of the slice's
- *	dma-buf (the chunks are kept for attachments), or NULL
+ * @to: the one other user with an attachment of the slice's dma-buf
+ *	mapped (the chunks are kept for attachments), or NULL
  * @orphan: what @to has no room for may go to the orphans (several users
  *	mapped attachments, one did, or the owner process is exiting)
  *

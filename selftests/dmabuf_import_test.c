@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #pragma GCC diagnostic push
@@ -137,6 +138,8 @@ FIXTURE_SETUP(imp)
 	self->loaded = 1;
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
+	/* user_bytes()'s 0 for a missing row needs the file to read. */
+	ASSERT_TRUE(pool_users_readable());
 }
 
 FIXTURE_TEARDOWN(imp)
@@ -512,13 +515,15 @@ TEST_F(imp, importer_keeps_memory_past_free)
 }
 
 #define OWNER		65533	/* a user other than the importer's */
+#define NOBODY		65534
 
 /*
  * As OWNER: ALLOC two chunks, fill and export them, report the dma-buf's
- * descriptor number on @out; on a byte from @go, FREE and report the
- * result; exit when @go ends.
+ * descriptor number on @out; with @pin, vmsplice() the first chunk's first
+ * page into a pipe kept open to the end (a pin through its own mapping);
+ * on a byte from @go, FREE and report the result; exit when @go ends.
  */
-static void kept_owner(uint64_t chunk, int go, int out)
+static void kept_owner(uint64_t chunk, int go, int out, bool pin)
 {
 	struct rlimit rl = { 4 * chunk, 4 * chunk };
 	struct mrpool_export_dmabuf e;
@@ -537,6 +542,13 @@ static void kept_owner(uint64_t chunk, int go, int out)
 	if (p == MAP_FAILED)
 		_exit(3);
 	memset(p, 0x6b, a.length);
+	if (pin) {
+		struct iovec iov = { p, 4096 };
+		int pp[2];
+
+		if (pipe(pp) || vmsplice(pp[1], &iov, 1, 0) != 4096)
+			_exit(6);
+	}
 	memset(&e, 0, sizeof(e));
 	e.size = sizeof(e);
 	e.slice_id = a.slice_id;
@@ -557,6 +569,70 @@ static long long user_bytes(unsigned int uid)
 	long long v = pool_user_row(uid, POOL_USER_BYTES);
 
 	return v > 0 ? v : 0;
+}
+
+/*
+ * Fork OWNER's kept_owner() (@pin: its pin); the dma-buf, got into this
+ * process, in *@buf; its pid, or -1.
+ */
+static pid_t start_owner(uint64_t chunk, bool pin, int go[2], int res[2],
+			 int *buf)
+{
+	int pidfd, bfd = -1;
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(res, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		close(go[1]);
+		close(res[0]);
+		kept_owner(chunk, go[0], res[1], pin);
+	}
+	close(go[0]);
+	close(res[1]);
+	if (read(res[0], &bfd, sizeof(bfd)) != sizeof(bfd))
+		return -1;
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return -1;
+	*buf = syscall(SYS_pidfd_getfd, pidfd, bfd, 0);
+	close(pidfd);
+	return *buf < 0 ? -1 : pid;
+}
+
+/* Tell OWNER to FREE; its result. */
+static int owner_free(int go[2], int res[2])
+{
+	int ret = -1;
+
+	if (write(go[1], "f", 1) != 1 ||
+	    read(res[0], &ret, sizeof(ret)) != sizeof(ret))
+		return -1;
+	return ret;
+}
+
+/*
+ * hold(@v) from a child whose real user is @uid (the one a map is charged
+ * to), still root to write the importer's file; 0 or -errno, or -1000.
+ */
+static int hold_as(unsigned int uid, int v)
+{
+	char rep[160];
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	if (pid < 0)
+		return -1000;
+	if (!pid)
+		_exit(setreuid(uid, 0) ? 100 : -hold(v, rep, sizeof(rep)));
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) == 100)
+		return -1000;
+	return -WEXITSTATUS(st);
 }
 
 /*
@@ -588,7 +664,7 @@ TEST_F(imp, kept_chunks_charged_to_importer)
 	if (!pid) {
 		close(go[1]);
 		close(res[0]);
-		kept_owner(chunk, go[0], res[1]);
+		kept_owner(chunk, go[0], res[1], false);
 	}
 	close(go[0]);
 	close(res[1]);
@@ -616,6 +692,102 @@ TEST_F(imp, kept_chunks_charged_to_importer)
 	EXPECT_EQ(0, user_bytes(OWNER));
 	/* The importer lets go: so does its charge. */
 	ASSERT_EQ(0, hold(-1, rep, sizeof(rep)));
+	EXPECT_EQ(root0, user_bytes(0));
+	EXPECT_EQ(0, close(buf));
+	close(res[0]);
+}
+
+/*
+ * Who is charged at a revocation is who maps an attachment then, not who
+ * once did (issue 33): NOBODY maps an attachment of OWNER's two chunks and
+ * unmaps it, OWNER maps one, OWNER FREEs: the chunks kept for OWNER's own
+ * attachment stay OWNER's, NOBODY (holding nothing) is charged nothing,
+ * and the charge goes at the unmap.
+ */
+TEST_F(imp, stale_importer_not_charged)
+{
+	long long nobody0, orphans0;
+	int go[2], res[2], buf = -1, st;
+	struct mrpool_query q;
+	uint64_t chunk;
+	char rep[160];
+	pid_t pid;
+
+	POOL_SETUP_SKIPPED();
+	ASSERT_EQ(0, getuid());
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	chunk = q.chunk_size;
+	ASSERT_TRUE(POOL_WAIT(user_bytes(OWNER) == 0, 20000));
+	nobody0 = user_bytes(NOBODY);
+	orphans0 = pool_orphan_bytes();
+	pid = start_owner(chunk, false, go, res, &buf);
+	ASSERT_LT(0, pid);
+	EXPECT_EQ((long long)(2 * chunk), user_bytes(OWNER));
+
+	ASSERT_EQ(0, hold_as(NOBODY, buf));
+	ASSERT_EQ(0, hold_as(NOBODY, -1));
+	ASSERT_EQ(0, hold_as(OWNER, buf));
+	held(rep, sizeof(rep));
+	ASSERT_EQ(0, strncmp(rep, "sum", 3)) TH_LOG("%s", rep);
+	EXPECT_EQ(0, owner_free(go, res));
+	/* Only OWNER's attachment is mapped: the chunks stay its charge. */
+	EXPECT_EQ(nobody0, user_bytes(NOBODY));
+	EXPECT_EQ((long long)(2 * chunk), user_bytes(OWNER));
+	EXPECT_EQ(orphans0, pool_orphan_bytes());
+
+	ASSERT_EQ(0, hold(-1, rep, sizeof(rep)));
+	EXPECT_EQ(0, user_bytes(OWNER));
+	EXPECT_EQ(nobody0, user_bytes(NOBODY));
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("%#x", st);
+	EXPECT_EQ(0, close(buf));
+	close(res[0]);
+}
+
+/*
+ * A chunk the owner still pins at the revocation stays its own, though an
+ * importer's attachment is mapped (issue 33): OWNER vmsplice()s a page of
+ * its first chunk into a pipe it keeps, root maps an attachment, OWNER
+ * FREEs: root is charged the second chunk only, OWNER the pinned one;
+ * root's unmap leaves root at its charge before, OWNER with the pinned
+ * chunk (quarantined) until its pipe goes with it.
+ */
+TEST_F(imp, owner_pins_not_left_on_importer)
+{
+	int go[2], res[2], buf = -1, st;
+	long long root0, quar0;
+	struct mrpool_query q;
+	uint64_t chunk;
+	char rep[160];
+	pid_t pid;
+
+	POOL_SETUP_SKIPPED();
+	ASSERT_EQ(0, getuid());
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	chunk = q.chunk_size;
+	ASSERT_TRUE(POOL_WAIT(user_bytes(OWNER) == 0, 20000));
+	root0 = user_bytes(0);
+	quar0 = q.quarantined_bytes;
+	pid = start_owner(chunk, true, go, res, &buf);
+	ASSERT_LT(0, pid);
+
+	ASSERT_EQ(0, hold(buf, rep, sizeof(rep))) TH_LOG("%s", rep);
+	EXPECT_EQ(0, owner_free(go, res));
+	EXPECT_EQ(root0 + (long long)chunk, user_bytes(0));
+	EXPECT_EQ((long long)chunk, user_bytes(OWNER));
+
+	ASSERT_EQ(0, hold(-1, rep, sizeof(rep)));
+	EXPECT_EQ(root0, user_bytes(0));
+	EXPECT_EQ((long long)chunk, user_bytes(OWNER));
+	ASSERT_EQ(0, pool_query(self->fd, &q));
+	EXPECT_EQ(quar0 + chunk, q.quarantined_bytes);
+
+	/* OWNER exits, its pipe with it: the quarantine lets the chunk go. */
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("%#x", st);
+	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) == 0, 20000));
 	EXPECT_EQ(root0, user_bytes(0));
 	EXPECT_EQ(0, close(buf));
 	close(res[0]);

@@ -466,6 +466,24 @@ static inline bool pool_back_to(int fd, const struct mrpool_query *base,
 				 q->quarantined_bytes;
 }
 
+/*
+ * debugfs users can be read and has its header: a row missing from it
+ * then means a user charged nothing, not a file that could not be read.
+ */
+static inline bool pool_users_readable(void)
+{
+	char line[256];
+	bool ok;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/users", "re");
+	if (!f)
+		return false;
+	ok = fgets(line, sizeof(line), f) && !strncmp(line, "uid bytes ", 10);
+	fclose(f);
+	return ok;
+}
+
 /* The columns of debugfs users after the uid. */
 enum pool_user_col { POOL_USER_BYTES, POOL_USER_QUARANTINED, POOL_USER_MEMLOCK };
 

@@ -185,12 +185,14 @@ struct mrpool_alloc {
  * pipe holding vmsplice()d pages, an MR, O_DIRECT) was pinned through
  * the caller's own mapping -- a dma-buf's mapping cannot be pinned -- and
  * waits until the pin goes, charged to the caller (to no user, within
- * one user's share in all, when it is the exiting owner's leftover). A
- * driver that imported a dma-buf of the slice and mapped an attachment
- * keeps the memory until it unmaps its last attachment, charged to the
- * one other user that mapped an attachment while it is below its share,
- * else to no user within that share (always when several users did),
- * and what has no room stays the caller's. See mrpool(4), Revocation.
+ * one user's share in all, when it is the exiting owner's leftover),
+ * also while attachments are mapped. A driver that imported a dma-buf of
+ * the slice and mapped an attachment keeps the other chunks until it
+ * unmaps its last attachment, charged to the one other user that has an
+ * attachment mapped now while it is below its share, else to no user
+ * within that share (always when several users have), to the caller
+ * when only its own are mapped, and what has no room stays the caller's.
+ * See mrpool(4), Revocation.
  *
  * Errors: -EINVAL for a bad @size, flag or nonzero reserved field;
  * -ENOENT if @slice_id is not a live slice of this file; -EBADF on a file
