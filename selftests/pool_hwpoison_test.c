@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -142,7 +143,12 @@ static int read_guarded(const void *p, size_t len, size_t *first_nonzero)
 
 /* ---- frame numbers and page flags (root only) ---- */
 
-/* The frame of the page mapped at @addr (faulted in by the caller), or 0. */
+#define PFN_ERR		ULONG_MAX	/* pagemap could not be read */
+
+/*
+ * The frame of the page mapped at @addr (faulted in by the caller), 0 if
+ * none is, or PFN_ERR.
+ */
 static unsigned long pfn_of(const void *addr)
 {
 	uint64_t e = 0;
@@ -150,10 +156,12 @@ static unsigned long pfn_of(const void *addr)
 
 	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return PFN_ERR;
 	if (pread(fd, &e, sizeof(e), (uintptr_t)addr / PAGE * sizeof(e)) !=
-	    sizeof(e))
-		e = 0;
+	    sizeof(e)) {
+		close(fd);
+		return PFN_ERR;
+	}
 	close(fd);
 	if (!(e >> 63))
 		return 0;
@@ -284,6 +292,7 @@ FIXTURE_SETUP(hwp)
 	self->bad = pfn_of(p + BAD_PAGE * PAGE);
 	munmap(p, self->victim.length);
 	ASSERT_NE(0, self->bad);
+	ASSERT_NE(PFN_ERR, self->bad);
 	if (variant->whole)
 		EXPECT_EQ(self->victim_pfn + BAD_PAGE, self->bad);
 }
@@ -317,7 +326,7 @@ static void expect_retired_and_reused(struct __test_metadata *_metadata,
 				      unsigned long bad_chunk,
 				      unsigned long bad)
 {
-	unsigned long pfns[2] = { bad_chunk, bad };
+	unsigned long pfns[2] = { bad_chunk, bad }, pfn;
 	uint64_t ids[MAX_SLICES], chunk = self->chunk;
 	struct mrpool_alloc a;
 	struct mrpool_query q;
@@ -345,7 +354,10 @@ static void expect_retired_and_reused(struct __test_metadata *_metadata,
 				break;
 			EXPECT_EQ(PAGE, nz)
 				TH_LOG("slice %d page %zu not zeroed", n, j / PAGE);
-			EXPECT_NE(bad, pfn_of(p + j))
+			pfn = pfn_of(p + j);
+			EXPECT_NE(0, pfn);
+			EXPECT_NE(PFN_ERR, pfn);
+			EXPECT_NE(bad, pfn)
 				TH_LOG("slice %d page %zu is the poisoned page",
 				       n, j / PAGE);
 		}

@@ -55,6 +55,8 @@ FIXTURE(revoke) {
 FIXTURE_SETUP(revoke)
 {
 	POOL_SETUP_OPEN();
+	/* user_bytes()'s -1 is "charged nothing" only if the file reads. */
+	ASSERT_TRUE(pool_users_readable());
 	self->chunk = self->q0.chunk_size;
 	self->trim = pool_trim_off();
 	self->user_mb = pool_param("max_user_mb");
