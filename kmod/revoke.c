@@ -61,7 +61,9 @@
  * Order: mmap_lock -> mem_sem -> folio lock, or the page table lock (a
  * dma-buf's fault); mem_sem is never held
  * across a zap, export_lock is (dmabuf.c), and nothing there takes
- * mmap_lock.
+ * mmap_lock. An attachment map records itself under export_lock with
+ * mem_sem held for read (mem_sem -> export_lock); nothing takes mem_sem
+ * under export_lock.
  */
 #include "mrpool.h"
 
