@@ -118,9 +118,11 @@ static void mrpool_slice_wait_faults(struct mrpool_slice *s)
  * Move the charge of @chunks as the rule above says: @to, the one other
  * user that mapped an attachment, or NULL; @many: several users;
  * @owner_exiting from the file's release by the exiting owner. @all:
- * every chunk (kept for the importers, whose @to and @many these are),
- * else only those still pinned (the owner's: @to NULL, @many false). The
- * caller owns the list, or holds export_lock over the slice's own.
+ * every chunk of @chunks -- those kept for the importers (whose @to and
+ * @many these are), or those the caller found pinned at the revocation
+ * and set apart (the owner's: @to NULL, @many false) -- else only those
+ * of @chunks still pinned (the owner's too). The caller owns the list,
+ * or holds export_lock over the slice's own.
  *
  * Return: chunks that stayed the owner's for want of room, to be reported
  * with mrpool_slice_report_kept() once no lock is held.
