@@ -375,6 +375,32 @@ static int holder_stop(struct holder *h)
 	return ret;
 }
 
+/*
+ * Fork @fn as the owner, with the ends it uses of two pipes: @go (EOF
+ * tells it to go on) and @out (what it reports). Leaves the test @go[1]
+ * and @out[0]. Return: its pid, or -1.
+ */
+static pid_t owner_start(void (*fn)(uint64_t chunk, int go, int out),
+			 uint64_t chunk, int go[2], int out[2])
+{
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		close(go[1]);
+		close(out[0]);
+		fn(chunk, go[0], out[1]);
+		_exit(0);
+	}
+	close(go[0]);
+	close(out[1]);
+	return pid;
+}
+
 FIXTURE(held) {
 	int fd;
 	struct mrpool_query q0;
@@ -478,17 +504,8 @@ TEST_F_TIMEOUT(held, owner_reaped_while_mm_held, 600)
 	pid_t owner;
 
 	POOL_SETUP_SKIPPED();
-	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(out, O_CLOEXEC));
-	owner = fork();
-	ASSERT_LE(0, owner);
-	if (!owner) {
-		close(go[1]);
-		close(out[0]);
-		owner_main(self->chunk, go[0], out[1]);
-	}
-	close(go[0]);
-	close(out[1]);
+	owner = owner_start(owner_main, self->chunk, go, out);
+	ASSERT_LT(0, owner);
 	ASSERT_EQ(NR_CHUNKS, get_int(out[0], WAIT_MS));
 	EXPECT_EQ((long long)(NR_CHUNKS * self->chunk),
 		  pool_user_row(OWNER, POOL_USER_BYTES));
@@ -602,17 +619,8 @@ TEST_F_TIMEOUT(held, fork_copy_of_held_child, 600)
 	pid_t owner;
 
 	POOL_SETUP_SKIPPED();
-	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(out, O_CLOEXEC));
-	owner = fork();
-	ASSERT_LE(0, owner);
-	if (!owner) {
-		close(go[1]);
-		close(out[0]);
-		copier_main(self->chunk, go[0], out[1]);
-	}
-	close(go[0]);
-	close(out[1]);
+	owner = owner_start(copier_main, self->chunk, go, out);
+	ASSERT_LT(0, owner);
 	child = get_int(out[0], WAIT_MS);
 	ASSERT_LT(0, child);
 
