@@ -165,6 +165,7 @@ int ctl_cmd_set(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_metrics(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_quota(const struct ctl_cmd *cmd, int argc, char **argv);
 int ctl_cmd_tenants(const struct ctl_cmd *cmd, int argc, char **argv);
+int ctl_cmd_cdi(const struct ctl_cmd *cmd, int argc, char **argv);
 
 /* quota.c */
 int ctl_parse_size(const char *text, unsigned long long *bytes);

@@ -29,6 +29,16 @@ sys.exit(0 if eval(sys.argv[2]) else 1)
 EOF
 }
 
+# spec_check FILE PYTHON-EXPR: FILE is one JSON document (`doc`, over any
+# number of lines, as CDI specs are written); the expression must be true.
+spec_check() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+
 s=$root/sys/class/misc/mrpool
 m=$root/sys/module/mrpool
 d=$root/sys/kernel/debug/mrpool
@@ -138,6 +148,29 @@ else
 	[ $? = 1 ] && grep -q 'netlink family mrpool.*module is not loaded' "$out"
 	ok "monitor without the module: exit 1, says the module is not loaded" $?
 fi
+
+# cdi: a CDI spec whose "rdma" device holds /dev/mrpool and the RDMA nodes
+# (uverbsN in number order, rdma_cm), not umad or issm; written whole to
+# --output with mode 0644; without RDMA nodes only "default", said so.
+ib=$root/dev/infiniband
+mkdir -p "$ib" && touch "$ib/uverbs0" "$ib/uverbs10" "$ib/uverbs2" "$ib/rdma_cm" "$ib/umad0" "$ib/issm0" "$ib/uverbsX"
+"$tool" cdi >"$out" && spec_check "$out" 'doc["cdiVersion"] == "0.3.0" and doc["kind"] == "mrpool.io/pool" and [d["name"] for d in doc["devices"]] == ["default", "rdma"] and doc["devices"][0]["containerEdits"] == {"deviceNodes": [{"path": "/dev/mrpool"}]} and [x["path"] for x in doc["devices"][1]["containerEdits"]["deviceNodes"]] == ["/dev/mrpool", "/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs2", "/dev/infiniband/uverbs10"]'
+ok "cdi: default is /dev/mrpool, rdma adds rdma_cm and uverbs0, 2, 10 (real paths, no root prefix)" $?
+"$tool" cdi --output "$root/spec.json" >"$out" && [ ! -s "$out" ] &&
+	[ "$(stat -c %a "$root/spec.json")" = 644 ] && spec_check "$root/spec.json" 'doc["devices"][1]["name"] == "rdma"' &&
+	[ -z "$(find "$root" -maxdepth 1 -name 'spec.json.*')" ]
+ok "cdi --output: the file alone (mode 644, no temporary left), nothing on stdout" $?
+"$tool" cdi -o "$root/no/such/dir/spec.json" 2>"$out"
+[ $? = 1 ] && grep -q 'No such file' "$out"
+ok "cdi -o into a missing folder: exit 1 with the reason" $?
+"$tool" cdi --output >/dev/null 2>&1
+[ $? = 2 ]
+ok "cdi --output without a file: usage error (2)" $?
+rm -f "$ib"/uverbs* "$ib/rdma_cm"
+"$tool" cdi >"$out" 2>"$root/err" && spec_check "$out" '[d["name"] for d in doc["devices"]] == ["default"]' &&
+	grep -q "no 'rdma' device" "$root/err"
+ok "cdi without RDMA nodes: only default, says why on stderr" $?
+rm -rf "$root/dev"
 
 echo "1..$n"
 exit $failed
