@@ -10,6 +10,8 @@ set -euo pipefail
 out=$1
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
+# the image's / (mktemp made it 0700): a container's other users need it
+chmod 755 "$tree"
 
 # FILE at DEST (default: its own path), and every library ldd names.
 add() {

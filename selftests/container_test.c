@@ -21,9 +21,10 @@
  *                             quota_mode both the same container stops at
  *                             8 MiB (ENOMEM)
  *   rootless_owner_share      rootless podman as nobody with a subuid range
- *                             (/etc/subuid, newuidmap): its container's
- *                             root gets max_user_mb, charged to nobody's
- *                             tenant, the next chunk EDQUOT
+ *                             (/etc/subuid, newuidmap): a container's root
+ *                             and a subuid (--user 1000) get max_user_mb
+ *                             between them, charged to nobody's tenant,
+ *                             the next chunk EDQUOT
  *   rdma_transfer             mrpool-demo's RDMA WRITE and READ through
  *                             pool memory inside a container, every byte
  *                             checked (its own ibv_reg_mr still needs
@@ -449,35 +450,43 @@ TEST_F_TIMEOUT(ctr, quota_over_memlock, 3600)
 }
 
 /*
- * Rootless podman as nobody, /etc/subuid giving it 100000-165535 (so the
- * container has a user namespace of nobody's, made by newuidmap): its
- * container's root gets max_user_mb, charged to nobody, the owner of
+ * Rootless podman as nobody, /etc/subuid giving it 100000-165535 (so its
+ * containers have a user namespace of nobody's, made by newuidmap): a
+ * container's root (nobody outside) and a container's uid 1000 (100999
+ * outside) together get max_user_mb, all charged to nobody, the owner of
  * that namespace, and not one chunk more (EDQUOT), though RLIMIT_MEMLOCK
  * is unlimited; rm -f gives it back.
  */
 TEST_F_TIMEOUT(ctr, rootless_owner_share, 3600)
 {
 	const unsigned long long share = 6 * self->chunk;
-	struct grab r;
+	struct grab r, u;
 
 	POOL_SETUP_SKIPPED();
 	ASSERT_EQ(0, pool_set_param("max_user_mb", share / MIB));
 	ASSERT_EQ(0, tenant_bytes(NOBODY));
 	rootless_used = true;
+	/* the container's root takes 4 chunks, its uid 1000 what is left */
 	ASSERT_EQ(0, ROOTLESS("run-r", "run -d --name rr --network host "
 			      "--cgroups disabled "
-			      "--device mrpool.io/pool=default "
-			      "-v " WORK "/out:/out " IMAGE
-			      " /bin/container_grab hold -1 /out/rr"));
+			      "--device mrpool.io/pool=default " GRAB("rr", 4)));
 	ASSERT_TRUE(grab_wait("rr", true, &r));
-	TH_LOG("uid %u got %llu %s memlock %lld", r.uid, r.got, r.err,
-	       r.memlock);
+	ASSERT_EQ(0, ROOTLESS("run-u", "run -d --name ru --network host "
+			      "--cgroups disabled --user 1000 "
+			      "--device mrpool.io/pool=default " GRAB("ru", -1)));
+	ASSERT_TRUE(grab_wait("ru", true, &u));
+	TH_LOG("root: uid %u got %llu %s memlock %lld; uid %u got %llu %s",
+	       r.uid, r.got, r.err, r.memlock, u.uid, u.got, u.err);
 	EXPECT_EQ(0, r.uid);
-	EXPECT_EQ(share, r.got);
-	EXPECT_STREQ("EDQUOT", r.err);
+	EXPECT_EQ(4 * self->chunk, r.got);
+	EXPECT_STREQ("none", r.err);
+	EXPECT_EQ(1000, u.uid);
+	EXPECT_EQ(share - 4 * self->chunk, u.got);
+	EXPECT_STREQ("EDQUOT", u.err);
 	EXPECT_EQ((long long)share, tenant_bytes(NOBODY));
+	EXPECT_EQ(0, tenant_bytes(100999));	/* uid 1000's outside */
 
-	EXPECT_EQ(0, ROOTLESS("rm-nobody", "rm -f rr"));
+	EXPECT_EQ(0, ROOTLESS("rm-nobody", "rm -f rr ru"));
 	EXPECT_TRUE(POOL_WAIT(pool_attr("used_bytes") == self->used0 &&
 			      tenant_bytes(NOBODY) == 0, WAIT_MS))
 		TH_LOG("used %lld (was %lld), nobody %lld",
