@@ -12,19 +12,20 @@
  * allocated with GFP_KERNEL_ACCOUNT -- charged to the memory cgroup of
  * the forking task, which the child starts in unless clone3() put it
  * elsewhere (as the kernel's own copies of DMA-pinned anonymous pages at
- * fork are), and counted as pinned memory (below), not to the pool;
+ * fork are), and counted as locked memory (below), not to the pool;
  * never pinned by the module, registered or zeroed for reuse. The
  * child's faults map those pages, so its writes stay its own, and the
  * parent's VMA, its slice and the slice's registrations are left as they
  * were. The copy holds no slice reference: a FREE or close by the
  * parent returns the chunks whatever the child still maps.
  *
- * The copy counts as pinned memory of the child's mm
- * (mrpool_forkcopy_charge()): in its pinned_vm, against the forking
- * task's RLIMIT_MEMLOCK, unless that task has CAP_IPC_LOCK; it goes with
- * the copy, when the child's mm unmaps it or is torn down.
+ * The copy counts as locked memory (mrpool_forkcopy_charge()): in the
+ * locked_vm of the forking task's tenant (tenant.c; in a user namespace
+ * that of its outermost owner, which the pool charges of every uid in it
+ * draw on too), against the forking task's RLIMIT_MEMLOCK, unless it has
+ * CAP_IPC_LOCK.
  *
- * A copy that cannot be made (no memory, past RLIMIT_MEMLOCK,
+ * A copy that cannot be made (no memory, no tenant, past RLIMIT_MEMLOCK,
  * a fatal signal, a page with a hardware error, or the debugfs knob
  * fail_fork_copy) leaves the VMA with no copy: every access of the child
  * to it is SIGBUS, never the pool's pages. A copy is shared by the pieces
@@ -36,7 +37,7 @@
  * with the parent's credentials and rlimits; the child's task is not
  * running yet), holding both mms' mmap_lock for write and no spinlock:
  * the copy may sleep -- allocate with GFP_KERNEL, take the slice's
- * mem_sem -- and its limit is the parent's.
+ * mem_sem and a tenant reference -- and what it charges is the parent's.
  *
  * Locking: the slice's mem_sem for read while its pages are copied, as a
  * fault holds it (mmap_lock, then mem_sem: revoke.c), and the allocator's.
@@ -64,10 +65,10 @@ struct mrpool_fork_copy {
 	unsigned long nr_pages;
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
 	/*
-	 * The mm whose pinned_vm holds nr_pages (mmgrab()ed: the child's),
-	 * or NULL: not charged (CAP_IPC_LOCK), or not yet.
+	 * The tenant whose locked_vm holds nr_pages (a reference), or NULL:
+	 * not charged (CAP_IPC_LOCK), or not yet.
 	 */
-	struct mm_struct *charged;
+	struct mrpool_tenant *tenant;
 };
 
 static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
@@ -84,45 +85,39 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
 
 /*
  * A copy is memory the kernel cannot reclaim or swap, and it is not in
- * the child's RSS until touched: pinned memory of the child's mm, as an
- * RDMA registration's pages are of theirs (VmPin in /proc/<pid>/status).
- * Unless the forking task has CAP_IPC_LOCK, it is charged to @mm's
- * pinned_vm against that task's RLIMIT_MEMLOCK (which the child
- * inherits), so that forks cannot multiply a small slice into memory no
- * limit sees: each process up to its limit, as mlock() allows, and the
- * memory cgroup (GFP_KERNEL_ACCOUNT) over all of them. Not a per-user
- * count: the copy lives and dies with the child's mm, and a count of its
- * user would outlive the child wherever another task holds that mm (a
- * read of /proc/<pid>/cmdline stuck on a FUSE page can hold any
- * process's): another user could keep the owner's count full, and its
- * next forks refused, long after the child had exited.
- * Return: 0, or -ENOMEM past the limit.
+ * the child's RSS until touched: locked memory, as the pool's own. Unless
+ * the task has CAP_IPC_LOCK, it is charged against RLIMIT_MEMLOCK to the
+ * forking task's tenant (tenant.c), the locked_vm the pool charges of
+ * that task's uid draw on -- shared by every uid of a user namespace, as
+ * a per-kuid count (current_user()) would not be -- so that forks cannot
+ * multiply a small slice into memory no limit and no OOM score sees.
+ * Return: 0, or -ENOMEM past the limit or with no tenant to be had.
  */
-static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc,
-				  struct mm_struct *mm)
+static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 pinned;
+	struct mrpool_tenant *t;
 
 	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
 		return 0;
-	pinned = atomic64_add_return(fc->nr_pages, &mm->pinned_vm);
-	if ((u64)pinned > limit) {
-		atomic64_sub(fc->nr_pages, &mm->pinned_vm);
+	t = mrpool_tenant_get();
+	if (!t)
+		return -ENOMEM;
+	if (mrpool_tenant_lock_pages(t, fc->nr_pages, limit)) {
+		mrpool_tenant_put(t);
 		return -ENOMEM;
 	}
-	mmgrab(mm);
-	fc->charged = mm;
+	fc->tenant = t;
 	return 0;
 }
 
 static void mrpool_forkcopy_uncharge(struct mrpool_fork_copy *fc)
 {
-	if (!fc->charged)
+	if (!fc->tenant)
 		return;
-	atomic64_sub(fc->nr_pages, &fc->charged->pinned_vm);
-	mmdrop(fc->charged);
-	fc->charged = NULL;
+	mrpool_tenant_unlock_pages(fc->tenant, fc->nr_pages);
+	mrpool_tenant_put(fc->tenant);
+	fc->tenant = NULL;
 }
 
 static void mrpool_forkcopy_release(struct kref *ref)
@@ -175,7 +170,7 @@ mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
 	fc->mm = vma->vm_mm;
 	fc->pgoff = vma->vm_pgoff;
 	fc->nr_pages = nr;
-	if (mrpool_forkcopy_charge(fc, vma->vm_mm))
+	if (mrpool_forkcopy_charge(fc))
 		goto free_pages;
 	for (i = 0; i < nr; i++) {
 		/* A fork being killed is undone anyway: stop copying. */

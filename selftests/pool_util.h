@@ -656,22 +656,6 @@ static inline int pool_touch(volatile uint8_t *p, bool write)
 	return ret;
 }
 
-/* VmPin of /proc/self/status (fork copies, registrations), in kB, or -1. */
-static inline long long pool_vmpin_kb(void)
-{
-	char line[128];
-	long long kb = -1;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmPin: %lld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 /* Poll until @cond holds or @ms elapse (TCG guests are slow). */
 #define POOL_WAIT(cond, ms) ({						\
 	int __left = (ms);						\
