@@ -91,6 +91,12 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
  * that task's uid draw on -- shared by every uid of a user namespace, as
  * a per-kuid count (current_user()) would not be -- so that forks cannot
  * multiply a small slice into memory no limit and no OOM score sees.
+ * The count outlives a child that exited while another task holds its
+ * mm (get_task_mm(): a read of its /proc/<pid>/cmdline stuck on a FUSE
+ * page), until that task lets go: a per-mm count (pinned_vm) would not,
+ * but would let one user pin RLIMIT_MEMLOCK per process, unswappable and
+ * out of RSS until touched, so unseen by the OOM killer; this bound
+ * is kept, and the held count is the smaller harm.
  * Return: 0, or -ENOMEM past the limit or with no tenant to be had.
  */
 static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc)
