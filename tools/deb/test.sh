@@ -56,8 +56,8 @@ getent group mrpool >/dev/null
 ok $? "the group mrpool exists"
 # mrpool-utils' postinst wrote the CDI spec (mrpoolctl cdi): valid JSON
 # whose "default" device is /dev/mrpool; the purge below removes it.
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["kind"] == "mrpool.io/pool" and d["devices"][0]["containerEdits"]["deviceNodes"] == [{"path": "/dev/mrpool"}]))' /etc/cdi/mrpool.json
-ok $? "/etc/cdi/mrpool.json: the CDI spec, kind mrpool.io/pool, default /dev/mrpool"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["kind"] == "mrpool.io/pool" and [x["name"] for x in d["devices"]] == ["default"] and d["devices"][0]["containerEdits"]["deviceNodes"] == [{"path": "/dev/mrpool"}]))' /etc/cdi/mrpool.json
+ok $? "/etc/cdi/mrpool.json: the CDI spec, kind mrpool.io/pool, default /dev/mrpool alone (no rdma)"
 [ -f "/usr/src/mrpool-$ver/dkms.conf" ]
 ok $? "module sources in /usr/src/mrpool-$ver (dkms.conf's version)"
 

@@ -162,11 +162,22 @@ remove_tmp:
 int ctl_cmd_cdi(const struct ctl_cmd *cmd, int argc, char **argv)
 {
 	const char *out = NULL;
+	bool rdma = true;
+	char **nodes = NULL;
 	size_t n = 0;
-	char **nodes;
 	int i, ret;
 
 	for (i = 1; i < argc; i++) {
+		/*
+		 * --no-rdma: /dev/mrpool alone, for the package's spec. Runtimes
+		 * that inject CDI devices named in pod annotations (containerd
+		 * with enable_cdi, CRI-O) would hand any pod that asks every
+		 * HCA of the host through "rdma".
+		 */
+		if (!strcmp(argv[i], "--no-rdma")) {
+			rdma = false;
+			continue;
+		}
 		if (strcmp(argv[i], "-o") && strcmp(argv[i], "--output"))
 			return ctl_usage_error(cmd, "unexpected argument '%s'",
 					       argv[i]);
@@ -175,12 +186,12 @@ int ctl_cmd_cdi(const struct ctl_cmd *cmd, int argc, char **argv)
 					       argv[i - 1]);
 		out = argv[i];
 	}
-	ret = ctl_cdi_nodes(&nodes, &n);
+	ret = rdma ? ctl_cdi_nodes(&nodes, &n) : 0;
 	if (ret) {
 		ctl_errno(ret, "%s", CTL_IB_DIR);
 		return CTL_FAIL;
 	}
-	if (!n)
+	if (rdma && !n)
 		ctl_err("no RDMA device nodes in %s: the spec has no 'rdma' device",
 			CTL_IB_DIR);
 	if (out) {

@@ -163,6 +163,9 @@ ok "cdi --output: the file alone (mode 644, no temporary left), nothing on stdou
 "$tool" cdi -o "$root/no/such/dir/spec.json" 2>"$out"
 [ $? = 1 ] && grep -q 'No such file' "$out"
 ok "cdi -o into a missing folder: exit 1 with the reason" $?
+"$tool" cdi --no-rdma >"$out" 2>"$root/err" && [ ! -s "$root/err" ] &&
+	spec_check "$out" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --no-rdma: only default, though RDMA nodes exist, nothing on stderr" $?
 "$tool" cdi --output >/dev/null 2>&1
 [ $? = 2 ]
 ok "cdi --output without a file: usage error (2)" $?
