@@ -59,9 +59,9 @@
  * still leaves room for others. Another user leaves the owner charged
  * only through an attachment it maps while it is at its share and the
  * orphans are full, until it unmaps; and where the owner and one other
- * user both have attachments mapped then, the other user is charged for the chunks
- * until the last of them is unmapped, the owner's included, within its
- * share.
+ * user both have attachments mapped then, the other user is charged for
+ * the chunks until the last of them is unmapped, the owner's included,
+ * within its share.
  * An orphaned chunk keeps its cgroup quotas (quota.c): a container does
  * not escape its quota by pinning and freeing; a chunk charged to
  * another user leaves them, as it leaves the owner's RLIMIT_MEMLOCK.

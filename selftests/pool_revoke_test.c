@@ -152,7 +152,7 @@ static void owner_child(uint64_t chunk, int sock, int go, int out,
 			enum owner_end end)
 {
 	struct rlimit rl = { NR_CHUNKS * chunk, NR_CHUNKS * chunk };
-	struct mrpool_export_dmabuf e;
+	int buf;
 	struct mrpool_alloc a;
 	uint8_t *p;
 	int fd;
@@ -167,15 +167,12 @@ static void owner_child(uint64_t chunk, int sock, int go, int out,
 	if (p == MAP_FAILED)
 		_exit(82);
 	memset(p, 0x5a, a.length);
-	memset(&e, 0, sizeof(e));
-	e.size = sizeof(e);
-	e.slice_id = a.slice_id;
-	e.flags = MRPOOL_EXPORT_CLOEXEC;
-	if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e))
+	buf = pool_export(fd, a.slice_id);
+	if (buf < 0)
 		_exit(83);
-	if (send_fd(sock, e.fd, a.length))
+	if (send_fd(sock, buf, a.length))
 		_exit(84);
-	close(e.fd);
+	close(buf);
 	wait_byte(go, 85);
 	if (end == OWNER_EXITS)
 		_exit(0);
@@ -531,7 +528,7 @@ static void shed_owner(const struct two_users_how *how, int sock, int go,
 {
 	uint64_t chunk = how->chunk;
 	struct rlimit rl = { 8 * SHED_SHARE * chunk, 8 * SHED_SHARE * chunk };
-	struct mrpool_export_dmabuf e;
+	int buf;
 	struct mrpool_alloc a, b;
 	struct iovec iov;
 	int fd, pp[2], i;
@@ -547,14 +544,10 @@ static void shed_owner(const struct two_users_how *how, int sock, int go,
 	if (p == MAP_FAILED)
 		_exit(83);
 	memset(p, 0x5a, a.length);
-	memset(&e, 0, sizeof(e));
-	e.size = sizeof(e);
-	e.slice_id = a.slice_id;
-	e.flags = MRPOOL_EXPORT_CLOEXEC;
-	if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
-	    send_fd(sock, e.fd, a.length))
+	buf = pool_export(fd, a.slice_id);
+	if (buf < 0 || send_fd(sock, buf, a.length))
 		_exit(84);
-	close(e.fd);
+	close(buf);
 	wait_byte(go, 85);	/* the receiver mapped it */
 	/* The pipe is kept (not closed) until the exit. */
 	if (pipe(pp))
@@ -665,7 +658,7 @@ static void atshare_owner(const struct two_users_how *how, int sock, int go,
 {
 	uint64_t chunk = how->chunk;
 	struct rlimit rl = { 4 * ABUSE_SHARE * chunk, 4 * ABUSE_SHARE * chunk };
-	struct mrpool_export_dmabuf e;
+	int buf;
 	struct mrpool_alloc a;
 	int fd, r;
 	uint8_t *p;
@@ -684,14 +677,10 @@ static void atshare_owner(const struct two_users_how *how, int sock, int go,
 		if (p == MAP_FAILED)
 			_exit(83);
 		memset(p, 0x5a, a.length);
-		memset(&e, 0, sizeof(e));
-		e.size = sizeof(e);
-		e.slice_id = a.slice_id;
-		e.flags = MRPOOL_EXPORT_CLOEXEC;
-		if (pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e) ||
-		    send_fd(sock, e.fd, a.length))
+		buf = pool_export(fd, a.slice_id);
+		if (buf < 0 || send_fd(sock, buf, a.length))
 			_exit(84);
-		close(e.fd);
+		close(buf);
 		wait_byte(go, 85);	/* the receiver tried its pins */
 		say(out, pool_free(fd, a.slice_id));
 	}

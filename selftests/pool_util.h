@@ -131,6 +131,18 @@ static inline int pool_free(int fd, uint64_t slice_id)
 	return pool_ioctl(fd, MRPOOL_IOC_FREE, &f);
 }
 
+/* EXPORT_DMABUF of slice @id, close-on-exec: its descriptor, or -errno. */
+static inline int pool_export(int fd, uint64_t slice_id)
+{
+	struct mrpool_export_dmabuf e = {
+		.size = sizeof(e), .slice_id = slice_id,
+		.flags = MRPOOL_EXPORT_CLOEXEC,
+	};
+	int ret = pool_ioctl(fd, MRPOOL_IOC_EXPORT_DMABUF, &e);
+
+	return ret ? ret : (int)e.fd;
+}
+
 /* mmap a slice the way the library does; MAP_FAILED with errno set. */
 static inline void *pool_map(int fd, const struct mrpool_alloc *a)
 {
