@@ -172,8 +172,9 @@ static bool mrp_pl_thr_key_ok;			/* set with mrp_pl_verbs, below */
  * mrp_pl_lock: the PD table's writers, ibv_dealloc_pd() and
  * ibv_close_device(). Lock order: mrp_pl_lock, then the library's
  * pool->lock (attach, detach, lazy registration). mrp_pl_slot_lock, a
- * leaf: the shared free list and the region. Both held across fork
- * (prepare, parent, child).
+ * leaf: the shared free lists and the regions. Both held across fork
+ * (prepare, parent, child). A binder's lock (mw.c), taken around a bind,
+ * is a leaf too, never held with these (a child never binds).
  */
 static pthread_mutex_t mrp_pl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mrp_pl_slot_lock = PTHREAD_MUTEX_INITIALIZER;
