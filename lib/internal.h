@@ -949,6 +949,13 @@ void mrp_pdh_free_all(struct mrp_pool *pool);
 int mrp_mw_release_buf(struct mrp_pool *pool, struct mrp_arena *a, uintptr_t start);
 void mrp_mw_release_all(struct mrp_pool *pool, bool forked);
 void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd);
+/* type 1 windows on a private QP of a PD (the preload shim's) */
+struct mrp_binder;
+struct ibv_mw;
+struct mrp_binder *mrp_binder_create(struct ibv_pd *pd);
+void mrp_binder_destroy(struct mrp_binder *b);
+int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *addr,
+		    size_t len, unsigned int access, struct ibv_mw **mwp);
 
 /* pool.c */
 static inline bool mrp_forked(struct mrp_pool *pool)

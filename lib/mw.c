@@ -21,9 +21,17 @@
  * buffer racing its bind (a misuse: the application still holds the
  * buffer it is binding) unlists the window, and the binder deallocates it
  * once its post returned, never while the post reads it.
+ *
+ * Type 1 windows (struct mrp_binder, below) are the preload shim's: one
+ * per registration it serves with remote access (preload/verbs.c), bound
+ * on a private QP of the PD, living until the MR's deregistration rather
+ * than the buffer's free, as a real MR does.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <infiniband/verbs.h>
 
@@ -102,6 +110,30 @@ static void mrp_mw_put(struct mrp_mw *w)
 	}
 }
 
+/*
+ * The arena's MR in the PD of slot, which a window binds to: registered
+ * now if the PD refused the arena at growth. 0 or -errno (-ENODEV: the PD
+ * is dead).
+ */
+static int mrp_mw_arena_mr(struct mrp_pool *pool, struct mrp_arena *a, int slot)
+{
+	if (mrp_slot_dead(pool, slot))
+		return -ENODEV;
+	return mrp_arena_has(a, slot) ? 0 : mrp_reg_lazy(pool, a, slot);
+}
+
+/* A window over [p, p + len) of a's MR in the PD of slot, with access. */
+static struct ibv_mw_bind_info mrp_mw_info(struct mrp_arena *a, int slot, uintptr_t p,
+					   size_t len, unsigned int access)
+{
+	return (struct ibv_mw_bind_info){
+		.mr = a->mr[slot],
+		.addr = p,
+		.length = len,
+		.mw_access_flags = access,
+	};
+}
+
 MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 			   size_t len, unsigned int access, uint64_t wr_id,
 			   unsigned int send_flags, uint32_t *rkey)
@@ -122,14 +154,9 @@ MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 	slot = mrp_pd_slot(pool, qp->pd);
 	if (slot < 0 || !(pool->access[slot] & IBV_ACCESS_MW_BIND))
 		return -EINVAL;
-	if (mrp_slot_dead(pool, slot))
-		return -ENODEV;
-	/* an arena the PD refused at growth: its MR first */
-	if (!mrp_arena_has(a, slot)) {
-		ret = mrp_reg_lazy(pool, a, slot);
-		if (ret)
-			return ret;
-	}
+	ret = mrp_mw_arena_mr(pool, a, slot);
+	if (ret)
+		return ret;
 	if (a->cls == MRP_LARGE) {
 		start = a->base;
 		end = a->base + a->size;
@@ -159,10 +186,7 @@ MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 	wr.send_flags = send_flags;
 	wr.bind_mw.mw = w->mw;
 	wr.bind_mw.rkey = ibv_inc_rkey(w->mw->rkey);
-	wr.bind_mw.bind_info.mr = a->mr[slot];
-	wr.bind_mw.bind_info.addr = p;
-	wr.bind_mw.bind_info.length = len;
-	wr.bind_mw.bind_info.mw_access_flags = access;
+	wr.bind_mw.bind_info = mrp_mw_info(a, slot, p, len, access);
 
 	/* listed before the post, so that a free from now on invalidates it */
 	pthread_mutex_lock(&pool->lock);
@@ -261,4 +285,231 @@ void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd)
 		mrp_mw_unlink(w);
 		mrp_mw_put(w);
 	}
+}
+
+/*
+ * Type 1 windows, for the preload shim's served registrations with remote
+ * access. A type 1 window belongs to its PD, not to a QP: the device takes
+ * its rkey on any QP of the PD, so it is bound on a QP of the shim's own,
+ * on which no program posts: an RC QP connected to itself (a bind is a
+ * local operation and nothing goes on the wire, but a QP posts only in
+ * RTS), with a CQ of its own on which only binds complete. One bind at a
+ * time (lock): post, then poll until its completion, so that the rkey
+ * works once the registration returns. A bind that fails after its post
+ * or never completes (10 s: a device gone) leaves the QP in error or with
+ * a completion to come: the binder is broken for good, and the PD's later
+ * registrations with remote access are passed on.
+ *
+ * Invalidation is the window's deallocation, ibv_dealloc_mw() (the
+ * caller's): synchronous, without a QP or the lock, and the rkey is dead
+ * once it returns. One window per registration rather than a cache of
+ * windows rebound each time: an unbind would cost a post and a wait under
+ * the lock at every deregistration, and a type 1 rebind changes only the
+ * rkey's low 8 bits, so a cached window would give a deregistered MR's
+ * rkey to a later registration 256 binds on, where a new window has an
+ * index of its own (rxe hands them out cyclically).
+ */
+struct mrp_binder {
+	pthread_mutex_t lock;		/* the bind in flight, broken */
+	struct ibv_cq *cq;		/* the binds' completions only */
+	struct ibv_qp *qp;		/* connected to itself, in RTS */
+	bool broken;			/* a bind failed: no more binds */
+};
+
+#define MRP_BINDER_SPINS	1000	/* polls before yielding between them */
+#define MRP_BINDER_WAIT_NS	10000000000ull
+
+/*
+ * Where the QP sends: its own port, by LID, or on RoCE by a GID of the
+ * port (RoCE v2 if it has one, else the first).
+ */
+static int mrp_binder_self_ah(struct ibv_context *ctx, uint8_t port,
+			      const struct ibv_port_attr *pa, struct ibv_ah_attr *ah)
+{
+	struct ibv_gid_entry ge;
+	int idx = -1;
+
+	memset(ah, 0, sizeof(*ah));
+	ah->port_num = port;
+	if (pa->link_layer != IBV_LINK_LAYER_ETHERNET) {
+		ah->dlid = pa->lid;
+		return 0;
+	}
+	for (int i = 0; i < pa->gid_tbl_len; i++) {
+		if (ibv_query_gid_ex(ctx, port, (uint32_t)i, &ge, 0))
+			continue;
+		if (idx < 0 || ge.gid_type == IBV_GID_TYPE_ROCE_V2) {
+			idx = i;
+			ah->grh.dgid = ge.gid;
+		}
+		if (ge.gid_type == IBV_GID_TYPE_ROCE_V2)
+			break;
+	}
+	if (idx < 0)
+		return -ENOENT;
+	ah->is_global = 1;
+	ah->grh.sgid_index = (uint8_t)idx;
+	ah->grh.hop_limit = 1;
+	return 0;
+}
+
+/* RESET -> INIT -> RTR -> RTS, towards the QP itself. */
+static int mrp_binder_connect(struct ibv_qp *qp, uint8_t port, const struct ibv_ah_attr *ah)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = port,
+	};
+	int ret;
+
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			    IBV_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr = *ah;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			    IBV_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/*
+ * A binder for pd, or NULL: its device has no type 1 windows
+ * (IBV_DEVICE_MEM_WINDOW), no active port, or the QP cannot be made.
+ */
+struct mrp_binder *mrp_binder_create(struct ibv_pd *pd)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = {
+			.max_send_wr = 1,
+			.max_recv_wr = 1,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+	};
+	struct ibv_context *ctx = pd->context;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	struct ibv_ah_attr ah;
+	struct mrp_binder *b;
+	uint8_t port = 0;
+
+	if (ibv_query_device(ctx, &da) || !(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW))
+		return NULL;
+	for (uint8_t p = 1; p <= da.phys_port_cnt && !port; p++)
+		if (!ibv_query_port(ctx, p, &pa) && pa.state == IBV_PORT_ACTIVE)
+			port = p;
+	if (!port || mrp_binder_self_ah(ctx, port, &pa, &ah))
+		return NULL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	pthread_mutex_init(&b->lock, NULL);
+	b->cq = ibv_create_cq(ctx, 2, NULL, NULL, 0);
+	if (!b->cq)
+		goto destroy;
+	init.send_cq = b->cq;
+	init.recv_cq = b->cq;
+	b->qp = ibv_create_qp(pd, &init);
+	if (!b->qp || mrp_binder_connect(b->qp, port, &ah))
+		goto destroy;
+	return b;
+
+destroy:
+	mrp_binder_destroy(b);
+	return NULL;
+}
+
+/* No bind runs, and no window bound through it is left to bind again. */
+void mrp_binder_destroy(struct mrp_binder *b)
+{
+	if (!b)
+		return;
+	if (b->qp)
+		ibv_destroy_qp(b->qp);
+	if (b->cq)
+		ibv_destroy_cq(b->cq);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+}
+
+/* The completion of the bind just posted: 0, -EIO or -ETIMEDOUT. b->lock held. */
+static int mrp_binder_wait(struct mrp_binder *b)
+{
+	uint64_t end = 0;
+	struct ibv_wc wc;
+
+	for (unsigned int i = 0;; i++) {
+		int n = ibv_poll_cq(b->cq, 1, &wc);
+
+		if (n)
+			return n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -EIO;
+		if (i < MRP_BINDER_SPINS)
+			continue;
+		if (!end)
+			end = mrp_now_ns() + MRP_BINDER_WAIT_NS;
+		else if (mrp_now_ns() > end)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+}
+
+/*
+ * A new type 1 window over exactly [addr, addr + len) of arena a's MR in
+ * the PD of slot (b's PD), with access (remote rights), bound once this
+ * returns 0: *mwp, whose rkey is the window's. The caller checked that the
+ * range is inside one buffer of a, and holds a. -errno, nothing left
+ * behind, otherwise.
+ */
+int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *addr,
+		    size_t len, unsigned int access, struct ibv_mw **mwp)
+{
+	struct ibv_mw_bind bind = { .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_mw *mw;
+	int ret, cancel;
+
+	ret = mrp_mw_arena_mr(a->pool, a, slot);
+	if (ret)
+		return ret;
+	bind.bind_info = mrp_mw_info(a, slot, (uintptr_t)addr, len, access);
+	errno = 0;
+	mw = ibv_alloc_mw(b->qp->pd, IBV_MW_TYPE_1);
+	if (!mw)
+		return errno ? -errno : -ENOMEM;
+	/* the post may write() to the device: a cancellation point */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	pthread_mutex_lock(&b->lock);
+	if (b->broken) {
+		ret = -EIO;
+	} else {
+		ret = -ibv_bind_mw(b->qp, mw, &bind);	/* nothing posted if it fails */
+		if (!ret) {
+			ret = mrp_binder_wait(b);
+			b->broken = ret != 0;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	pthread_setcancelstate(cancel, NULL);
+	if (ret) {
+		ibv_dealloc_mw(mw);
+		return ret;
+	}
+	*mwp = mw;
+	return 0;
 }

@@ -232,8 +232,9 @@ TEST_F_TIMEOUT(apps, clients_show_counters, 1800)
 
 /*
  * perftest's bandwidth tests register with remote access: real MRs by
- * default (the security default), the arena's with
- * MRPOOL_PRELOAD_REMOTE=arena; BW with and without the shim printed.
+ * default (the security default), served with a memory window each with
+ * MRPOOL_PRELOAD_REMOTE=arena (its rkey, used by the peer process, is the
+ * window's); BW with and without the shim printed.
  */
 static void bw(struct __test_metadata *_metadata, const char *prog, const char *gid,
 	       int port)
@@ -256,7 +257,7 @@ static void bw(struct __test_metadata *_metadata, const char *prog, const char *
 		EXPECT_LE(1, def[i].passed);
 	}
 	/* "#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]" */
-	TH_LOG("%s 64 KiB BW average MB/s: plain %.2f, shim (arena keys) %.2f, shim (default: real MRs) %.2f",
+	TH_LOG("%s 64 KiB BW average MB/s: plain %.2f, shim (windows) %.2f, shim (default: real MRs) %.2f",
 	       prog, perf_figure(plain[1].out, 3), perf_figure(s[1].out, 3),
 	       perf_figure(def[1].out, 3));
 }

@@ -71,8 +71,9 @@ void mrp_pl_mark_live(struct mrp_pool *pool, void *p, bool *zero)
 	st = mrp_buf_state(a, (uintptr_t)p);
 	/*
 	 * Zero while it never left the depot before. With
-	 * MRPOOL_PRELOAD_REMOTE=arena a peer holding the arena's rkey may
-	 * have written it anyway.
+	 * MRPOOL_PRELOAD_REMOTE=arena a peer holding a window's rkey may
+	 * have written it anyway, on a device that does not enforce window
+	 * bounds (rxe: the window reaches its whole arena).
 	 */
 	if (zero)
 		*zero = atomic_load_explicit(st, memory_order_relaxed) == MRP_BUF_FRESH &&

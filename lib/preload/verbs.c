@@ -1,24 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Registrations. One of a range inside one pool buffer, in the pool's
- * address space (iova = addr), whose access is exactly what the arena's
- * registration in that PD grants is served: the PD is attached to the
- * pool on first use (every arena registered in it once, as any libmrpool
- * PD), and the caller gets an ibv_mr of the shim's own with its range and
- * the arena's lkey and rkey. Nothing is pinned; dereg gives the struct
- * back. Anything else goes to libibverbs: ranges across buffers or arenas,
- * memory not from the pool, access without IBV_ACCESS_LOCAL_WRITE (the
- * arena's lkey would let the device write where the program said it may
- * not), other flags (on-demand paging, memory windows, zero-based), and by
- * default any remote access: an arena's rkey reaches the whole arena (every
- * pool buffer of the process in it), so a peer would reach more than the
- * range registered. MRPOOL_PRELOAD_REMOTE=arena serves those too: the PD's
- * arenas are registered with the remote rights of the first registration
- * with remote access in it (local ones before it are passed on), and only
- * registrations asking for local write and exactly those, or for local
- * write alone, are served (a peer never gets a right the program did not
- * ask for); a served MR without remote access has rkey 0. A PD whose attach failed is passed
- * on from then on, without retrying.
+ * address space (iova = addr), asking for local write alone is served:
+ * the PD is attached to the pool on first use (every arena registered in
+ * it once, as any libmrpool PD, for local write: the arenas' rkeys grant
+ * a peer nothing), and the caller gets an ibv_mr of the shim's own with
+ * its range, the arena's lkey and rkey 0. Nothing is pinned; dereg gives
+ * the struct back. Anything else goes to libibverbs: ranges across
+ * buffers or arenas, memory not from the pool, access without
+ * IBV_ACCESS_LOCAL_WRITE (the arena's lkey would let the device write
+ * where the program said it may not), other flags (on-demand paging,
+ * memory windows, zero-based), and by default any remote access: an
+ * arena's rkey would reach the whole arena (every pool buffer of the
+ * process in it), and would outlive the MR.
+ *
+ * MRPOOL_PRELOAD_REMOTE=arena serves registrations of local write and
+ * remote rights too, each with a type 1 memory window of its own bound
+ * over exactly its range with exactly those rights on the arena's MR in
+ * the PD (mw.c, struct mrp_binder: bound on a private RC QP of the PD,
+ * connected to itself, made when the PD is attached, whose arenas are then
+ * registered with IBV_ACCESS_MW_BIND too): the MR carries the arena's lkey
+ * and the window's rkey, and ibv_dereg_mr() deallocates the window, so
+ * the rkey is dead once it returns, as a real MR's (a late or replayed
+ * RDMA WRITE gets a remote access error, never the bytes the program put
+ * there since). Such MRs live in a region of their own (struct
+ * mrp_pl_wmr), so that the served local pair below is not one
+ * instruction longer for them: their dereg is the slow path's. A device
+ * without type 1 windows (IBV_DEVICE_MEM_WINDOW), a PD whose QP could not
+ * be made, or whose binds failed once: remote registrations are passed
+ * on, never served with the arena's rkey. A window reaches only its range
+ * where the device enforces window bounds; rxe checks the MR's range
+ * (mrpool-run(1)). A PD whose attach failed is passed on from then on,
+ * without retrying.
  *
  * A served MR holds its arena (mrp_arena_hold()): trim leaves the arena
  * mapped and registered until the MR is deregistered, even once the
@@ -40,7 +53,8 @@
  * ibv_dealloc_pd() refuses a PD with served MRs live with EBUSY, as
  * libibverbs would for real MRs, and detaches the PD from the pool first
  * otherwise (the arenas' MRs in it would make the real call fail with
- * EBUSY); ibv_close_device() detaches the PDs of that context.
+ * EBUSY), and its binder's QP goes; ibv_close_device() detaches the PDs
+ * of that context, deallocating the windows of served MRs left in them.
  *
  * A registration passed on, ibv_get_device_list() finding a device and
  * ibv_open_device() wake a dormant shim (shim.c, mrp_pl_activate()): no
@@ -61,6 +75,7 @@
 
 #define MRP_PL_EXPORT	__attribute__((visibility("default")))
 #define MRP_PL_MAX_MRS	(1u << 16)	/* served MRs alive at once; more: real ones */
+#define MRP_PL_MAX_WMRS	(1u << 14)	/* those with a window; more: real ones */
 #define MRP_PL_LOCAL	IBV_ACCESS_LOCAL_WRITE
 #define MRP_PL_REMOTE_ALL	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
 				 IBV_ACCESS_REMOTE_ATOMIC)
@@ -76,9 +91,10 @@
 struct mrp_pl_pd {
 	struct ibv_pd *_Atomic pd;	/* NULL: free entry */
 	struct ibv_context *ctx;	/* its context, for ibv_close_device() */
-	unsigned int access;		/* of the arenas' registrations in it */
 	int slot;			/* its slot in the pool (keys[slot]), -1: the
 					 * attach failed: never served, not retried */
+	struct mrp_binder *binder;	/* type 1 windows (MRPOOL_PRELOAD_REMOTE=arena),
+					 * NULL: remote access passed on */
 };
 
 /*
@@ -114,6 +130,17 @@ struct mrp_pl_mr {
 _Static_assert(sizeof(struct mrp_pl_mr) == 128, "a slot's index is a shift");
 
 /*
+ * A served MR with remote access: its rkey is its window's. A region of
+ * their own, so that ibv_dereg_mr()'s served path, which knows the other
+ * region by address, is not one instruction longer for them: their
+ * deregistration is the slow path's, which deallocates the window.
+ */
+struct mrp_pl_wmr {
+	struct mrp_pl_mr m;		/* as a served MR's; m.next links the free ones */
+	struct ibv_mw *_Atomic mw;	/* its window; NULL once deallocated */
+};
+
+/*
  * A thread's state: its free slots and counters. Blocks are never freed:
  * one is claimed by a thread at its first registration, given up at its
  * exit with its free slots and counters, and claimed by a later thread
@@ -145,8 +172,9 @@ static bool mrp_pl_thr_key_ok;			/* set with mrp_pl_verbs, below */
  * mrp_pl_lock: the PD table's writers, ibv_dealloc_pd() and
  * ibv_close_device(). Lock order: mrp_pl_lock, then the library's
  * pool->lock (attach, detach, lazy registration). mrp_pl_slot_lock, a
- * leaf: the shared free list and the region. Both held across fork
- * (prepare, parent, child).
+ * leaf: the shared free lists and the regions. Both held across fork
+ * (prepare, parent, child). A binder's lock (mw.c), taken around a bind,
+ * is a leaf too, never held with these (a child never binds).
  */
 static pthread_mutex_t mrp_pl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mrp_pl_slot_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,6 +182,9 @@ static struct mrp_pl_pd mrp_pl_pds[MRP_MAX_PDS];
 static struct mrp_pl_mr *_Atomic mrp_pl_mrs;	/* the region, mapped on first use */
 static uint32_t mrp_pl_mr_used;			/* slots ever handed out, slot lock */
 static struct mrp_pl_mr *mrp_pl_mr_free;	/* shared free list, slot lock */
+static struct mrp_pl_wmr *_Atomic mrp_pl_wmrs;	/* with windows: their region */
+static uint32_t mrp_pl_wmr_used;		/* slot lock, as above */
+static struct mrp_pl_wmr *mrp_pl_wmr_free;	/* slot lock */
 
 /*
  * Registrations passed on by a thread that got no block (out of memory):
@@ -341,6 +372,51 @@ static inline bool mrp_pl_served_mr(const struct ibv_mr *mr, uintptr_t *off)
 	return base && *off < MRP_PL_MAX_MRS * sizeof(struct mrp_pl_mr);
 }
 
+/* The same for the region of those with windows. */
+static bool mrp_pl_window_mr(const struct ibv_mr *mr, uintptr_t *off)
+{
+	uintptr_t base = (uintptr_t)atomic_load_explicit(&mrp_pl_wmrs, memory_order_acquire);
+
+	*off = (uintptr_t)mr - base;
+	return base && *off < MRP_PL_MAX_WMRS * sizeof(struct mrp_pl_wmr);
+}
+
+/*
+ * A slot for an MR with a window (the region mapped on first use), or
+ * NULL when every one is taken. No thread lists: each costs a bind anyway.
+ */
+static struct mrp_pl_wmr *mrp_pl_wmr_get(void)
+{
+	struct mrp_pl_wmr *w = NULL, *region;
+
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	region = atomic_load_explicit(&mrp_pl_wmrs, memory_order_relaxed);
+	if (!region) {
+		region = mmap(NULL, MRP_PL_MAX_WMRS * sizeof(*region), PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (region == MAP_FAILED)
+			goto out;
+		atomic_store_explicit(&mrp_pl_wmrs, region, memory_order_release);
+	}
+	if (mrp_pl_wmr_free) {
+		w = mrp_pl_wmr_free;
+		mrp_pl_wmr_free = (struct mrp_pl_wmr *)w->m.next;
+	} else if (mrp_pl_wmr_used < MRP_PL_MAX_WMRS) {
+		w = &region[mrp_pl_wmr_used++];
+	}
+out:
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
+	return w;
+}
+
+static void mrp_pl_wmr_put(struct mrp_pl_wmr *w)
+{
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	w->m.next = (struct mrp_pl_mr *)mrp_pl_wmr_free;
+	mrp_pl_wmr_free = w;
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
+}
+
 /*
  * Slots for an empty thread list: a batch from the shared list, else new
  * ones from the region (mapped now if it is not yet). One slot, the rest
@@ -422,10 +498,46 @@ static MRP_NOINLINE void mrp_pl_mr_put_slow(struct mrp_pl_mr *m)
 	pthread_mutex_unlock(&mrp_pl_slot_lock);
 }
 
-/* The real deregistration, for an MR that is not a served one. */
+/*
+ * A served MR with a window: the window deallocated (the rkey is dead once
+ * ibv_dealloc_mw() returns), then as ibv_dereg_mr() below. If that fails
+ * the MR stays the program's, as a real one whose dereg failed. In a
+ * forked child the window is the parent's, only forgotten here.
+ */
+static int mrp_pl_dereg_window(struct mrp_pl_wmr *w)
+{
+	struct mrp_arena *a = atomic_exchange_explicit(&w->m.arena, NULL, memory_order_acq_rel);
+	struct ibv_mw *mw;
+	uintptr_t outer;
+	int ret;
+
+	if (!a)
+		return EINVAL;
+	mw = atomic_exchange_explicit(&w->mw, NULL, memory_order_acq_rel);
+	if (mw && !mrp_forked(a->pool)) {
+		outer = mrp_pl_enter();
+		ret = ibv_dealloc_mw(mw);
+		mrp_pl_leave(outer);
+		if (ret) {
+			atomic_store_explicit(&w->mw, mw, memory_order_relaxed);
+			atomic_store_explicit(&w->m.arena, a, memory_order_release);
+			return ret;
+		}
+	}
+	mrp_arena_unhold(a);
+	mrp_pl_wmr_put(w);
+	return 0;
+}
+
+/* Not in the served MRs' region: one with a window, or a real MR. */
 static MRP_NOINLINE int mrp_pl_dereg_real(struct ibv_mr *mr)
 {
+	uintptr_t off;
+
 	mrp_pl_setup();
+	if (mrp_pl_window_mr(mr, &off))
+		return off % sizeof(struct mrp_pl_wmr) ? EINVAL :
+		       mrp_pl_dereg_window((struct mrp_pl_wmr *)mr);
 	return MRP_PL_REAL(dereg_mr, ENOSYS, mr);
 }
 
@@ -439,55 +551,65 @@ static inline struct mrp_pl_pd *mrp_pl_pd_find(const struct ibv_pd *pd)
 }
 
 /*
- * pd's entry, attaching pd to the pool on first use with the arenas'
- * access: local write, plus, with MRPOOL_PRELOAD_REMOTE=arena, exactly the
- * remote rights of this first registration (remote), so that no served
- * MR's rkey grants more than was asked for; registrations in pd asking for
- * other remote rights are passed on. With arena keys for remote access the
- * first remote registration attaches: NULL for a local one before it;
- * without, only a local one does (NULL for a remote one). A failed attach
- * is remembered (slot -1) and not retried: every later registration in pd
- * is passed on without another try, until pd is deallocated. NULL when
- * the table is full.
+ * pd's entry, attaching pd to the pool on first use. The arenas' access
+ * is local write, which no rkey reaches; with MRPOOL_PRELOAD_REMOTE=arena
+ * also memory window binding, where pd gets a binder (mw.c: its device
+ * has type 1 windows and the binder's QP could be made), for the windows
+ * of registrations with remote access; without one, or if the device
+ * refuses the arenas with binding, they are attached for local write
+ * alone and registrations with remote access are passed on. A failed
+ * attach is remembered (slot -1) and not retried: every later
+ * registration in pd is passed on without another try, until pd is
+ * deallocated. NULL when the table is full.
  */
 static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
-						       struct ibv_pd *pd, unsigned int remote)
+						       struct ibv_pd *pd)
 {
-	unsigned int access = MRP_PL_LOCAL | remote;
 	struct mrp_pl_pd *e;
 	uintptr_t outer;
-	int ret;
+	int ret = -1;
 
-	/* remote access by default: passed on, the PD not attached for it */
-	if (mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA ? !remote : remote)
-		return NULL;
 	pthread_mutex_lock(&mrp_pl_lock);
 	e = mrp_pl_pd_find(pd);
 	if (e || !(e = mrp_pl_pd_find(NULL)))
 		goto out;
 	outer = mrp_pl_enter();
-	ret = mrp_attach_pd(pool, pd, access);
+	e->binder = NULL;
+	if (mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA)
+		e->binder = mrp_binder_create(pd);
+	if (e->binder) {
+		ret = mrp_attach_pd(pool, pd, MRP_PL_LOCAL | IBV_ACCESS_MW_BIND);
+		if (ret) {
+			mrp_binder_destroy(e->binder);
+			e->binder = NULL;
+		}
+	}
+	if (ret)
+		ret = mrp_attach_pd(pool, pd, MRP_PL_LOCAL);
 	e->slot = ret ? -1 : mrp_pd_slot(pool, pd);
 	mrp_pl_leave(outer);
 	e->ctx = pd->context;
-	e->access = access;
 	atomic_store_explicit(&e->pd, pd, memory_order_release);
 out:
 	pthread_mutex_unlock(&mrp_pl_lock);
 	return e;
 }
 
-/* mrp_pl_lock held: the entry is free again, the PD detached from the pool. */
+/*
+ * mrp_pl_lock held: the entry is free again, the PD detached from the pool,
+ * its binder gone (no window of it is left: see the callers).
+ */
 static void mrp_pl_pd_detach(struct mrp_pl_pd *e)
 {
 	struct mrp_pool *pool = mrp_pl_pool();
 	uintptr_t outer;
 
-	if (pool && e->slot >= 0) {
-		outer = mrp_pl_enter();
+	outer = mrp_pl_enter();
+	if (pool && e->slot >= 0)
 		mrp_detach_pd(pool, atomic_load_explicit(&e->pd, memory_order_relaxed));
-		mrp_pl_leave(outer);
-	}
+	mrp_binder_destroy(e->binder);
+	e->binder = NULL;
+	mrp_pl_leave(outer);
 	atomic_store_explicit(&e->pd, NULL, memory_order_release);
 }
 
@@ -512,6 +634,82 @@ static MRP_NOINLINE int mrp_pl_keys_slow(struct mrp_pool *pool, struct ibv_pd *p
 	return 0;
 }
 
+/* A served MR's fields (m not yet live). */
+static inline __attribute__((always_inline))
+void mrp_pl_mr_fill(struct mrp_pl_mr *m, struct ibv_pd *pd, void *addr, size_t len,
+		    uint32_t lkey, uint32_t rkey, unsigned int access)
+{
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
+	m->mr.lkey = lkey;
+	m->mr.rkey = rkey;
+	m->mr_type = 0;
+	m->access = (int)access;
+	m->next = NULL;			/* the provider bytes all zero again */
+}
+
+/*
+ * A registration with remote access, with MRPOOL_PRELOAD_REMOTE=arena, of
+ * local write and remote rights and nothing else: served with a type 1
+ * window over exactly its range, with exactly those rights, bound on the
+ * PD's binder (the arena's lkey, the window's rkey). NULL (passed on) by
+ * default, for other flags, without a binder in the PD, and when the bind
+ * fails. From the slow path only: the binder makes system calls.
+ */
+static MRP_NOINLINE struct ibv_mr *mrp_pl_serve_window(struct ibv_pd *pd, struct mrp_arena *a,
+						       void *addr, size_t len,
+						       unsigned int access)
+{
+	unsigned int remote = access & MRP_PL_REMOTE_ALL;
+	struct mrp_pool *pool = a->pool;
+	struct mrp_pl_thr *t;
+	struct mrp_pl_wmr *w;
+	struct mrp_pl_pd *e;
+	struct ibv_mw *mw;
+	struct mrp_key k;
+	uintptr_t outer;
+	int ret;
+
+	if (mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA || !remote ||
+	    access != (MRP_PL_LOCAL | remote))
+		return NULL;
+	e = mrp_pl_pd_find(pd);
+	if (!e && !(e = mrp_pl_pd_attach(pool, pd)))
+		return NULL;
+	if (e->slot < 0 || !e->binder)
+		return NULL;
+	if (mrp_arena_has(a, e->slot))
+		k = a->keys[e->slot];
+	else if (mrp_pl_keys_slow(pool, pd, addr, &k))
+		return NULL;
+	t = mrp_pl_thr_get();
+	if (!t || !mrp_arena_hold(a))
+		return NULL;
+	w = mrp_pl_wmr_get();
+	if (!w)
+		goto unhold;
+	outer = mrp_pl_enter();
+	ret = mrp_binder_bind(e->binder, a, e->slot, addr, len, remote, &mw);
+	mrp_pl_leave(outer);
+	if (ret)
+		goto put;
+	mrp_pl_mr_fill(&w->m, pd, addr, len, k.lkey, mw->rkey, access);
+	atomic_store_explicit(&w->mw, mw, memory_order_relaxed);
+	/* the fields above before the slot reads as live (ibv_dealloc_pd) */
+	atomic_store_explicit(&w->m.arena, a, memory_order_release);
+	mrp_inc(&t->served);
+	return &w->m.mr;
+
+put:
+	mrp_pl_wmr_put(w);
+unhold:
+	mrp_arena_unhold(a);
+	return NULL;
+}
+
 /*
  * A served MR, or NULL: the caller registers for real (see the top of the
  * file for which are served). The pool is the arena's: the shim's map
@@ -528,7 +726,6 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 			    unsigned int access, const bool slow)
 {
 	struct mrp_arena *a = mrp_pl_arena(addr);
-	unsigned int remote;
 	struct mrp_pl_thr *t;
 	struct mrp_pool *pool;
 	struct mrp_pl_pd *e;
@@ -548,17 +745,16 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 	if (unlikely(mrp_forked(pool)) || len > mrp_pl_buf_left(a, addr))
 		return NULL;
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
-	remote = access & MRP_PL_REMOTE_ALL;
-	e = mrp_pl_pd_find(pd);
-	if (unlikely(!e) && (!slow || !(e = mrp_pl_pd_attach(pool, pd, remote))))
-		return NULL;
 	/*
-	 * Exactly the rights asked for: local write alone (the lkey, no rkey),
-	 * or all of the arena's (the rkey too). No attach failure either
-	 * (slot -1), which no arena's reg_mask has.
+	 * Exactly the rights asked for: local write alone here (the arena's
+	 * lkey, no rkey); remote access with a window, or passed on.
 	 */
-	if (access != MRP_PL_LOCAL && access != e->access)
+	if (access != MRP_PL_LOCAL)
+		return slow ? mrp_pl_serve_window(pd, a, addr, len, access) : NULL;
+	e = mrp_pl_pd_find(pd);
+	if (unlikely(!e) && (!slow || !(e = mrp_pl_pd_attach(pool, pd))))
 		return NULL;
+	/* no attach failure either (slot -1), which no arena's reg_mask has */
 	if (likely(e->slot >= 0 && mrp_arena_has(a, e->slot)))
 		k = a->keys[e->slot];
 	else if (!slow || e->slot < 0 || mrp_pl_keys_slow(pool, pd, addr, &k))
@@ -574,17 +770,7 @@ struct ibv_mr *mrp_pl_serve(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 		mrp_arena_unhold(a);
 		return NULL;
 	}
-	m->mr.context = pd->context;
-	m->mr.pd = pd;
-	m->mr.addr = addr;
-	m->mr.length = len;
-	m->mr.handle = UINT32_MAX;	/* no kernel object behind it */
-	m->mr.lkey = k.lkey;
-	/* no remote access asked for: no rkey, whatever the arena's */
-	m->mr.rkey = remote ? k.rkey : 0;
-	m->mr_type = 0;
-	m->access = (int)access;
-	m->next = NULL;			/* the provider bytes all zero again */
+	mrp_pl_mr_fill(m, pd, addr, len, k.lkey, 0, MRP_PL_LOCAL);
 	/* the fields above before the slot reads as live (ibv_dealloc_pd) */
 	atomic_store_explicit(&m->arena, a, memory_order_release);
 	mrp_inc(&t->served);
@@ -749,7 +935,7 @@ MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	uintptr_t off;
 
 	mrp_pl_setup();
-	if (!mrp_pl_served_mr(mr, &off))
+	if (!mrp_pl_served_mr(mr, &off) && !mrp_pl_window_mr(mr, &off))
 		return MRP_PL_REAL(rereg_mr, IBV_REREG_MR_ERR_INPUT, mr, flags, pd,
 					   addr, length, access);
 	errno = EOPNOTSUPP;
@@ -765,16 +951,52 @@ MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 static bool mrp_pl_pd_busy(const struct ibv_pd *pd)
 {
 	struct mrp_pl_mr *region = atomic_load_explicit(&mrp_pl_mrs, memory_order_acquire);
-	uint32_t used;
+	struct mrp_pl_wmr *wregion = atomic_load_explicit(&mrp_pl_wmrs, memory_order_acquire);
+	uint32_t used, wused;
 
 	pthread_mutex_lock(&mrp_pl_slot_lock);
 	used = mrp_pl_mr_used;
+	wused = mrp_pl_wmr_used;
 	pthread_mutex_unlock(&mrp_pl_slot_lock);
 	for (uint32_t i = 0; region && i < used; i++)
 		if (atomic_load_explicit(&region[i].arena, memory_order_acquire) &&
 		    region[i].mr.pd == pd)
 			return true;
+	for (uint32_t i = 0; wregion && i < wused; i++)
+		if (atomic_load_explicit(&wregion[i].m.arena, memory_order_acquire) &&
+		    wregion[i].m.mr.pd == pd)
+			return true;
 	return false;
+}
+
+/*
+ * ibv_close_device() with served MRs of pd left: their windows go (the
+ * program's leak keeps its MRs, whose rkeys die as a real MR's do with its
+ * device), before the arenas' MRs they are bound to. mrp_pl_lock held.
+ */
+static void mrp_pl_pd_windows_drop(const struct ibv_pd *pd)
+{
+	struct mrp_pl_wmr *wregion = atomic_load_explicit(&mrp_pl_wmrs, memory_order_acquire);
+	uint32_t wused;
+	uintptr_t outer;
+
+	pthread_mutex_lock(&mrp_pl_slot_lock);
+	wused = mrp_pl_wmr_used;
+	pthread_mutex_unlock(&mrp_pl_slot_lock);
+	for (uint32_t i = 0; wregion && i < wused; i++) {
+		struct mrp_pl_wmr *w = &wregion[i];
+		struct mrp_arena *a = atomic_load_explicit(&w->m.arena, memory_order_acquire);
+		struct ibv_mw *mw;
+
+		if (!a || w->m.mr.pd != pd || mrp_forked(a->pool))
+			continue;
+		mw = atomic_exchange_explicit(&w->mw, NULL, memory_order_acq_rel);
+		if (mw) {
+			outer = mrp_pl_enter();
+			ibv_dealloc_mw(mw);
+			mrp_pl_leave(outer);
+		}
+	}
 }
 
 MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
@@ -796,8 +1018,8 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 /*
  * The context's PDs are detached; served MRs left in them are the
- * program's leak: their keys are gone with the arenas' MRs there, their
- * arenas stay held until they are deregistered.
+ * program's leak: their keys are gone with the arenas' MRs and windows
+ * there, their arenas stay held until they are deregistered.
  */
 MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
@@ -805,9 +1027,12 @@ MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	pthread_mutex_lock(&mrp_pl_lock);
 	for (int i = 0; ctx && i < MRP_MAX_PDS; i++) {
 		struct mrp_pl_pd *e = &mrp_pl_pds[i];
+		struct ibv_pd *pd = atomic_load_explicit(&e->pd, memory_order_relaxed);
 
-		if (atomic_load_explicit(&e->pd, memory_order_relaxed) && e->ctx == ctx)
+		if (pd && e->ctx == ctx) {
+			mrp_pl_pd_windows_drop(pd);
 			mrp_pl_pd_detach(e);
+		}
 	}
 	pthread_mutex_unlock(&mrp_pl_lock);
 	return MRP_PL_REAL(close_device, ENOSYS, ctx);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,7 +22,21 @@
 #undef ibv_reg_mr
 
 static struct ibv_device fake_device;
-static struct ibv_context fake_context = { .device = &fake_device };
+static struct ibv_mw *fake_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int fake_dealloc_mw(struct ibv_mw *mw);
+static int fake_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
+static int fake_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+/* The fake device's context: memory windows through its ops (below). */
+static struct ibv_context fake_context = {
+	.device = &fake_device,
+	.ops = {
+		.alloc_mw = fake_alloc_mw,
+		.dealloc_mw = fake_dealloc_mw,
+		.bind_mw = fake_bind_mw,
+		.poll_cq = fake_poll_cq,
+	},
+};
+struct ibv_context *fake_mw_context = &fake_context;
 char *fake_device_path = fake_device.ibdev_path;
 struct ibv_pd fake_pds[FAKE_PDS] = {
 	[0 ... FAKE_PDS - 1] = { .context = &fake_context },
@@ -302,4 +317,265 @@ int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		     a + len <= (uintptr_t)f->mr.addr + f->mr.length;
 	pthread_mutex_unlock(&fake_lock);
 	return ok;
+}
+
+/*
+ * Memory windows of the fake device (fake_context's ops), type 1 bound by
+ * ibv_bind_mw() on a QP in RTS, as the preload shim binds them: a bind
+ * checks what a device checks (the MR live, of the window's PD, with
+ * IBV_ACCESS_MW_BIND, the range inside it) and completes on the QP's send
+ * CQ, with IBV_WC_MW_BIND_ERR if a check fails. FAKE_MW=0: the device has
+ * no windows (ibv_query_device() without IBV_DEVICE_MEM_WINDOW); FAKE_QP=0:
+ * no QP can be made. Other contexts (a test's own) have no windows.
+ */
+static struct fake_mw {
+	struct ibv_mw mw;
+	uintptr_t addr;			/* bound range, length 0: unbound */
+	size_t length;
+	unsigned int access;
+	struct fake_mw *next;
+} *fake_mws;
+int fake_mw_live, fake_mw_binds, fake_mw_deallocs, fake_qps_live, fake_cqs_live;
+/* the next n binds complete with an error */
+int fake_bind_fail_next;
+
+struct fake_cq {
+	struct ibv_cq cq;
+	int done;			/* completions to poll */
+	enum ibv_wc_status status;	/* of the last one */
+};
+
+static bool fake_env_off(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && !strcmp(s, "0");
+}
+
+int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->phys_port_cnt = 1;
+	attr->max_mw = 1 << 16;
+	if (ctx == &fake_context && !fake_env_off("FAKE_MW"))
+		attr->device_cap_flags = IBV_DEVICE_MEM_WINDOW;
+	return 0;
+}
+
+/* verbs.h's ibv_query_port() calls this for a context without extended ops */
+#undef ibv_query_port
+int ibv_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
+{
+	struct ibv_port_attr *pa = (struct ibv_port_attr *)attr;
+
+	(void)ctx;
+	if (port != 1)
+		return EINVAL;
+	memset(pa, 0, sizeof(*pa));
+	pa->state = IBV_PORT_ACTIVE;
+	pa->link_layer = IBV_LINK_LAYER_ETHERNET;
+	pa->gid_tbl_len = 2;
+	return 0;
+}
+
+/* Index 1 is a RoCE v2 GID, 0 a v1 one. */
+int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
+		      struct ibv_gid_entry *entry, uint32_t flags, size_t size)
+{
+	(void)flags;
+	(void)size;
+	if (port != 1 || index > 1)
+		return ENODATA;
+	memset(entry, 0, sizeof(*entry));
+	entry->gid.raw[15] = (uint8_t)(index + 1);
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = index ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
+	(void)ctx;
+	return 0;
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct fake_cq *c;
+
+	(void)cqe;
+	(void)cq_context;
+	(void)channel;
+	(void)comp_vector;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->cq.context = ctx;
+	__atomic_fetch_add(&fake_cqs_live, 1, __ATOMIC_RELAXED);
+	return &c->cq;
+}
+
+int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	__atomic_fetch_sub(&fake_cqs_live, 1, __ATOMIC_RELAXED);
+	free(cq);
+	return 0;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+	static uint32_t qpn = 0x11;
+	struct ibv_qp *qp;
+
+	if (fake_env_off("FAKE_QP")) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->context = pd->context;
+	qp->pd = pd;
+	qp->send_cq = init->send_cq;
+	qp->recv_cq = init->recv_cq;
+	qp->qp_type = init->qp_type;
+	qp->qp_num = __atomic_fetch_add(&qpn, 1, __ATOMIC_RELAXED);
+	qp->state = IBV_QPS_RESET;
+	__atomic_fetch_add(&fake_qps_live, 1, __ATOMIC_RELAXED);
+	return qp;
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	if (mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
+}
+
+int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	__atomic_fetch_sub(&fake_qps_live, 1, __ATOMIC_RELAXED);
+	free(qp);
+	return 0;
+}
+
+static struct ibv_mw *fake_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct fake_mw *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&fake_lock);
+	w->mw.context = pd->context;
+	w->mw.pd = pd;
+	w->mw.type = type;
+	w->mw.rkey = (fake_next_key++ << 8) | 0x40000000u;
+	w->next = fake_mws;
+	fake_mws = w;
+	fake_mw_live++;
+	pthread_mutex_unlock(&fake_lock);
+	return &w->mw;
+}
+
+static int fake_dealloc_mw(struct ibv_mw *mw)
+{
+	struct fake_mw **pp, *w;
+
+	pthread_mutex_lock(&fake_lock);
+	for (pp = &fake_mws; (w = *pp); pp = &w->next)
+		if (&w->mw == mw)
+			break;
+	if (w) {
+		*pp = w->next;
+		fake_mw_live--;
+		fake_mw_deallocs++;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	if (!w)
+		abort();	/* never allocated, or deallocated twice */
+	free(w);
+	return 0;
+}
+
+static int fake_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	const struct ibv_mw_bind_info *bi = &bind->bind_info;
+	struct fake_cq *c = (struct fake_cq *)qp->send_cq;
+	struct fake_mw *w = (struct fake_mw *)mw;
+	struct fake_mr *f;
+	bool ok;
+
+	if (qp->state != IBV_QPS_RTS || qp->pd != mw->pd)
+		return EINVAL;
+	pthread_mutex_lock(&fake_lock);
+	for (f = fake_mrs; f && &f->mr != bi->mr; f = f->next)
+		;
+	ok = f && f->mr.pd == mw->pd && (f->access & IBV_ACCESS_MW_BIND) &&
+	     bi->addr >= (uintptr_t)f->mr.addr &&
+	     bi->addr + bi->length <= (uintptr_t)f->mr.addr + f->mr.length;
+	if (fake_bind_fail_next) {
+		fake_bind_fail_next--;
+		ok = false;
+	}
+	mw->rkey = ibv_inc_rkey(mw->rkey);
+	if (ok) {
+		w->addr = bi->addr;
+		w->length = bi->length;
+		w->access = bi->mw_access_flags;
+		fake_mw_binds++;
+	}
+	if (bind->send_flags & IBV_SEND_SIGNALED) {
+		c->done++;
+		c->status = ok ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct fake_cq *c = (struct fake_cq *)cq;
+	int got = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	if (n > 0 && c->done) {
+		c->done--;
+		memset(wc, 0, sizeof(*wc));
+		wc->status = c->status;
+		wc->opcode = IBV_WC_BIND_MW;
+		got = 1;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return got;
+}
+
+/*
+ * What a peer's RDMA with rkey reaches in pd: the access of the live
+ * window or the live MR with remote access that rkey names, if it covers
+ * [addr, addr + len), else 0 (a remote access error). A window's bounds
+ * are its range, as on a device that enforces them.
+ */
+int fake_rkey_access(struct ibv_pd *pd, uint32_t rkey, const void *addr, size_t len)
+{
+	const int remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_ATOMIC;
+	uintptr_t a = (uintptr_t)addr;
+	struct fake_mw *w;
+	struct fake_mr *f;
+	int access = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	for (w = fake_mws; w && !access; w = w->next)
+		if (w->mw.pd == pd && w->mw.rkey == rkey && w->length &&
+		    a >= w->addr && a + len <= w->addr + w->length)
+			access = (int)w->access;
+	for (f = fake_mrs; f && !access; f = f->next)
+		if (f->mr.pd == pd && (f->access & remote) && f->mr.rkey == rkey &&
+		    a >= (uintptr_t)f->mr.addr && a + len <= (uintptr_t)f->mr.addr + f->mr.length)
+			access = f->access & remote;
+	pthread_mutex_unlock(&fake_lock);
+	return access;
 }

@@ -1035,10 +1035,15 @@ TEST(registration_counters)
 	ASSERT_EQ(0, run_mode("reg", NULL, NULL, line, sizeof(line)));
 	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
 	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
-	/* remote access served too with arena keys */
-	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line)));
+	/* remote access served too, with a window, on a device that has them */
+	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_REMOTE=arena", "MRP_REG_MW=1", line,
+			      sizeof(line)));
 	EXPECT_EQ(3, field(line, "registrations served ")) TH_LOG("%s", line);
 	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+	/* ... and passed on where the device has none, as by default */
+	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line)));
+	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(3, field(line, "passed ")) TH_LOG("%s", line);
 	/* no pool memory: all passed on, and the first opened the pool */
 	ASSERT_EQ(0, run_mode("reg", "MRPOOL_PRELOAD_MIN=0", NULL, line, sizeof(line)));
 	EXPECT_EQ(0, field(line, "registrations served ")) TH_LOG("%s", line);
@@ -1243,17 +1248,59 @@ TEST(served_access_exact)
 }
 
 /*
- * MRPOOL_PRELOAD_REMOTE=arena grants no right that was not asked for: the
- * arenas get the first remote registration's rights, others pass on.
+ * MRPOOL_PRELOAD_REMOTE=arena (review row 8): a registration with remote
+ * access is served with a type 1 window over exactly its range with
+ * exactly its remote rights, the arena's lkey and the window's rkey, and
+ * ibv_dereg_mr() deallocates the window, whose rkey then reaches nothing;
+ * the arenas' MR grants no remote right of its own (mode "window").
  */
-TEST(remote_arena_no_upgrade)
+TEST(remote_arena_window)
 {
 	char line[512];
-	int st = run_mode("remote", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
+	int st = run_mode("window", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	/* served: 1 local, 4 with windows (read, write, both, atomic) */
+	EXPECT_EQ(5, field(line, "registrations served ")) TH_LOG("%s", line);
+	/* passed: remote read without local write, with MW_BIND */
+	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+}
+
+/*
+ * A device without type 1 windows, or where the binder's QP cannot be
+ * made: registrations with remote access are passed on (real MRs), never
+ * served with the arena's rkey; the arenas get local write alone.
+ */
+TEST(remote_arena_no_windows_passed_on)
+{
+	static const char *const why[] = { "FAKE_MW=0", "FAKE_QP=0" };
+	char line[512];
+
+	for (int i = 0; i < 2; i++) {
+		int st = run_mode("window_none", "MRPOOL_PRELOAD_REMOTE=arena", why[i], line,
+				  sizeof(line));
+
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			TH_LOG("%s: status %#x", why[i], st);
+		EXPECT_EQ(1, field(line, "registrations served ")) TH_LOG("%s", line);
+		EXPECT_EQ(4, field(line, "passed ")) TH_LOG("%s", line);
+	}
+}
+
+/*
+ * A bind that completes with an error: that registration is passed on,
+ * and the binder is broken for good (its QP in error), so later ones are
+ * too; ibv_close_device() with a served MR with a window left deallocates
+ * the window and the binder's QP and CQ.
+ */
+TEST(remote_arena_bind_fails_then_close)
+{
+	char line[512];
+	int st = run_mode("window_fail", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
 
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
 	EXPECT_EQ(2, field(line, "registrations served ")) TH_LOG("%s", line);
-	EXPECT_EQ(4, field(line, "passed ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
 }
 
 /*
@@ -2326,6 +2373,157 @@ static int hooked_thread(void *(*start)(void *), void (*hook)(void), void *want)
 }
 
 /* Modes run_mode() starts. */
+/* A PD of the fake device, whose context has memory windows. */
+static struct ibv_pd *mw_pd(void)
+{
+	struct ibv_context **ctx = dlsym(RTLD_DEFAULT, "fake_mw_context");
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!ctx || !pd)
+		abort();
+	pd->context = *ctx;
+	return pd;
+}
+
+/* The remote rights rkey gives a peer over [p, p + len) in pd (fake verbs). */
+static int rkey_access(struct ibv_pd *pd, uint32_t rkey, const void *p, size_t len)
+{
+	int (*f)(struct ibv_pd *, uint32_t, const void *, size_t) =
+		dlsym(RTLD_DEFAULT, "fake_rkey_access");
+
+	return f ? f(pd, rkey, p, len) : -1;
+}
+
+#define LW	IBV_ACCESS_LOCAL_WRITE
+#define RR	IBV_ACCESS_REMOTE_READ
+#define RW	IBV_ACCESS_REMOTE_WRITE
+#define RA	IBV_ACCESS_REMOTE_ATOMIC
+
+static int mode_window(void)
+{
+	static const int rights[] = { RR, RW, RR | RW, RA };
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *l, *r[4], *x;
+	int mws0 = fake("fake_mw_live");
+
+	if (!in_pool(p))
+		return 1;
+	l = ibv_reg_mr(pd, p, 100, LW);
+	if (!served(l) || l->rkey)
+		return 2;
+	/* the arenas' MR: local write and window binding, no remote right */
+	if (mr_access(pd, p) != (LW | IBV_ACCESS_MW_BIND) || fake("fake_qps_live") != 1)
+		return 3;
+	for (int i = 0; i < 4; i++) {
+		r[i] = ibv_reg_mr(pd, p + 1000, 4096, LW | rights[i]);
+		if (!served(r[i]) || r[i]->lkey != l->lkey || !r[i]->rkey ||
+		    r[i]->addr != p + 1000 || r[i]->length != 4096)
+			return 10 + i;
+		/* exactly the range, exactly the rights */
+		if (rkey_access(pd, r[i]->rkey, p + 1000, 4096) != rights[i])
+			return 20 + i;
+		if (rkey_access(pd, r[i]->rkey, p + 1000 + 4096, 1) ||
+		    rkey_access(pd, r[i]->rkey, p + 999, 1))
+			return 30 + i;
+	}
+	if (fake("fake_mw_live") != mws0 + 4 || r[0]->rkey == r[1]->rkey)
+		return 40;
+	/* without local write the arena's lkey would write; MW_BIND: not served */
+	x = ibv_reg_mr(pd, p, 100, RR);
+	if (!x || served(x) || ibv_dereg_mr(x))
+		return 41;
+	x = (ibv_reg_mr)(pd, p, 100, LW | RW | IBV_ACCESS_MW_BIND);
+	if (!x || served(x) || ibv_dereg_mr(x))
+		return 42;
+	/* a served MR with a window is no real MR either */
+	errno = 0;
+	if (ibv_rereg_mr(r[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, LW) !=
+	    IBV_REREG_MR_ERR_INPUT || errno != EOPNOTSUPP)
+		return 43;
+	if (ibv_dealloc_pd(pd) != EBUSY)
+		return 44;
+	/* dereg: the window goes, its rkey reaches nothing any more */
+	if (ibv_dereg_mr(r[1]) || fake("fake_mw_live") != mws0 + 3 ||
+	    rkey_access(pd, r[1]->rkey, p + 1000, 4096))
+		return 45;
+	if (ibv_dereg_mr(r[1]) != EINVAL || fake("fake_mw_live") != mws0 + 3)
+		return 46;
+	/* the others untouched */
+	if (rkey_access(pd, r[2]->rkey, p + 1000, 4096) != (RR | RW))
+		return 47;
+	if (ibv_dereg_mr(r[0]) || ibv_dereg_mr(r[2]) || ibv_dereg_mr(r[3]) ||
+	    fake("fake_mw_live") != mws0)
+		return 48;
+	if (ibv_dealloc_pd(pd) != EBUSY || ibv_dereg_mr(l))
+		return 49;
+	/* the binder's QP and CQ go with the PD */
+	if (ibv_dealloc_pd(pd) || fake("fake_qps_live") || fake("fake_cqs_live"))
+		return 50;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+static int mode_window_none(void)
+{
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *l, *r[4];
+
+	l = ibv_reg_mr(pd, p, 100, LW);
+	if (!served(l) || mr_access(pd, p) != LW)
+		return 1;
+	for (int i = 0; i < 4; i++) {
+		r[i] = ibv_reg_mr(pd, p, 4096, LW | (i ? RW : RR));
+		if (!r[i] || served(r[i]))
+			return 10 + i;
+	}
+	if (fake("fake_mw_live") || fake("fake_qps_live") || fake("fake_cqs_live"))
+		return 20;
+	for (int i = 0; i < 4; i++)
+		if (ibv_dereg_mr(r[i]))
+			return 30;
+	if (ibv_dereg_mr(l) || ibv_dealloc_pd(pd))
+		return 31;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+static int mode_window_fail(void)
+{
+	int *fail = dlsym(RTLD_DEFAULT, "fake_bind_fail_next");
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *r, *x;
+
+	if (!fail)
+		return 1;
+	r = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!served(r) || fake("fake_mw_live") != 1)
+		return 2;
+	*fail = 1;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);	/* its bind fails: passed on */
+	if (!x || served(x) || fake("fake_mw_live") != 1 || ibv_dereg_mr(x))
+		return 3;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);	/* the binder is broken: passed on */
+	if (!x || served(x) || fake("fake_mw_live") != 1 || ibv_dereg_mr(x))
+		return 4;
+	x = ibv_reg_mr(pd, p, 4096, LW);	/* local ones are still served */
+	if (!served(x) || ibv_dereg_mr(x))
+		return 5;
+	/* the program leaves r: the close takes its window and the binder */
+	if (ibv_close_device(pd->context) || fake("fake_mw_live") ||
+	    fake("fake_qps_live") || fake("fake_cqs_live"))
+		return 6;
+	if (rkey_access(pd, r->rkey, p, 4096) || ibv_dereg_mr(r))
+		return 7;
+	free(p);
+	free(pd);
+	return 0;
+}
+
 static int mode_main(const char *mode)
 {
 	if (!strcmp(mode, "sigfree")) {
@@ -2702,43 +2900,12 @@ static int mode_main(const char *mode)
 		__libc_free(NULL);
 		return 0;
 	}
-	if (!strcmp(mode, "remote")) {
-		const int lw = IBV_ACCESS_LOCAL_WRITE;
-		struct ibv_pd *pd = new_pd();
-		char *p = malloc(100000);
-		struct ibv_mr *l0, *r, *w, *rw, *l1, *r2;
-		int access;
-
-		l0 = ibv_reg_mr(pd, p, 100, lw);	/* before any remote: real */
-		r = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_READ);
-		/* the arena's MR (the newest covering p): read only, as asked */
-		access = mr_access(pd, p);
-		w = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_WRITE);
-		rw = ibv_reg_mr(pd, p, 100, lw | IBV_ACCESS_REMOTE_READ |
-				IBV_ACCESS_REMOTE_WRITE);
-		l1 = ibv_reg_mr(pd, p, 100, lw);
-		r2 = ibv_reg_mr(pd, p, 100, IBV_ACCESS_REMOTE_READ);
-		if (!l0 || served(l0))
-			return 10;
-		if (!served(r) || !r->rkey)
-			return 11;
-		if (access != (lw | IBV_ACCESS_REMOTE_READ))
-			return 12;
-		if (!w || served(w) || !rw || served(rw))
-			return 13;
-		if (!served(l1) || l1->rkey)
-			return 14;
-		/* remote read without local write: the arena's lkey writes */
-		if (!r2 || served(r2))
-			return 15;
-		ibv_dereg_mr(l0);
-		ibv_dereg_mr(r);
-		ibv_dereg_mr(w);
-		ibv_dereg_mr(rw);
-		ibv_dereg_mr(l1);
-		ibv_dereg_mr(r2);
-		return ibv_dealloc_pd(pd);
-	}
+	if (!strcmp(mode, "window"))
+		return mode_window();
+	if (!strcmp(mode, "window_none"))
+		return mode_window_none();
+	if (!strcmp(mode, "window_fail"))
+		return mode_window_fail();
 	if (!strcmp(mode, "dlrace")) {
 		static atomic_bool stop;
 		struct timespec end, now;
@@ -2913,7 +3080,7 @@ static int mode_main(const char *mode)
 		return ibv_dealloc_pd(pd);
 	}
 	if (!strcmp(mode, "reg")) {
-		struct ibv_pd *pd = new_pd();
+		struct ibv_pd *pd = getenv("MRP_REG_MW") ? mw_pd() : new_pd();
 		char *p = malloc(100000), *s = malloc(10);
 		struct ibv_mr *m[5];
 
