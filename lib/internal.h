@@ -212,6 +212,13 @@ struct mrp_arena {
 	size_t large_len;		/* large: bytes the caller asked for */
 	struct ibv_mr *mr[MRP_MAX_PDS];
 	/*
+	 * Where the slot was attached with bind_access (the preload shim's
+	 * PDs with a binder): a second MR of the arena, the only one that may
+	 * bind windows, whose keys are never handed out (mw.c). Registered
+	 * and deregistered with mr[s], under the same rules.
+	 */
+	struct ibv_mr *bind_mr[MRP_MAX_PDS];
+	/*
 	 * References from outside the allocator that need the arena mapped
 	 * and registered whatever its buffers' state: the preload shim's
 	 * served MRs, which carry its keys (preload/verbs.c). Trim releases
@@ -574,6 +581,8 @@ struct mrp_pool {
 	struct mrp_pdh *pdh[MRP_MAX_PDS];	/* handle of each slot's attachment, if asked */
 	struct mrp_pdh *pdhs;		/* every handle handed out, freed at close */
 	unsigned int access[MRP_MAX_PDS];
+	/* access of each arena's bind_mr in the slot, 0: none (mrp_attach_pd_bind()) */
+	unsigned int bind_access[MRP_MAX_PDS];
 	/*
 	 * Slots whose device went away (mrp_pd_dead()): never registered in
 	 * again, their calls fail with -ENODEV until the detach. Set under
@@ -933,6 +942,8 @@ void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
 void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
 int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot);
 int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
+int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access,
+		       unsigned int bind_access);
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf);
 int mrp_fallback_free(struct mrp_pool *pool, void *addr);
@@ -953,7 +964,7 @@ void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd);
 struct mrp_binder;
 struct ibv_mw;
 struct mrp_binder *mrp_binder_create(struct ibv_pd *pd);
-void mrp_binder_destroy(struct mrp_binder *b);
+void mrp_binder_destroy(struct mrp_binder *b, bool forked);
 int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *addr,
 		    size_t len, unsigned int access, struct ibv_mw **mwp);
 

@@ -122,12 +122,12 @@ static int mrp_mw_arena_mr(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 	return mrp_arena_has(a, slot) ? 0 : mrp_reg_lazy(pool, a, slot);
 }
 
-/* A window over [p, p + len) of a's MR in the PD of slot, with access. */
-static struct ibv_mw_bind_info mrp_mw_info(struct mrp_arena *a, int slot, uintptr_t p,
-					   size_t len, unsigned int access)
+/* A window over [p, p + len) of mr (an arena's), with access. */
+static struct ibv_mw_bind_info mrp_mw_info(struct ibv_mr *mr, uintptr_t p, size_t len,
+					   unsigned int access)
 {
 	return (struct ibv_mw_bind_info){
-		.mr = a->mr[slot],
+		.mr = mr,
 		.addr = p,
 		.length = len,
 		.mw_access_flags = access,
@@ -186,7 +186,7 @@ MRP_EXPORT int mrp_mw_bind(struct mrp_pool *pool, struct ibv_qp *qp, void *addr,
 	wr.send_flags = send_flags;
 	wr.bind_mw.mw = w->mw;
 	wr.bind_mw.rkey = ibv_inc_rkey(w->mw->rkey);
-	wr.bind_mw.bind_info = mrp_mw_info(a, slot, p, len, access);
+	wr.bind_mw.bind_info = mrp_mw_info(a->mr[slot], p, len, access);
 
 	/* listed before the post, so that a free from now on invalidates it */
 	pthread_mutex_lock(&pool->lock);
@@ -295,10 +295,19 @@ void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd)
  * local operation and nothing goes on the wire, but a QP posts only in
  * RTS), with a CQ of its own on which only binds complete. One bind at a
  * time (lock): post, then poll until its completion, so that the rkey
- * works once the registration returns. A bind that fails after its post
- * or never completes (10 s: a device gone) leaves the QP in error or with
- * a completion to come: the binder is broken for good, and the PD's later
- * registrations with remote access are passed on.
+ * works once the registration returns. A bind that fails (its post, or
+ * its completion) or never completes (10 s: a device gone) breaks the
+ * binder for good: the PD's later registrations with remote access are
+ * passed on. One that never completed may still be queued: its QP is
+ * moved to the error state, and its window is kept (b->stuck), never
+ * deallocated while the QP may yet read it, until the binder's QP is
+ * destroyed.
+ *
+ * The windows are bound on an MR of each arena of their own
+ * (a->bind_mr[slot], the only one with IBV_ACCESS_MW_BIND, reg.c), whose
+ * lkey is never handed out: a provider binds a window on whatever MR has
+ * the lkey of bind_info.mr, so a program given that lkey (in any served
+ * MR) could bind a window of its own over the whole arena.
  *
  * Invalidation is the window's deallocation, ibv_dealloc_mw() (the
  * caller's): synchronous, without a QP or the lock, and the rkey is dead
@@ -310,14 +319,32 @@ void mrp_mw_release_pd_locked(struct mrp_pool *pool, struct ibv_pd *pd)
  * index of its own (rxe hands them out cyclically).
  */
 struct mrp_binder {
-	pthread_mutex_t lock;		/* the bind in flight, broken */
+	pthread_mutex_t lock;		/* the bind in flight, broken, stuck */
 	struct ibv_cq *cq;		/* the binds' completions only */
 	struct ibv_qp *qp;		/* connected to itself, in RTS */
 	bool broken;			/* a bind failed: no more binds */
+	struct ibv_mw *stuck;		/* of a bind never completed, see above */
+	uint64_t wait_ns;		/* for a bind's completion */
 };
 
 #define MRP_BINDER_SPINS	1000	/* polls before yielding between them */
 #define MRP_BINDER_WAIT_NS	10000000000ull
+
+/*
+ * How long a bind's completion is waited for. The test build alone
+ * (MRP_TEST_HOOKS) takes MRP_TEST_BIND_WAIT_MS, so that preload_test
+ * sees a bind that never completes given up without waiting 10 s.
+ */
+static uint64_t mrp_binder_wait_ns(void)
+{
+#ifdef MRP_TEST_HOOKS
+	const char *s = getenv("MRP_TEST_BIND_WAIT_MS");
+
+	if (s)
+		return strtoull(s, NULL, 10) * 1000000ull;
+#endif
+	return MRP_BINDER_WAIT_NS;
+}
 
 /*
  * Where the QP sends: its own port, by LID, or on RoCE by a GID of the
@@ -421,6 +448,7 @@ struct mrp_binder *mrp_binder_create(struct ibv_pd *pd)
 	if (!b)
 		return NULL;
 	pthread_mutex_init(&b->lock, NULL);
+	b->wait_ns = mrp_binder_wait_ns();
 	b->cq = ibv_create_cq(ctx, 2, NULL, NULL, 0);
 	if (!b->cq)
 		goto destroy;
@@ -432,17 +460,28 @@ struct mrp_binder *mrp_binder_create(struct ibv_pd *pd)
 	return b;
 
 destroy:
-	mrp_binder_destroy(b);
+	mrp_binder_destroy(b, false);
 	return NULL;
 }
 
-/* No bind runs, and no window bound through it is left to bind again. */
-void mrp_binder_destroy(struct mrp_binder *b)
+/*
+ * No bind runs, and no window bound through it is left to bind again. A
+ * forked child's binder is its parent's: the QP and CQ, reached through
+ * the inherited device file, are the parent's objects, which a destroy
+ * here would take from it; the child only forgets (nor does it touch the
+ * lock, which a parent's thread may have held at the fork).
+ */
+void mrp_binder_destroy(struct mrp_binder *b, bool forked)
 {
 	if (!b)
 		return;
-	if (b->qp)
-		ibv_destroy_qp(b->qp);
+	if (forked) {
+		free(b);
+		return;
+	}
+	/* the QP gone, no stuck bind can read its window any more */
+	if (b->qp && !ibv_destroy_qp(b->qp) && b->stuck)
+		ibv_dealloc_mw(b->stuck);
 	if (b->cq)
 		ibv_destroy_cq(b->cq);
 	pthread_mutex_destroy(&b->lock);
@@ -463,7 +502,7 @@ static int mrp_binder_wait(struct mrp_binder *b)
 		if (i < MRP_BINDER_SPINS)
 			continue;
 		if (!end)
-			end = mrp_now_ns() + MRP_BINDER_WAIT_NS;
+			end = mrp_now_ns() + b->wait_ns;
 		else if (mrp_now_ns() > end)
 			return -ETIMEDOUT;
 		sched_yield();
@@ -471,11 +510,24 @@ static int mrp_binder_wait(struct mrp_binder *b)
 }
 
 /*
- * A new type 1 window over exactly [addr, addr + len) of arena a's MR in
- * the PD of slot (b's PD), with access (remote rights), bound once this
- * returns 0: *mwp, whose rkey is the window's. The caller checked that the
- * range is inside one buffer of a, and holds a. -errno, nothing left
- * behind, otherwise.
+ * A bind posted on b never completed (b->lock held): the QP goes to the
+ * error state, which flushes it where the device still works, and the
+ * window stays b's until the QP is destroyed (mrp_binder_destroy()).
+ */
+static void mrp_binder_stuck(struct mrp_binder *b, struct ibv_mw *mw)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	ibv_modify_qp(b->qp, &a, IBV_QP_STATE);
+	b->stuck = mw;
+}
+
+/*
+ * A new type 1 window over exactly [addr, addr + len) of arena a's bind
+ * MR in the PD of slot (b's PD), with access (remote rights), bound once
+ * this returns 0: *mwp, whose rkey is the window's. The caller checked
+ * that the range is inside one buffer of a, and holds a. -errno
+ * otherwise, the binder broken if the bind was tried and failed.
  */
 int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *addr,
 		    size_t len, unsigned int access, struct ibv_mw **mwp)
@@ -487,7 +539,9 @@ int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *a
 	ret = mrp_mw_arena_mr(a->pool, a, slot);
 	if (ret)
 		return ret;
-	bind.bind_info = mrp_mw_info(a, slot, (uintptr_t)addr, len, access);
+	if (!a->bind_mr[slot])
+		return -EINVAL;	/* the PD was attached without bind MRs */
+	bind.bind_info = mrp_mw_info(a->bind_mr[slot], (uintptr_t)addr, len, access);
 	errno = 0;
 	mw = ibv_alloc_mw(b->qp->pd, IBV_MW_TYPE_1);
 	if (!mw)
@@ -498,16 +552,22 @@ int mrp_binder_bind(struct mrp_binder *b, struct mrp_arena *a, int slot, void *a
 	if (b->broken) {
 		ret = -EIO;
 	} else {
-		ret = -ibv_bind_mw(b->qp, mw, &bind);	/* nothing posted if it fails */
-		if (!ret) {
+		ret = ibv_bind_mw(b->qp, mw, &bind);	/* nothing posted if it fails */
+		if (ret)
+			ret = ret > 0 ? -ret : -EIO;
+		else
 			ret = mrp_binder_wait(b);
-			b->broken = ret != 0;
+		if (ret == -ETIMEDOUT) {
+			mrp_binder_stuck(b, mw);
+			mw = NULL;
 		}
+		b->broken = ret != 0;
 	}
 	pthread_mutex_unlock(&b->lock);
 	pthread_setcancelstate(cancel, NULL);
 	if (ret) {
-		ibv_dealloc_mw(mw);
+		if (mw)
+			ibv_dealloc_mw(mw);
 		return ret;
 	}
 	*mwp = mw;

@@ -20,15 +20,14 @@
 #include "internal.h"
 
 /*
- * Register [addr, addr + len) in the PD of slot (through dmabuf_fd when it
- * is >= 0), counted and timed into the stats; a failure leaves its errno
- * set and is counted for the PD. A refused dma-buf attempt counts for
- * nothing: ibv_reg_mr follows it.
+ * Register [addr, addr + len) in the PD of slot with access (through
+ * dmabuf_fd when it is >= 0), counted and timed into the stats; a failure
+ * leaves its errno set and is counted for the PD. A refused dma-buf
+ * attempt counts for nothing: ibv_reg_mr follows it.
  */
 static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot,
-			      void *addr, size_t len, int dmabuf_fd)
+			      void *addr, size_t len, int dmabuf_fd, int access)
 {
-	int access = (int)pool->access[slot];
 	uint64_t t0 = mrp_now_ns(), dt, max;
 	struct ibv_mr *mr;
 	int err;
@@ -79,7 +78,7 @@ static bool mrp_export_transient(int err)
 }
 
 /*
- * An arena's MR in the PD of slot: through the slice's dma-buf where the
+ * An arena's MR in the PD of slot, with access: through the slice's dma-buf where the
  * backend exports one and the device takes it (nothing is pinned again:
  * the module's pages are pinned already), else ibv_reg_mr. The first
  * refusal (of the device, or an export the module cannot do) turns dma-buf
@@ -90,7 +89,7 @@ static bool mrp_export_transient(int err)
  * attached, or atomic.
  */
 static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
-				       struct mrp_arena *a, int slot)
+				       struct mrp_arena *a, int slot, unsigned int access)
 {
 	struct ibv_mr *mr;
 	int fd, err, cancel;
@@ -105,7 +104,7 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 			if (!mrp_export_transient(-fd))
 				pool->pd_dmabuf_error[slot] = -fd;
 		} else {
-			mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size, fd);
+			mr = mrp_reg(pool, pd, slot, (void *)a->base, a->size, fd, (int)access);
 			err = errno;
 			/*
 			 * The MR holds the dma-buf. close() is a cancellation
@@ -123,17 +122,35 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 			pool->pd_dmabuf_error[slot] = err ? err : EIO;
 		}
 	}
-	return mrp_reg(pool, pd, slot, (void *)a->base, a->size, -1);
+	return mrp_reg(pool, pd, slot, (void *)a->base, a->size, -1, (int)access);
 }
 
+static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr, int slot);
+
+/*
+ * The arena's MR in the PD of slot, and its bind MR where the slot has
+ * bind_access (both or neither: a failure of the second takes the first
+ * back, its keys never handed out).
+ */
 static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 		       struct mrp_arena *a, int slot)
 {
-	struct ibv_mr *mr = mrp_reg_arena_mr(pool, pd, a, slot);
+	struct ibv_mr *mr = mrp_reg_arena_mr(pool, pd, a, slot, pool->access[slot]);
+	struct ibv_mr *bind_mr = NULL;
+	int ret;
 
 	if (!mr)
 		return errno ? -errno : -EIO;
+	if (pool->bind_access[slot]) {
+		bind_mr = mrp_reg_arena_mr(pool, pd, a, slot, pool->bind_access[slot]);
+		if (!bind_mr) {
+			ret = errno ? -errno : -EIO;
+			mrp_dereg_mr(pool, mr, slot);
+			return ret;
+		}
+	}
 	a->mr[slot] = mr;
+	a->bind_mr[slot] = bind_mr;
 	a->keys[slot].lkey = mr->lkey;
 	a->keys[slot].rkey = mrp_rkey(pool, slot, mr);
 	/* release: a fast path that sees the bit sees these keys */
@@ -169,15 +186,22 @@ static int mrp_dereg_fb_mr(struct mrp_pool *pool, struct mrp_fallback *fb, int s
 	return mrp_slot_dead(pool, slot) ? 0 : ret;
 }
 
+/* The arena's MR in slot, its bind MR first (the windows on it are gone). */
 static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 {
-	int ret;
+	int ret = 0, err;
 
 	if (!a->mr[slot])
 		return 0;
 	/* the bit goes first: no fast path hands out these keys from now */
 	atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot), memory_order_release);
-	ret = mrp_dereg_mr(pool, a->mr[slot], slot);
+	if (a->bind_mr[slot]) {
+		ret = mrp_dereg_mr(pool, a->bind_mr[slot], slot);
+		a->bind_mr[slot] = NULL;
+	}
+	err = mrp_dereg_mr(pool, a->mr[slot], slot);
+	if (!ret)
+		ret = err;
 	a->mr[slot] = NULL;
 	a->keys[slot].lkey = 0;
 	a->keys[slot].rkey = 0;
@@ -266,7 +290,7 @@ static void mrp_dereg_live(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 static int mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
 		      struct mrp_fallback *fb, int slot)
 {
-	fb->mr[slot] = mrp_reg(pool, pd, slot, fb->addr, fb->size, -1);
+	fb->mr[slot] = mrp_reg(pool, pd, slot, fb->addr, fb->size, -1, (int)pool->access[slot]);
 	return fb->mr[slot] ? 0 : (errno ? -errno : -EIO);
 }
 
@@ -309,6 +333,17 @@ static int mrp_fb_dereg(struct mrp_pool *pool, struct mrp_fallback *fb)
 MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 			     unsigned int access)
 {
+	return mrp_attach_pd_bind(pool, pd, access, 0);
+}
+
+/*
+ * mrp_attach_pd(), and with bind_access not 0 each arena gets a second MR
+ * in pd with it, the bind MR (struct mrp_arena), for the preload shim's
+ * windows: the arenas' keys handed out stay those of access alone.
+ */
+int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access,
+		       unsigned int bind_access)
+{
 	struct mrp_fallback *fb;
 	struct mrp_arena *a;
 	int slot = -1, ret = 0;
@@ -337,6 +372,7 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
 	 * pds[] finds its keys in every arena.
 	 */
 	pool->access[slot] = access;
+	pool->bind_access[slot] = bind_access;
 	/* a slot starts live, with counters of its own */
 	atomic_fetch_and(&pool->pd_dead, ~(1u << slot));
 	atomic_store(&pool->pd_reg_failures[slot], 0);

@@ -16,19 +16,23 @@
  *
  * MRPOOL_PRELOAD_REMOTE=arena serves registrations of local write and
  * remote rights too, each with a type 1 memory window of its own bound
- * over exactly its range with exactly those rights on the arena's MR in
- * the PD (mw.c, struct mrp_binder: bound on a private RC QP of the PD,
- * connected to itself, made when the PD is attached, whose arenas are then
- * registered with IBV_ACCESS_MW_BIND too): the MR carries the arena's lkey
- * and the window's rkey, and ibv_dereg_mr() deallocates the window, so
- * the rkey is dead once it returns, as a real MR's (a late or replayed
- * RDMA WRITE gets a remote access error, never the bytes the program put
- * there since). Such MRs live in a region of their own (struct
- * mrp_pl_wmr), so that the served local pair below is not one
- * instruction longer for them: their dereg is the slow path's. A device
- * without type 1 windows (IBV_DEVICE_MEM_WINDOW), a PD whose QP could not
- * be made, or whose binds failed once: remote registrations are passed
- * on, never served with the arena's rkey. A window reaches only its range
+ * over exactly its range with exactly those rights on the arena in the
+ * PD (mw.c, struct mrp_binder: bound on a private RC QP of the PD,
+ * connected to itself, made when the PD is attached, whose arenas then
+ * get a second MR each with IBV_ACCESS_MW_BIND, the bind MR, whose lkey
+ * is never handed out, so that no program binds a window of its own over
+ * the arena through a served MR): the MR carries the lkey of the
+ * arena's local-write MR and the window's rkey, and ibv_dereg_mr()
+ * deallocates the window, so the rkey is dead once it returns, as a real
+ * MR's (a late or replayed RDMA WRITE gets a remote access error, never
+ * the bytes the program put there since). Such MRs live in a region of
+ * their own (struct mrp_pl_wmr), so that the served local pair below is
+ * not one instruction longer for them: their dereg is the slow path's. A
+ * device without type 1 windows (IBV_DEVICE_MEM_WINDOW), a PD whose QP
+ * could not be made, or whose binds failed once (a post, a completion, or
+ * none within 10 s): remote registrations are passed on, never served
+ * with the arena's rkey. A forked child's ibv_dealloc_pd() and
+ * ibv_close_device() make no verbs call on the parent's binder. A window reaches only its range
  * where the device enforces window bounds; rxe checks the MR's range
  * (mrpool-run(1)). A PD whose attach failed is passed on from then on,
  * without retrying.
@@ -95,6 +99,7 @@ struct mrp_pl_pd {
 					 * attach failed: never served, not retried */
 	struct mrp_binder *binder;	/* type 1 windows (MRPOOL_PRELOAD_REMOTE=arena),
 					 * NULL: remote access passed on */
+	struct mrp_pool *pool;		/* attached to (mrp_forked(): a child's copy) */
 };
 
 /*
@@ -137,8 +142,14 @@ _Static_assert(sizeof(struct mrp_pl_mr) == 128, "a slot's index is a shift");
  */
 struct mrp_pl_wmr {
 	struct mrp_pl_mr m;		/* as a served MR's; m.next links the free ones */
-	struct ibv_mw *_Atomic mw;	/* its window; NULL once deallocated */
+	/*
+	 * Its window; MRP_PL_MW_GONE once ibv_close_device() deallocated it
+	 * (the MR still the program's); NULL while a deregistration, which
+	 * took it by exchange, deallocates it, and while the slot is free.
+	 */
+	struct ibv_mw *_Atomic mw;
 };
+#define MRP_PL_MW_GONE	((struct ibv_mw *)1)
 
 /*
  * A thread's state: its free slots and counters. Blocks are never freed:
@@ -503,30 +514,42 @@ static MRP_NOINLINE void mrp_pl_mr_put_slow(struct mrp_pl_mr *m)
  * ibv_dealloc_mw() returns), then as ibv_dereg_mr() below. If that fails
  * the MR stays the program's, as a real one whose dereg failed. In a
  * forked child the window is the parent's, only forgotten here.
+ *
+ * The window, exchanged for NULL, is the claim: of two deregistrations of
+ * one MR exactly one gets it, the other EINVAL. The slot's arena stays
+ * until the window is deallocated, so that mrp_pl_pd_busy() counts the MR
+ * meanwhile and ibv_dealloc_pd() does not detach the PD under the window
+ * (its MRs would then fail to go, and the PD with them, for good).
+ * Cancellation is off throughout: ibv_dealloc_mw() writes to the device.
  */
 static int mrp_pl_dereg_window(struct mrp_pl_wmr *w)
 {
-	struct mrp_arena *a = atomic_exchange_explicit(&w->m.arena, NULL, memory_order_acq_rel);
+	struct mrp_arena *a;
 	struct ibv_mw *mw;
 	uintptr_t outer;
-	int ret;
+	int ret = 0, cancel;
 
-	if (!a)
+	if (!atomic_load_explicit(&w->m.arena, memory_order_acquire))
 		return EINVAL;
 	mw = atomic_exchange_explicit(&w->mw, NULL, memory_order_acq_rel);
-	if (mw && !mrp_forked(a->pool)) {
+	if (!mw)
+		return EINVAL;
+	a = atomic_load_explicit(&w->m.arena, memory_order_relaxed);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	if (mw != MRP_PL_MW_GONE && !mrp_forked(a->pool)) {
 		outer = mrp_pl_enter();
 		ret = ibv_dealloc_mw(mw);
 		mrp_pl_leave(outer);
-		if (ret) {
-			atomic_store_explicit(&w->mw, mw, memory_order_relaxed);
-			atomic_store_explicit(&w->m.arena, a, memory_order_release);
-			return ret;
-		}
 	}
-	mrp_arena_unhold(a);
-	mrp_pl_wmr_put(w);
-	return 0;
+	if (ret) {
+		atomic_store_explicit(&w->mw, mw, memory_order_release);
+	} else {
+		atomic_store_explicit(&w->m.arena, NULL, memory_order_release);
+		mrp_arena_unhold(a);
+		mrp_pl_wmr_put(w);
+	}
+	pthread_setcancelstate(cancel, NULL);
+	return ret;
 }
 
 /* Not in the served MRs' region: one with a window, or a real MR. */
@@ -552,23 +575,25 @@ static inline struct mrp_pl_pd *mrp_pl_pd_find(const struct ibv_pd *pd)
 
 /*
  * pd's entry, attaching pd to the pool on first use. The arenas' access
- * is local write, which no rkey reaches; with MRPOOL_PRELOAD_REMOTE=arena
- * also memory window binding, where pd gets a binder (mw.c: its device
- * has type 1 windows and the binder's QP could be made), for the windows
- * of registrations with remote access; without one, or if the device
- * refuses the arenas with binding, they are attached for local write
- * alone and registrations with remote access are passed on. A failed
- * attach is remembered (slot -1) and not retried: every later
- * registration in pd is passed on without another try, until pd is
- * deallocated. NULL when the table is full.
+ * is local write, which no rkey reaches; with MRPOOL_PRELOAD_REMOTE=arena,
+ * where pd gets a binder (mw.c: its device has type 1 windows and the
+ * binder's QP could be made), each arena also gets a bind MR in pd, with
+ * local write and memory window binding, for the windows of registrations
+ * with remote access; without a binder, or if the device refuses the
+ * bind MRs, the arenas are attached without them and registrations with
+ * remote access are passed on. A failed attach is remembered (slot -1)
+ * and not retried: every later registration in pd is passed on without
+ * another try, until pd is deallocated. NULL when the table is full.
  */
 static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
 						       struct ibv_pd *pd)
 {
 	struct mrp_pl_pd *e;
 	uintptr_t outer;
-	int ret = -1;
+	int ret = -1, cancel;
 
+	/* its system calls are cancellation points, and mrp_pl_lock is held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&mrp_pl_lock);
 	e = mrp_pl_pd_find(pd);
 	if (e || !(e = mrp_pl_pd_find(NULL)))
@@ -578,37 +603,44 @@ static MRP_NOINLINE struct mrp_pl_pd *mrp_pl_pd_attach(struct mrp_pool *pool,
 	if (mrp_pl_cfg.remote == MRP_PL_REMOTE_ARENA)
 		e->binder = mrp_binder_create(pd);
 	if (e->binder) {
-		ret = mrp_attach_pd(pool, pd, MRP_PL_LOCAL | IBV_ACCESS_MW_BIND);
+		ret = mrp_attach_pd_bind(pool, pd, MRP_PL_LOCAL,
+					 MRP_PL_LOCAL | IBV_ACCESS_MW_BIND);
 		if (ret) {
-			mrp_binder_destroy(e->binder);
+			mrp_binder_destroy(e->binder, false);
 			e->binder = NULL;
 		}
 	}
 	if (ret)
 		ret = mrp_attach_pd(pool, pd, MRP_PL_LOCAL);
 	e->slot = ret ? -1 : mrp_pd_slot(pool, pd);
+	e->pool = pool;
 	mrp_pl_leave(outer);
 	e->ctx = pd->context;
 	atomic_store_explicit(&e->pd, pd, memory_order_release);
 out:
 	pthread_mutex_unlock(&mrp_pl_lock);
+	pthread_setcancelstate(cancel, NULL);
 	return e;
 }
 
 /*
  * mrp_pl_lock held: the entry is free again, the PD detached from the pool,
- * its binder gone (no window of it is left: see the callers).
+ * its binder gone (no window of it is left: see the callers). In a forked
+ * child the PD's objects are the parent's, reached through the inherited
+ * device file: no verbs call (the library's detach refuses, -ECHILD), the
+ * binder's struct alone is freed.
  */
 static void mrp_pl_pd_detach(struct mrp_pl_pd *e)
 {
-	struct mrp_pool *pool = mrp_pl_pool();
+	struct mrp_pool *pool = mrp_pl_pool();	/* NULL in a forked child */
 	uintptr_t outer;
 
 	outer = mrp_pl_enter();
+	/* first: a window of a bind that never completed goes with its QP */
+	mrp_binder_destroy(e->binder, mrp_forked(e->pool));
+	e->binder = NULL;
 	if (pool && e->slot >= 0)
 		mrp_detach_pd(pool, atomic_load_explicit(&e->pd, memory_order_relaxed));
-	mrp_binder_destroy(e->binder);
-	e->binder = NULL;
 	mrp_pl_leave(outer);
 	atomic_store_explicit(&e->pd, NULL, memory_order_release);
 }
@@ -651,17 +683,9 @@ void mrp_pl_mr_fill(struct mrp_pl_mr *m, struct ibv_pd *pd, void *addr, size_t l
 	m->next = NULL;			/* the provider bytes all zero again */
 }
 
-/*
- * A registration with remote access, with MRPOOL_PRELOAD_REMOTE=arena, of
- * local write and remote rights and nothing else: served with a type 1
- * window over exactly its range, with exactly those rights, bound on the
- * PD's binder (the arena's lkey, the window's rkey). NULL (passed on) by
- * default, for other flags, without a binder in the PD, and when the bind
- * fails. From the slow path only: the binder makes system calls.
- */
-static MRP_NOINLINE struct ibv_mr *mrp_pl_serve_window(struct ibv_pd *pd, struct mrp_arena *a,
-						       void *addr, size_t len,
-						       unsigned int access)
+/* mrp_pl_serve_window()'s work, cancellation disabled. */
+static struct ibv_mr *mrp_pl_serve_window_nocancel(struct ibv_pd *pd, struct mrp_arena *a,
+						   void *addr, size_t len, unsigned int access)
 {
 	unsigned int remote = access & MRP_PL_REMOTE_ALL;
 	struct mrp_pool *pool = a->pool;
@@ -673,9 +697,6 @@ static MRP_NOINLINE struct ibv_mr *mrp_pl_serve_window(struct ibv_pd *pd, struct
 	uintptr_t outer;
 	int ret;
 
-	if (mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA || !remote ||
-	    access != (MRP_PL_LOCAL | remote))
-		return NULL;
 	e = mrp_pl_pd_find(pd);
 	if (!e && !(e = mrp_pl_pd_attach(pool, pd)))
 		return NULL;
@@ -708,6 +729,34 @@ put:
 unhold:
 	mrp_arena_unhold(a);
 	return NULL;
+}
+
+/*
+ * A registration with remote access, with MRPOOL_PRELOAD_REMOTE=arena, of
+ * local write and remote rights and nothing else: served with a type 1
+ * window over exactly its range, with exactly those rights, bound on the
+ * PD's binder (the arena's lkey, the window's rkey). NULL (passed on) by
+ * default, for other flags, without a binder in the PD, and when the bind
+ * fails. From the slow path only: the binder and the PD's attach make
+ * system calls, which are cancellation points; a cancellation acted on
+ * among them would leave mrp_pl_lock held, or the arena held and the
+ * slot taken, so it waits until the registration returns.
+ */
+static MRP_NOINLINE struct ibv_mr *mrp_pl_serve_window(struct ibv_pd *pd, struct mrp_arena *a,
+						       void *addr, size_t len,
+						       unsigned int access)
+{
+	unsigned int remote = access & MRP_PL_REMOTE_ALL;
+	struct ibv_mr *mr;
+	int cancel;
+
+	if (mrp_pl_cfg.remote != MRP_PL_REMOTE_ARENA || !remote ||
+	    access != (MRP_PL_LOCAL | remote))
+		return NULL;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	mr = mrp_pl_serve_window_nocancel(pd, a, addr, len, access);
+	pthread_setcancelstate(cancel, NULL);
+	return mr;
 }
 
 /*
@@ -943,8 +992,9 @@ MRP_PL_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 }
 
 /*
- * Does pd have served MRs the program holds? Every slot ever handed out
- * is looked at: ibv_dealloc_pd() is rare, the served pair frequent (it
+ * Does pd have served MRs the program holds, or one with a window whose
+ * deregistration has not deallocated it yet (mrp_pl_dereg_window())?
+ * Every slot ever handed out is looked at: ibv_dealloc_pd() is rare, the served pair frequent (it
  * keeps no count per PD). A registration in pd racing this is the
  * program's race, as with real MRs.
  */
@@ -990,8 +1040,14 @@ static void mrp_pl_pd_windows_drop(const struct ibv_pd *pd)
 
 		if (!a || w->m.mr.pd != pd || mrp_forked(a->pool))
 			continue;
-		mw = atomic_exchange_explicit(&w->mw, NULL, memory_order_acq_rel);
-		if (mw) {
+		/* not one a deregistration took (NULL), nor gone already */
+		mw = atomic_load_explicit(&w->mw, memory_order_acquire);
+		while (mw && mw != MRP_PL_MW_GONE &&
+		       !atomic_compare_exchange_weak_explicit(&w->mw, &mw, MRP_PL_MW_GONE,
+							      memory_order_acq_rel,
+							      memory_order_acquire))
+			;
+		if (mw && mw != MRP_PL_MW_GONE) {
 			outer = mrp_pl_enter();
 			ibv_dealloc_mw(mw);
 			mrp_pl_leave(outer);
@@ -1002,17 +1058,21 @@ static void mrp_pl_pd_windows_drop(const struct ibv_pd *pd)
 MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	struct mrp_pl_pd *e;
+	bool busy;
+	int cancel;
 
 	mrp_pl_setup();
+	/* the detach's system calls are cancellation points: mrp_pl_lock is held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&mrp_pl_lock);
 	e = pd ? mrp_pl_pd_find(pd) : NULL;
-	if (e && mrp_pl_pd_busy(pd)) {
-		pthread_mutex_unlock(&mrp_pl_lock);
-		return EBUSY;
-	}
-	if (e)
+	busy = e && mrp_pl_pd_busy(pd);
+	if (e && !busy)
 		mrp_pl_pd_detach(e);
 	pthread_mutex_unlock(&mrp_pl_lock);
+	pthread_setcancelstate(cancel, NULL);
+	if (busy)
+		return EBUSY;
 	return MRP_PL_REAL(dealloc_pd, ENOSYS, pd);
 }
 
@@ -1023,7 +1083,10 @@ MRP_PL_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
  */
 MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
+	int cancel;
+
 	mrp_pl_setup();
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);	/* as above */
 	pthread_mutex_lock(&mrp_pl_lock);
 	for (int i = 0; ctx && i < MRP_MAX_PDS; i++) {
 		struct mrp_pl_pd *e = &mrp_pl_pds[i];
@@ -1035,6 +1098,7 @@ MRP_PL_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		}
 	}
 	pthread_mutex_unlock(&mrp_pl_lock);
+	pthread_setcancelstate(cancel, NULL);
 	return MRP_PL_REAL(close_device, ENOSYS, ctx);
 }
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,20 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return ret;
 }
 
+/* The access flags of the live MR with this lkey, or -1. */
+int fake_lkey_access(uint32_t lkey)
+{
+	struct fake_mr *f;
+	int access = -1;
+
+	pthread_mutex_lock(&fake_lock);
+	for (f = fake_mrs; f && access < 0; f = f->next)
+		if (f->mr.lkey == lkey)
+			access = f->access;
+	pthread_mutex_unlock(&fake_lock);
+	return access;
+}
+
 /* The access flags of the live MR of pd covering addr, or -1. */
 int fake_mr_access(struct ibv_pd *pd, const void *addr)
 {
@@ -322,11 +337,13 @@ int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 /*
  * Memory windows of the fake device (fake_context's ops), type 1 bound by
  * ibv_bind_mw() on a QP in RTS, as the preload shim binds them: a bind
- * checks what a device checks (the MR live, of the window's PD, with
- * IBV_ACCESS_MW_BIND, the range inside it) and completes on the QP's send
- * CQ, with IBV_WC_MW_BIND_ERR if a check fails. FAKE_MW=0: the device has
- * no windows (ibv_query_device() without IBV_DEVICE_MEM_WINDOW); FAKE_QP=0:
- * no QP can be made. Other contexts (a test's own) have no windows.
+ * checks what a device checks (the MR whose lkey bind_info.mr carries, as
+ * a provider puts only that in the work request: live, of the window's
+ * PD, with IBV_ACCESS_MW_BIND, the range inside it) and completes on the
+ * QP's send CQ, with IBV_WC_MW_BIND_ERR if a check fails. FAKE_MW=0: the
+ * device has no windows (ibv_query_device() without
+ * IBV_DEVICE_MEM_WINDOW); FAKE_QP=0: no QP can be made. Other contexts (a
+ * test's own) have no windows.
  */
 static struct fake_mw {
 	struct ibv_mw mw;
@@ -336,13 +353,54 @@ static struct fake_mw {
 	struct fake_mw *next;
 } *fake_mws;
 int fake_mw_live, fake_mw_binds, fake_mw_deallocs, fake_qps_live, fake_cqs_live;
+/* QPs moved to the error state */
+int fake_qp_errs;
 /* the next n binds complete with an error */
 int fake_bind_fail_next;
+/* the next n binds fail at their post (a full send queue), nothing posted */
+int fake_bind_post_fail_next;
+/* the next n binds are posted and never complete (a device gone quiet) */
+int fake_bind_withhold_next;
+
+/*
+ * The device's side of QPs and CQs, shared with forked children as the
+ * kernel's objects are through the inherited device file: one destroyed by
+ * a process that did not create it (a child) is gone for its creator too,
+ * where a bind on it then fails at its post. fake_foreign_destroys()
+ * counts them.
+ */
+static struct fake_kern {
+	_Atomic int foreign_destroys;
+	_Atomic unsigned char qp_gone[4096];	/* by qp_num */
+} *fake_kern;
+static pthread_once_t fake_kern_once = PTHREAD_ONCE_INIT;
+
+static void fake_kern_map(void)
+{
+	void *p = mmap(NULL, sizeof(*fake_kern), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		abort();
+	fake_kern = p;
+}
+
+int fake_foreign_destroys(void)
+{
+	pthread_once(&fake_kern_once, fake_kern_map);
+	return atomic_load(&fake_kern->foreign_destroys);
+}
 
 struct fake_cq {
 	struct ibv_cq cq;
 	int done;			/* completions to poll */
 	enum ibv_wc_status status;	/* of the last one */
+	pid_t pid;			/* its creator */
+};
+
+struct fake_qp {
+	struct ibv_qp qp;
+	pid_t pid;			/* its creator */
 };
 
 static bool fake_env_off(const char *name)
@@ -410,12 +468,16 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 		return NULL;
 	}
 	c->cq.context = ctx;
+	c->pid = getpid();
+	pthread_once(&fake_kern_once, fake_kern_map);
 	__atomic_fetch_add(&fake_cqs_live, 1, __ATOMIC_RELAXED);
 	return &c->cq;
 }
 
 int ibv_destroy_cq(struct ibv_cq *cq)
 {
+	if (((struct fake_cq *)cq)->pid != getpid())
+		atomic_fetch_add(&fake_kern->foreign_destroys, 1);
 	__atomic_fetch_sub(&fake_cqs_live, 1, __ATOMIC_RELAXED);
 	free(cq);
 	return 0;
@@ -424,17 +486,23 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
 	static uint32_t qpn = 0x11;
+	struct fake_qp *f;
 	struct ibv_qp *qp;
 
+	/* a provider's create writes to the device: a cancellation point */
+	pthread_testcancel();
 	if (fake_env_off("FAKE_QP")) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	qp = calloc(1, sizeof(*qp));
-	if (!qp) {
+	f = calloc(1, sizeof(*f));
+	if (!f) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	pthread_once(&fake_kern_once, fake_kern_map);
+	f->pid = getpid();
+	qp = &f->qp;
 	qp->context = pd->context;
 	qp->pd = pd;
 	qp->send_cq = init->send_cq;
@@ -450,11 +518,17 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	if (mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
+	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+		__atomic_fetch_add(&fake_qp_errs, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
 int ibv_destroy_qp(struct ibv_qp *qp)
 {
+	if (((struct fake_qp *)qp)->pid != getpid()) {
+		atomic_fetch_add(&fake_kern->foreign_destroys, 1);
+		atomic_store(&fake_kern->qp_gone[qp->qp_num % 4096], 1);
+	}
 	__atomic_fetch_sub(&fake_qps_live, 1, __ATOMIC_RELAXED);
 	free(qp);
 	return 0;
@@ -484,6 +558,9 @@ static int fake_dealloc_mw(struct ibv_mw *mw)
 {
 	struct fake_mw **pp, *w;
 
+	/* held while fake_hold() names its PD (preload_test), a cancellation point */
+	fake_hold_point(mw->pd);
+	pthread_testcancel();
 	pthread_mutex_lock(&fake_lock);
 	for (pp = &fake_mws; (w = *pp); pp = &w->next)
 		if (&w->mw == mw)
@@ -508,10 +585,22 @@ static int fake_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind
 	struct fake_mr *f;
 	bool ok;
 
-	if (qp->state != IBV_QPS_RTS || qp->pd != mw->pd)
+	pthread_once(&fake_kern_once, fake_kern_map);
+	if (qp->state != IBV_QPS_RTS || qp->pd != mw->pd ||
+	    atomic_load(&fake_kern->qp_gone[qp->qp_num % 4096]))
 		return EINVAL;
 	pthread_mutex_lock(&fake_lock);
-	for (f = fake_mrs; f && &f->mr != bi->mr; f = f->next)
+	if (fake_bind_post_fail_next) {
+		fake_bind_post_fail_next--;
+		pthread_mutex_unlock(&fake_lock);
+		return ENOMEM;
+	}
+	if (fake_bind_withhold_next) {
+		fake_bind_withhold_next--;
+		pthread_mutex_unlock(&fake_lock);
+		return 0;
+	}
+	for (f = fake_mrs; f && (!bi->mr || f->mr.lkey != bi->mr->lkey); f = f->next)
 		;
 	ok = f && f->mr.pd == mw->pd && (f->access & IBV_ACCESS_MW_BIND) &&
 	     bi->addr >= (uintptr_t)f->mr.addr &&

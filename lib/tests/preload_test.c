@@ -1303,6 +1303,69 @@ TEST(remote_arena_bind_fails_then_close)
 	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
 }
 
+/* A bind that fails at its post: passed on, the binder broken (review row 5). */
+TEST(remote_arena_bind_post_fails)
+{
+	char line[512];
+	int st = run_mode("window_post_fail", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line,
+			  sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(1, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+}
+
+/*
+ * A bind that never completes (the shim with test hooks, a 50 ms wait):
+ * passed on, the binder broken, its QP in error, the window kept until
+ * the QP is destroyed (review row 4). Nothing about time is asserted.
+ */
+TEST(remote_arena_bind_never_completes)
+{
+	char line[512];
+	int st;
+
+	setenv("MRP_TEST_BIND_WAIT_MS", "50", 1);	/* read by the hooked shim only */
+	st = run_mode("window_timeout", "MRPOOL_PRELOAD_REMOTE=arena",
+		      "LD_PRELOAD=" MRP_PRELOAD_HOOKED_PATH " " MRP_FAKE_PATH, line, sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+	EXPECT_EQ(1, field(line, "registrations served ")) TH_LOG("%s", line);
+	EXPECT_EQ(2, field(line, "passed ")) TH_LOG("%s", line);
+}
+
+/*
+ * A forked child's ibv_close_device() or ibv_dealloc_pd() leaves the
+ * parent's binder alone (review row 1).
+ */
+TEST(remote_arena_fork_child_closes)
+{
+	char line[512];
+	int st = run_mode("window_fork", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line, sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+}
+
+/* ibv_dealloc_pd() racing a deregistration: EBUSY until the window is gone (row 3). */
+TEST(remote_arena_dealloc_pd_during_dereg)
+{
+	char line[512];
+	int st = run_mode("window_dereg_race", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line,
+			  sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+}
+
+/* A cancellation pending at the attach and the dereg acts after them (row 7). */
+TEST(remote_arena_cancel_pending)
+{
+	char line[512];
+	int st = run_mode("window_cancel", "MRPOOL_PRELOAD_REMOTE=arena", NULL, line,
+			  sizeof(line));
+
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status %#x", st);
+}
+
 /*
  * A served MR reads, past rdma-core's verbs_mr (the ibv_mr, the MR type and
  * the access), as a provider MR with nothing set: zero bytes where a
@@ -2399,6 +2462,51 @@ static int rkey_access(struct ibv_pd *pd, uint32_t rkey, const void *p, size_t l
 #define RW	IBV_ACCESS_REMOTE_WRITE
 #define RA	IBV_ACCESS_REMOTE_ATOMIC
 
+/* The access of the fake verbs' live MR with lkey, or -1. */
+static int lkey_access(uint32_t lkey)
+{
+	int (*f)(uint32_t) = dlsym(RTLD_DEFAULT, "fake_lkey_access");
+
+	return f ? f(lkey) : -2;
+}
+
+/*
+ * The program binds a type 1 window of its own over [p, p + len), naming
+ * mr in bind_info, on a QP of its own: the completion's status, or -1.
+ */
+static int own_bind(struct ibv_pd *pd, struct ibv_mr *mr, void *p, size_t len)
+{
+	struct ibv_qp_init_attr init = { .qp_type = IBV_QPT_RC };
+	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS };
+	struct ibv_mw_bind bind = {
+		.send_flags = IBV_SEND_SIGNALED,
+		.bind_info = {
+			.mr = mr,
+			.addr = (uintptr_t)p,
+			.length = len,
+			.mw_access_flags = RW,
+		},
+	};
+	struct ibv_mw *mw;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	int st = -1;
+
+	init.send_cq = init.recv_cq = ibv_create_cq(pd->context, 2, NULL, NULL, 0);
+	qp = init.send_cq ? ibv_create_qp(pd, &init) : NULL;
+	mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	if (qp && mw && !ibv_modify_qp(qp, &rts, IBV_QP_STATE) &&
+	    !ibv_bind_mw(qp, mw, &bind) && ibv_poll_cq(init.send_cq, 1, &wc) == 1)
+		st = wc.status;
+	if (mw)
+		ibv_dealloc_mw(mw);
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (init.send_cq)
+		ibv_destroy_cq(init.send_cq);
+	return st;
+}
+
 static int mode_window(void)
 {
 	static const int rights[] = { RR, RW, RR | RW, RA };
@@ -2412,8 +2520,11 @@ static int mode_window(void)
 	l = ibv_reg_mr(pd, p, 100, LW);
 	if (!served(l) || l->rkey)
 		return 2;
-	/* the arenas' MR: local write and window binding, no remote right */
-	if (mr_access(pd, p) != (LW | IBV_ACCESS_MW_BIND) || fake("fake_qps_live") != 1)
+	/*
+	 * The arena's MR whose lkey is handed out: local write alone; the
+	 * binder's windows are bound on another, with window binding
+	 */
+	if (lkey_access(l->lkey) != LW || fake("fake_qps_live") != 1)
 		return 3;
 	for (int i = 0; i < 4; i++) {
 		r[i] = ibv_reg_mr(pd, p + 1000, 4096, LW | rights[i]);
@@ -2429,6 +2540,14 @@ static int mode_window(void)
 	}
 	if (fake("fake_mw_live") != mws0 + 4 || r[0]->rkey == r[1]->rkey)
 		return 40;
+	/*
+	 * A window of the program's own through a served MR's lkey over
+	 * another part of the arena: refused as without the shim (review
+	 * row 2: it was bound, reaching the whole arena)
+	 */
+	if (lkey_access(r[0]->lkey) != LW ||
+	    own_bind(pd, r[0], p + (128 << 10), 4096) != IBV_WC_MW_BIND_ERR)
+		return 39;
 	/* without local write the arena's lkey would write; MW_BIND: not served */
 	x = ibv_reg_mr(pd, p, 100, RR);
 	if (!x || served(x) || ibv_dereg_mr(x))
@@ -2519,6 +2638,217 @@ static int mode_window_fail(void)
 		return 6;
 	if (rkey_access(pd, r->rkey, p, 4096) || ibv_dereg_mr(r))
 		return 7;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+/* A bind whose post fails: passed on, and the binder broken (mrpool-run(1)). */
+static int mode_window_post_fail(void)
+{
+	int *fail = dlsym(RTLD_DEFAULT, "fake_bind_post_fail_next");
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *r, *x;
+
+	if (!fail)
+		return 1;
+	r = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!served(r) || ibv_dereg_mr(r))
+		return 2;
+	*fail = 1;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!x || served(x) || fake("fake_mw_live") || ibv_dereg_mr(x))
+		return 3;
+	/* broken: the next is passed on without a bind tried */
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!x || served(x) || fake("fake_mw_binds") != 1 || ibv_dereg_mr(x))
+		return 4;
+	if (ibv_dealloc_pd(pd) || fake("fake_qps_live") || fake("fake_cqs_live"))
+		return 5;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+/*
+ * A bind that never completes (run with the hooked shim and a short
+ * MRP_TEST_BIND_WAIT_MS): passed on, the binder broken, its QP moved to
+ * the error state, the window kept until the QP is destroyed.
+ */
+static int mode_window_timeout(void)
+{
+	int *withhold = dlsym(RTLD_DEFAULT, "fake_bind_withhold_next");
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *x;
+
+	if (!withhold)
+		return 1;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!served(x) || ibv_dereg_mr(x))
+		return 2;
+	*withhold = 1;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!x || served(x) || ibv_dereg_mr(x))
+		return 3;
+	/* its window not deallocated, the QP in error */
+	if (fake("fake_mw_live") != 1 || fake("fake_qp_errs") != 1)
+		return 4;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!x || served(x) || ibv_dereg_mr(x))
+		return 5;
+	/* the QP gone, then the window */
+	if (ibv_dealloc_pd(pd) || fake("fake_qps_live") || fake("fake_mw_live"))
+		return 6;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+/*
+ * A forked child closes the device, or deallocates the PD: the parent's
+ * binder QP and CQ are the parent's, reached through the inherited device
+ * file: the child makes no verbs call on them, and the parent's next
+ * registration with remote access is served with a window.
+ */
+static int mode_window_fork(void)
+{
+	int (*foreign)(void) = dlsym(RTLD_DEFAULT, "fake_foreign_destroys");
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *r, *x;
+
+	if (!foreign)
+		return 1;
+	/* live in the child's close; none left for its dealloc, which passes */
+	r = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!served(r) || fake("fake_qps_live") != 1 || fake("fake_cqs_live") != 1)
+		return 2;
+	for (int i = 0; i < 2; i++) {
+		pid_t pid;
+		int st;
+
+		pid = fork();
+		if (pid == 0) {
+			if (i ? ibv_dealloc_pd(pd) : ibv_close_device(pd->context))
+				_exit(10);
+			_exit(fake("fake_qps_live") != 1 || fake("fake_cqs_live") != 1 ?
+			      11 : 0);
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+			return 4;
+		if (WEXITSTATUS(st))
+			return 20 + 10 * i + WEXITSTATUS(st) - 10;
+		if (foreign() || fake("fake_qps_live") != 1 || fake("fake_cqs_live") != 1)
+			return 5 + 10 * i;
+		x = ibv_reg_mr(pd, p, 4096, LW | RW);
+		if (!served(x) || rkey_access(pd, x->rkey, p, 4096) != RW)
+			return 6 + 10 * i;
+		if (ibv_dereg_mr(x) || (r && ibv_dereg_mr(r)))
+			return 7 + 10 * i;
+		r = NULL;
+	}
+	if (ibv_dealloc_pd(pd) || fake("fake_qps_live"))
+		return 8;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+static void *dereg_it(void *mr)
+{
+	return (void *)(intptr_t)ibv_dereg_mr(mr);
+}
+
+/*
+ * ibv_dealloc_pd() while a deregistration deallocates the window (held
+ * there by the fake verbs): EBUSY, the PD still attached, then 0 once the
+ * window is gone. Before, the slot read as free from the start of the
+ * deregistration, the PD was detached under the window.
+ */
+static int mode_window_dereg_race(void)
+{
+	void (*hold)(struct ibv_pd *) = dlsym(RTLD_DEFAULT, "fake_hold");
+	void (*release)(void) = dlsym(RTLD_DEFAULT, "fake_release");
+	int (*held)(int, int) = dlsym(RTLD_DEFAULT, "fake_wait_held");
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *r;
+	pthread_t t;
+	void *ret;
+	int busy;
+
+	if (!hold || !release || !held)
+		return 1;
+	r = ibv_reg_mr(pd, p, 4096, LW | RW);
+	if (!served(r))
+		return 2;
+	hold(pd);
+	if (pthread_create(&t, NULL, dereg_it, r))
+		return 3;
+	if (held(1, 60000))
+		return 4;
+	busy = ibv_dealloc_pd(pd);
+	release();
+	if (pthread_join(t, &ret) || ret)
+		return 5;
+	if (busy != EBUSY)
+		return 6;
+	if (fake("fake_mw_live") || ibv_dealloc_pd(pd) || fake("fake_qps_live"))
+		return 7;
+	free(p);
+	free(pd);
+	return 0;
+}
+
+/* window_cancel's thread: a cancellation pending across its calls. */
+static void *cancel_pending(void *arg)
+{
+	struct ibv_mr **mr = arg;
+	int old;
+
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
+	pthread_cancel(pthread_self());
+	if (*mr) {
+		mr[1] = (void *)(intptr_t)ibv_dereg_mr(*mr);
+	} else {
+		mr[0] = ibv_reg_mr((struct ibv_pd *)mr[2], mr[3], 4096, LW | RW);
+	}
+	pthread_testcancel();
+	return NULL;
+}
+
+/*
+ * A cancellation pending at a registration with remote access that
+ * attaches the PD (the binder's QP made under mrp_pl_lock), and at the
+ * deregistration (the window deallocated): each completes, and the
+ * cancellation is acted on after. SIGALRM ends a hang (a lock left held).
+ */
+static int mode_window_cancel(void)
+{
+	struct ibv_pd *pd = mw_pd();
+	char *p = malloc(100000);
+	struct ibv_mr *arg[4] = { NULL, NULL, (void *)pd, (void *)p }, *x;
+	pthread_t t;
+	void *ret;
+
+	alarm(60);
+	if (pthread_create(&t, NULL, cancel_pending, arg) || pthread_join(t, &ret) ||
+	    ret != PTHREAD_CANCELED)
+		return 1;
+	if (!served(arg[0]) || rkey_access(pd, arg[0]->rkey, p, 4096) != RW)
+		return 2;
+	x = ibv_reg_mr(pd, p, 4096, LW | RW);	/* mrp_pl_lock free */
+	if (!served(x) || ibv_dereg_mr(x))
+		return 3;
+	if (pthread_create(&t, NULL, cancel_pending, arg) || pthread_join(t, &ret) ||
+	    ret != PTHREAD_CANCELED)
+		return 4;
+	if (arg[1] || fake("fake_mw_live"))
+		return 5;
+	if (ibv_dealloc_pd(pd) || fake("fake_qps_live"))
+		return 6;
 	free(p);
 	free(pd);
 	return 0;
@@ -2902,6 +3232,16 @@ static int mode_main(const char *mode)
 	}
 	if (!strcmp(mode, "window"))
 		return mode_window();
+	if (!strcmp(mode, "window_post_fail"))
+		return mode_window_post_fail();
+	if (!strcmp(mode, "window_timeout"))
+		return mode_window_timeout();
+	if (!strcmp(mode, "window_fork"))
+		return mode_window_fork();
+	if (!strcmp(mode, "window_dereg_race"))
+		return mode_window_dereg_race();
+	if (!strcmp(mode, "window_cancel"))
+		return mode_window_cancel();
 	if (!strcmp(mode, "window_none"))
 		return mode_window_none();
 	if (!strcmp(mode, "window_fail"))
