@@ -40,6 +40,7 @@
  * VM kernels: one
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -159,7 +160,11 @@ static int ctr_prepare(struct __test_metadata *_metadata)
 	if ((mkdir(WORK "/out", 0777) && errno != EEXIST) ||
 	    chmod(WORK "/out", 0777))
 		return -errno;
-	/* The spec, as the package's postinst writes it to /etc/cdi. */
+	/*
+	 * The spec, with rdma, as mrpoolctl cdi --update writes it where
+	 * the operator chose MRPOOL_CDI_RDMA=yes (cdi_udev_test runs the
+	 * package's udev rule; the guest's /etc is read-only here).
+	 */
 	mkdir("/run/cdi", 0755);
 	if (ctl_run("cdi --output " CDI_SPEC, true, out, sizeof(out))) {
 		TH_LOG("mrpoolctl cdi: %s", out);
@@ -287,6 +292,11 @@ static bool grab_in_cgroup(const char *cg)
 	return found;
 }
 
+/* The cgroups the cases make, each with a quota while it runs. */
+static const char *const ctr_cgroups[] = {
+	"mrpool-ctr-a", "mrpool-ctr-b", "mrpool-ctr-c", "mrpool-ctr-d",
+};
+
 FIXTURE(ctr) {
 	int fd;
 	struct mrpool_query q0;
@@ -312,18 +322,31 @@ FIXTURE_SETUP(ctr)
 	self->used0 = pool_attr("used_bytes");
 }
 
-FIXTURE_TEARDOWN(ctr)
+/*
+ * rmdir @path and the cgroups below it, deepest first (podman's
+ * libpod-ID, once its container is gone); -errno of the last that
+ * failed.
+ */
+static int cg_remove(const char *path)
 {
-	if (self->fd < 0)
-		return;
-	/* conmon left the test's session: what a failed case left goes here */
-	run("teardown", PODMAN "rm -f -a");
-	if (rootless_used)
-		ROOTLESS("teardown-nobody", "rm -f -a");
-	pool_write_str(POOL_PARAMS "/quota_mode", self->mode);
-	pool_set_param("max_mb", self->max_mb);
-	pool_set_param("max_user_mb", self->user_mb);
-	close(self->fd);
+	char sub[512];
+	struct dirent *de;
+	int ret = 0;
+	DIR *d;
+
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		ret = cg_remove(sub) ?: ret;
+	}
+	closedir(d);
+	if (rmdir(path))
+		ret = -errno;
+	return ret;
 }
 
 /* mkdir CG_ROOT/@name and give it a quota of @bytes (mrpoolctl). */
@@ -344,6 +367,38 @@ static void cg_unquota(const char *name)
 
 	snprintf(args, sizeof(args), "quota del /%.100s", name);
 	ctl_run(args, true, out, sizeof(out));
+}
+
+FIXTURE_TEARDOWN(ctr)
+{
+	char path[128];
+	int err;
+
+	if (self->fd < 0)
+		return;
+	/*
+	 * What a case left, however it ended (a failed ASSERT comes here
+	 * too): its containers (conmon left the test's session), then the
+	 * quotas (deleted while their cgroups still exist; mrpoolctl says
+	 * nothing is there for those never set), then the cgroups, their
+	 * processes gone with the containers. Without this a failed case
+	 * left a quota for the rest of the boot, and every case its cgroup.
+	 */
+	run("teardown", PODMAN "rm -f -a");
+	if (rootless_used)
+		ROOTLESS("teardown-nobody", "rm -f -a");
+	for (size_t i = 0; i < ARRAY_SIZE(ctr_cgroups); i++) {
+		cg_unquota(ctr_cgroups[i]);
+		snprintf(path, sizeof(path), CG_ROOT "/%s", ctr_cgroups[i]);
+		err = cg_remove(path);
+		if (err)
+			TH_LOG("rmdir %s: %s", path, strerror(-err));
+	}
+	unlink("/run/cdi/mrpool-gone.json");
+	pool_write_str(POOL_PARAMS "/quota_mode", self->mode);
+	pool_set_param("max_mb", self->max_mb);
+	pool_set_param("max_user_mb", self->user_mb);
+	close(self->fd);
 }
 
 /*
@@ -393,8 +448,6 @@ TEST_F_TIMEOUT(ctr, quota_per_container, 3600)
 		       pool_attr("used_bytes"), self->used0,
 		       quota_bytes("/mrpool-ctr-a"), quota_bytes("/mrpool-ctr-b"),
 		       tenant_bytes(0), root0);
-	cg_unquota("mrpool-ctr-a");
-	cg_unquota("mrpool-ctr-b");
 }
 
 /*
@@ -446,7 +499,6 @@ TEST_F_TIMEOUT(ctr, quota_over_memlock, 3600)
 	EXPECT_STREQ("ENOMEM", g.err);
 	EXPECT_EQ(0, run("rm2", PODMAN "rm -f cc2"));
 	EXPECT_TRUE(POOL_WAIT(pool_attr("used_bytes") == self->used0, WAIT_MS));
-	cg_unquota("mrpool-ctr-c");
 }
 
 /*
@@ -540,7 +592,6 @@ TEST_F_TIMEOUT(ctr, rdma_transfer, 3600)
 	EXPECT_LT(allocs, pool_read_ll(POOL_SYSFS "/stats/allocs"));
 	EXPECT_TRUE(POOL_WAIT(pool_attr("used_bytes") == self->used0 &&
 			      quota_bytes("/mrpool-ctr-d") == 0, WAIT_MS));
-	cg_unquota("mrpool-ctr-d");
 
 	EXPECT_NE(0, run("demo-default", PODMAN "run --rm --network host "
 			 "--device mrpool.io/pool=default " IMAGE
@@ -564,6 +615,67 @@ TEST_F_TIMEOUT(ctr, rdma_transfer, 3600)
 	text = file_slurp(WORK "/gone.log");
 	EXPECT_TRUE(text && strstr(text, "uverbs99")) TH_LOG("%s", text ? text : "");
 	free(text);
+}
+
+/* Does debugfs quotas still list a quota of one of ctr_cgroups? */
+static bool ctr_quota_listed(void)
+{
+	char line[512];
+	bool found = false;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/quotas", "re");
+	if (!f)
+		return true;	/* unreadable: nothing shown to be gone */
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, "/mrpool-ctr-", strlen("/mrpool-ctr-"));
+	fclose(f);
+	return found;
+}
+
+/* debugfs quotas on stderr, as TAP comments. */
+static void show_quotas(void)
+{
+	char *text = file_slurp(POOL_DEBUGFS "/quotas"), *line, *save = NULL;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "# quotas: %s\n", line);
+	free(text);
+}
+
+/*
+ * A fixture of its own, declared after ctr, so that its case runs after
+ * all of ctr's (the harness runs fixtures in order, the global one, of
+ * plain TESTs, first).
+ */
+FIXTURE(after) {
+};
+
+FIXTURE_SETUP(after)
+{
+}
+
+FIXTURE_TEARDOWN(after)
+{
+}
+
+/*
+ * Last: the cases left nothing behind, however they ended (the
+ * teardown's work): no quota of theirs listed once the memory is back
+ * (bounded wait), none of their cgroups, no spec of a missing node.
+ */
+TEST_F_TIMEOUT(after, nothing_left, 900)
+{
+	char path[128];
+
+	EXPECT_TRUE(POOL_WAIT(!ctr_quota_listed(), WAIT_MS))
+		show_quotas();
+	for (size_t i = 0; i < ARRAY_SIZE(ctr_cgroups); i++) {
+		snprintf(path, sizeof(path), CG_ROOT "/%s", ctr_cgroups[i]);
+		EXPECT_NE(0, access(path, F_OK)) TH_LOG("%s is left", path);
+	}
+	EXPECT_NE(0, access("/run/cdi/mrpool-gone.json", F_OK));
 }
 
 TEST_HARNESS_MAIN

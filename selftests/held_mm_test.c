@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -211,19 +212,20 @@ struct holder {
 	pid_t server;	/* its FUSE server */
 	int held;	/* HELD_OK once the read waits, else the failed step */
 	int done;	/* the read's result, once it returned */
+	char dir[32];	/* the FUSE mount's point, nobody's, "" when none */
 };
 
 /*
  * The holder, as nobody in a user and mount namespace of its own: mounts
- * its FUSE file, forks the server, maps the file's page privately and
+ * its FUSE file on @dir, forks the server, maps the file's page privately and
  * writable, and reads /proc/@victim/cmdline into it: the copy faults the
  * page in, FUSE asks the server, and the read waits with @victim's mm
  * held. Reports the server's pid, then HELD_OK (from the server) or the
  * step that failed on @held; the read's return value and errno on @done.
  */
-static void holder_main(pid_t victim, int held, int done)
+static void holder_main(pid_t victim, const char *dir, int held, int done)
 {
-	char dir[] = "/tmp/mrpool-held.XXXXXX", path[64], opts[128];
+	char path[64], opts[128];
 	pid_t server;
 	void *page;
 	int dev, f, cmd;
@@ -233,8 +235,6 @@ static void holder_main(pid_t victim, int held, int done)
 	/* the uid change made the task undumpable: /proc/self is root's */
 	if (prctl(PR_SET_DUMPABLE, 1))
 		goto fail_uid;
-	if (!mkdtemp(dir))
-		goto fail_dir;
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS)) {
 		put_int(held, HELD_USERNS);
 		_exit(1);
@@ -297,14 +297,13 @@ out:
 fail_uid:
 	put_int(held, HELD_UID);
 	_exit(1);
-fail_dir:
-	put_int(held, HELD_DIR);
-	_exit(1);
 }
 
 /*
- * Start the holder of @victim's mm. Return: HELD_OK once the read waits
- * on the held mm, else the step that failed (or -1: nothing heard).
+ * Start the holder of @victim's mm, its mount point made here (nobody's)
+ * so that holder_stop() removes it whatever became of the holder. Return:
+ * HELD_OK once the read waits on the held mm, else the step that failed
+ * (or -1: nothing heard).
  */
 static int holder_start(struct holder *h, pid_t victim)
 {
@@ -312,6 +311,13 @@ static int holder_start(struct holder *h, pid_t victim)
 
 	h->pid = h->server = -1;
 	h->held = h->done = -1;
+	snprintf(h->dir, sizeof(h->dir), "/tmp/mrpool-held.XXXXXX");
+	if (!mkdtemp(h->dir)) {
+		h->dir[0] = '\0';
+		return HELD_DIR;
+	}
+	if (chown(h->dir, NOBODY, NOBODY))
+		return HELD_DIR;
 	if (pipe2(held, O_CLOEXEC) || pipe2(done, O_CLOEXEC))
 		return -1;
 	h->pid = fork();
@@ -328,7 +334,7 @@ static int holder_start(struct holder *h, pid_t victim)
 		if (hi < 0 || di < 0 || dup2(hi, 3) != 3 ||
 		    dup2(di, 4) != 4 || close_range(5, ~0U, 0))
 			_exit(95);
-		holder_main(victim, 3, 4);
+		holder_main(victim, h->dir, 3, 4);
 	}
 	close(held[1]);
 	close(done[1]);
@@ -352,7 +358,8 @@ static bool holder_waiting(const struct holder *h)
 
 /*
  * Let the held mm go: killing the server aborts the FUSE connection, the
- * reader's copy fails and its read returns. Return: the read's result.
+ * reader's copy fails and its read returns; the mount point goes (its
+ * mount was in the holder's namespace only). Return: the read's result.
  */
 static int holder_stop(struct holder *h)
 {
@@ -369,8 +376,11 @@ static int holder_stop(struct holder *h)
 		close(h->held);
 	if (h->done >= 0)
 		close(h->done);
+	if (h->dir[0])
+		rmdir(h->dir);
 	h->pid = h->server = -1;
 	h->held = h->done = -1;
+	h->dir[0] = '\0';
 	return ret;
 }
 
@@ -415,6 +425,7 @@ FIXTURE_SETUP(held)
 
 	self->h.pid = self->h.server = -1;
 	self->h.held = self->h.done = -1;
+	self->h.dir[0] = '\0';
 	self->fuse_mode = 0;
 	POOL_SETUP_OPEN();
 	self->chunk = self->q0.chunk_size;
@@ -532,6 +543,32 @@ TEST_F_TIMEOUT(held, owner_reaped_while_mm_held, 600)
 	EXPECT_TRUE(pool_back_to(self->fd, &self->q0, &q));
 	EXPECT_GE(0, pool_user_row(OWNER, POOL_USER_BYTES));
 	close(out[0]);
+}
+
+/*
+ * A fixture of its own, declared after held, so that its case runs after
+ * all of held's (the harness runs fixtures in order, the global one, of
+ * plain TESTs, first).
+ */
+FIXTURE(after) {
+};
+
+FIXTURE_SETUP(after)
+{
+}
+
+FIXTURE_TEARDOWN(after)
+{
+}
+
+/* Last: no mount point of a holder is left in /tmp, however a case ended. */
+TEST_F(after, nothing_left)
+{
+	glob_t g = { 0 };
+
+	EXPECT_EQ(GLOB_NOMATCH, glob("/tmp/mrpool-held.*", 0, NULL, &g))
+		TH_LOG("left: %s", g.gl_pathc ? g.gl_pathv[0] : "?");
+	globfree(&g);
 }
 
 TEST_HARNESS_MAIN

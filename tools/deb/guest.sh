@@ -3,9 +3,10 @@
 #
 # In the guest (tools/vm/run --packaged), for tools/deb/test.sh: the module
 # dkms built from mrpool-dkms, loaded the way an installed host loads it,
-# the package's udev rule applied, and XFER (built against the installed
-# libmrpool-dev) moving data through the pool as root and as a member of
-# the group "mrpool". TAP on stdout.
+# the package's udev rule applied, mrpool-utils' CDI rule run by a real
+# udevd, and XFER (built against the installed libmrpool-dev) moving data
+# through the pool as root and as a member of the group "mrpool". TAP on
+# stdout.
 set -u
 xfer=$1
 n=0 bad=0
@@ -51,6 +52,15 @@ ok $? "udev rule: /dev/mrpool is 0660, group mrpool"
 ok $? "a user outside the group cannot open /dev/mrpool"
 as_member bash -c 'exec 3<>/dev/mrpool'
 ok $? "a member of the group can"
+
+# The package's CDI rule and tool as installed, run by a real udevd (the
+# guest has none of its own): adding an rxe device puts its uverbs node
+# in /run/cdi/mrpool.json, deleting it takes it out (selftests/cdi_udev_test).
+MRPOOL_CDI_RULE=/lib/udev/rules.d/60-mrpool-cdi.rules MRPOOLCTL=/usr/sbin/mrpoolctl \
+	selftests/cdi_udev_test >"$MRPOOL_RESULTS/cdi_udev_test.tap" 2>&1
+st=$?
+sed 's/^/# cdi_udev_test: /' "$MRPOOL_RESULTS/cdi_udev_test.tap"
+ok $st "the installed udev rule keeps /run/cdi/mrpool.json in step with rxe add and delete (cdi_udev_test)"
 
 "$xfer"
 ok $? "xfer (pkg-config build) through pool buffers, as root"

@@ -45,6 +45,15 @@ snapshot() {
 purge() { dpkg --purge "${pkgs[@]}" >>"$out/purge.log" 2>&1; }
 purge	# what an earlier, interrupted run left
 snapshot >"$out/before.txt"
+# The spec earlier builds' postinst wrote, "default" alone: this one's
+# removes it, and /etc/cdi with it (made here only where there is none,
+# so the snapshots above and below stay alike).
+old_spec=0
+if [ ! -e /etc/cdi ]; then
+	mkdir /etc/cdi &&
+		echo '{"cdiVersion": "0.3.0", "kind": "mrpool.io/pool", "devices": [{"name": "default", "containerEdits": {"deviceNodes": [{"path": "/dev/mrpool"}]}}]}' \
+			>/etc/cdi/mrpool.json && old_spec=1
+fi
 
 apt-get install -y -q --no-install-recommends "${debs[@]/#/./}" >"$out/install.log" 2>&1
 ok $? "apt-get install ./${pkgs[*]} (log: results/deb/install.log)"
@@ -54,10 +63,30 @@ for p in "${pkgs[@]}"; do
 done
 getent group mrpool >/dev/null
 ok $? "the group mrpool exists"
-# mrpool-utils' postinst wrote the CDI spec (mrpoolctl cdi): valid JSON
-# whose "default" device is /dev/mrpool; the purge below removes it.
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["kind"] == "mrpool.io/pool" and [x["name"] for x in d["devices"]] == ["default"] and d["devices"][0]["containerEdits"]["deviceNodes"] == [{"path": "/dev/mrpool"}]))' /etc/cdi/mrpool.json
-ok $? "/etc/cdi/mrpool.json: the CDI spec, kind mrpool.io/pool, default /dev/mrpool alone (no rdma)"
+# mrpool-utils' postinst wrote the CDI spec (mrpoolctl cdi --update):
+# valid JSON whose "default" device is /dev/mrpool, no "rdma" as
+# /etc/default/mrpool-cdi ships; the purge below removes it.
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["kind"] == "mrpool.io/pool" and [x["name"] for x in d["devices"]] == ["default"] and d["devices"][0]["containerEdits"]["deviceNodes"] == [{"path": "/dev/mrpool"}]))' /run/cdi/mrpool.json
+ok $? "/run/cdi/mrpool.json: the CDI spec, kind mrpool.io/pool, default /dev/mrpool alone (no rdma)"
+if [ "$old_spec" = 1 ]; then
+	[ ! -e /etc/cdi ]
+	ok $? "the postinst removed the /etc/cdi/mrpool.json of earlier builds (default alone), and /etc/cdi"
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP /etc/cdi existed before the install: no spec of an earlier build put there" | tee -a "$tap"
+fi
+dpkg-query -W -f='${Conffiles}\n' mrpool-utils | grep -q '^ /etc/default/mrpool-cdi ' &&
+	grep -qx 'MRPOOL_CDI_RDMA=no' /etc/default/mrpool-cdi
+ok $? "/etc/default/mrpool-cdi: a conffile of mrpool-utils, MRPOOL_CDI_RDMA=no"
+# The rule that keeps the spec (the guest runs it with a real udevd:
+# tools/deb/guest.sh): the tree's, and every command it runs installed.
+rule=/lib/udev/rules.d/60-mrpool-cdi.rules
+cmp -s "$rule" debian/mrpool-utils.mrpool-cdi.udev
+ok $? "$rule: debian/mrpool-utils.mrpool-cdi.udev as shipped"
+runs=$(sed -n 's/.*RUN+="\([^" ]*\).*/\1/p' "$rule" | sort -u)
+[ "$runs" = /usr/sbin/mrpoolctl ] && [ -x "$runs" ] &&
+	[ "$(grep -c '^ACTION=="add|remove",.*RUN+="/usr/sbin/mrpoolctl cdi --update"$' "$rule")" = 2 ]
+ok $? "$rule: its two rules (uverbs; mrpool and rdma_cm) run the installed mrpoolctl cdi --update on add and remove"
 [ -f "/usr/src/mrpool-$ver/dkms.conf" ]
 ok $? "module sources in /usr/src/mrpool-$ver (dkms.conf's version)"
 
@@ -73,6 +102,7 @@ for k in "$KABI" "$KABI_612"; do
 done
 
 # A user program from the installed -dev package, not from the tree.
+make -s -C selftests cdi_udev_test >/dev/null
 flags=$(pkg-config --cflags --libs mrpool)
 ok $? "pkg-config --cflags --libs mrpool: $flags"
 make -s -C tools/rdma >/dev/null
@@ -96,6 +126,8 @@ done
 
 purge
 ok $? "dpkg --purge ${pkgs[*]} (log: results/deb/purge.log)"
+[ ! -e /run/cdi/mrpool.json ]
+ok $? "the purge removed /run/cdi/mrpool.json"
 # dkms's depmod leaves an index for kernels whose image is not installed
 # here (only their headers are): not the packages' files; removed.
 for k in "$KABI" "$KABI_612"; do

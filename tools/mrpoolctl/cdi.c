@@ -14,24 +14,35 @@
  *                            move it, in one name; left out when the host
  *                            has no uverbs node
  *
- * The RDMA nodes are those present when the spec is written: run it again
- * after a device comes or goes (a node listed but absent makes the
- * runtime refuse the container). cdiVersion is 0.3.0, the oldest the
- * fields used need (device nodes by path), which every CDI release since
- * accepts, Debian 12's podman 4.3 included.
+ * The RDMA nodes are those present when the spec is written: a node
+ * listed but absent makes the runtime refuse the container. --update
+ * writes the spec the package keeps in step with the devices, CDI_RUNTIME
+ * in the runtimes' directory for generated specs (which takes precedence
+ * over /etc/cdi), from the package's udev rule whenever /dev/mrpool,
+ * rdma_cm or a uverbs node comes or goes; whether it has "rdma" is the
+ * operator's choice, MRPOOL_CDI_RDMA=yes in CDI_CONFIG. cdiVersion is
+ * 0.3.0, the oldest the fields used need (device nodes by path), which
+ * every CDI release since accepts, Debian 12's podman 4.3 included.
  */
 #define _GNU_SOURCE	/* strverscmp */
 #include "mrpoolctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define CTL_CDI_VERSION	"0.3.0"
 #define CTL_CDI_KIND	"mrpool.io/pool"
 #define CTL_IB_DIR	"/dev/infiniband"
+/* cdi --update: the spec udev keeps, and the operator's choice for it */
+#define CTL_CDI_RUNDIR	"/run/cdi"
+#define CTL_CDI_RUNTIME	CTL_CDI_RUNDIR "/mrpool.json"
+#define CTL_CDI_CONFIG	"/etc/default/mrpool-cdi"
+#define CTL_CDI_RDMA	"MRPOOL_CDI_RDMA"
 
 /* uverbsN and rdma_cm: the nodes a verbs program or librdmacm opens. */
 static bool ctl_cdi_rdma_node(const char *name)
@@ -115,6 +126,42 @@ static int ctl_cdi_nodes(char ***names, size_t *count)
 	return 0;
 }
 
+/*
+ * Lock the folder @out is written to (flock() on the folder itself: no
+ * lock file beside the spec): the fd to close to unlock, or -1. Writers
+ * run side by side (udev runs one per event, in parallel workers), and
+ * each reads the nodes under the lock, so the last to rename its spec
+ * read them after every node that came or went before it started.
+ */
+static int ctl_cdi_lock(const char *out)
+{
+	char dir[CTL_PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", out);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		ctl_errno(errno, "%s", dir);
+		return -1;
+	}
+	while (flock(fd, LOCK_EX)) {
+		if (errno == EINTR)
+			continue;
+		ctl_errno(errno, "lock %s", dir);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Write to @out through a temporary beside it: readers never see half. */
 static int ctl_cdi_to_file(const char *out, char **nodes, size_t n)
 {
@@ -159,23 +206,136 @@ remove_tmp:
 	return CTL_FAIL;
 }
 
+/*
+ * The operator's choice for --update: *@rdma from CTL_CDI_RDMA=yes|no in
+ * @path (shell syntax, as /etc/default files are: comments, blank lines,
+ * other variables, the value optionally quoted); no file or no such line
+ * is no. Anything else fails: a spec the operator did not choose is not
+ * written.
+ */
+static int ctl_cdi_config(const char *path, bool *rdma)
+{
+	char line[256], *p, *v, *end;
+	int lineno = 0, ret = CTL_OK;
+	FILE *f;
+
+	*rdma = false;
+	f = fopen(path, "re");
+	if (!f) {
+		if (errno == ENOENT)
+			return CTL_OK;
+		ctl_errno(errno, "%s", path);
+		return CTL_FAIL;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		for (p = line; *p == ' ' || *p == '\t'; p++)
+			;
+		if (!strncmp(p, "export ", 7))
+			p += 7;
+		if (strncmp(p, CTL_CDI_RDMA "=", strlen(CTL_CDI_RDMA) + 1))
+			continue;
+		v = p + strlen(CTL_CDI_RDMA) + 1;
+		end = v + strcspn(v, " \t\r\n#");
+		if ((*v == '"' || *v == '\'') && end > v + 1 && end[-1] == *v) {
+			v++;
+			end--;
+		}
+		*end = '\0';
+		if (!strcmp(v, "yes")) {
+			*rdma = true;
+		} else if (!strcmp(v, "no")) {
+			*rdma = false;
+		} else {
+			ctl_err("%s:%d: " CTL_CDI_RDMA " is '%s', not yes or no",
+				path, lineno, v);
+			ret = CTL_FAIL;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * The spec to @out (stdout when NULL), with "rdma" when @rdma (and the
+ * host has a uverbs node; @quiet: no note when it has none).
+ */
+static int ctl_cdi_emit(const char *out, bool rdma, bool quiet)
+{
+	char **nodes = NULL;
+	int lock = -1, ret;
+	size_t n = 0;
+
+	if (out) {
+		lock = ctl_cdi_lock(out);
+		if (lock < 0)
+			return CTL_FAIL;
+	}
+	ret = rdma ? ctl_cdi_nodes(&nodes, &n) : 0;
+	if (ret) {
+		ctl_errno(ret, "%s", CTL_IB_DIR);
+		ret = CTL_FAIL;
+		goto unlock;
+	}
+	if (rdma && !n && !quiet)
+		ctl_err("no RDMA device nodes in %s: the spec has no 'rdma' device",
+			CTL_IB_DIR);
+	if (out) {
+		ret = ctl_cdi_to_file(out, nodes, n);
+	} else {
+		ctl_cdi_write(stdout, nodes, n);
+		ret = CTL_OK;
+	}
+	ctl_free_names(nodes, n);
+unlock:
+	if (lock >= 0)
+		close(lock);
+	return ret;
+}
+
+/*
+ * --update: CTL_CDI_RUNTIME (CTL_CDI_RUNDIR made if missing), "rdma" as
+ * CTL_CDI_CONFIG says. Run by the package's udev rule on every add and
+ * remove of a node the spec may name, and by its postinst; a host whose
+ * RDMA driver is not up yet has no uverbs node, so no note for that.
+ */
+static int ctl_cdi_update(void)
+{
+	char config[CTL_PATH_MAX], dir[CTL_PATH_MAX], out[CTL_PATH_MAX];
+	bool rdma;
+
+	if (ctl_cdi_config(ctl_path(config, sizeof(config), CTL_CDI_CONFIG),
+			   &rdma))
+		return CTL_FAIL;
+	/* 0755 whatever the umask: rootless runtimes read it too */
+	ctl_path(dir, sizeof(dir), CTL_CDI_RUNDIR);
+	if (!mkdir(dir, 0755) ? chmod(dir, 0755) : errno != EEXIST) {
+		ctl_errno(errno, "%s", dir);
+		return CTL_FAIL;
+	}
+	return ctl_cdi_emit(ctl_path(out, sizeof(out), CTL_CDI_RUNTIME), rdma,
+			    true);
+}
+
 int ctl_cmd_cdi(const struct ctl_cmd *cmd, int argc, char **argv)
 {
+	bool rdma = true, update = false;
 	const char *out = NULL;
-	bool rdma = true;
-	char **nodes = NULL;
-	size_t n = 0;
-	int i, ret;
+	int i;
 
 	for (i = 1; i < argc; i++) {
 		/*
-		 * --no-rdma: /dev/mrpool alone, for the package's spec. Runtimes
+		 * --no-rdma: /dev/mrpool alone, the package's default. Runtimes
 		 * that inject CDI devices named in pod annotations (containerd
 		 * with enable_cdi, CRI-O) would hand any pod that asks every
 		 * HCA of the host through "rdma".
 		 */
 		if (!strcmp(argv[i], "--no-rdma")) {
 			rdma = false;
+			continue;
+		}
+		if (!strcmp(argv[i], "--update")) {
+			update = true;
 			continue;
 		}
 		if (strcmp(argv[i], "-o") && strcmp(argv[i], "--output"))
@@ -186,20 +346,11 @@ int ctl_cmd_cdi(const struct ctl_cmd *cmd, int argc, char **argv)
 					       argv[i - 1]);
 		out = argv[i];
 	}
-	ret = rdma ? ctl_cdi_nodes(&nodes, &n) : 0;
-	if (ret) {
-		ctl_errno(ret, "%s", CTL_IB_DIR);
-		return CTL_FAIL;
-	}
-	if (rdma && !n)
-		ctl_err("no RDMA device nodes in %s: the spec has no 'rdma' device",
-			CTL_IB_DIR);
-	if (out) {
-		ret = ctl_cdi_to_file(out, nodes, n);
-	} else {
-		ctl_cdi_write(stdout, nodes, n);
-		ret = CTL_OK;
-	}
-	ctl_free_names(nodes, n);
-	return ret;
+	if (update && (out || !rdma))
+		return ctl_usage_error(cmd, "--update takes no other option: "
+				       "its file is " CTL_CDI_RUNTIME
+				       ", its choice of rdma in " CTL_CDI_CONFIG);
+	if (update)
+		return ctl_cdi_update();
+	return ctl_cdi_emit(out, rdma, false);
 }

@@ -35,7 +35,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  "cgroup v2 pool quotas (set and del: root)", ctl_cmd_quota, false },
 	{ "tenants", "", "what each user holds (root: every user; else your own)",
 	  ctl_cmd_tenants, false },
-	{ "cdi", "[--no-rdma] [-o|--output FILE]",
+	{ "cdi", "[--no-rdma] [-o|--output FILE] | --update",
 	  "a CDI spec handing containers /dev/mrpool and the RDMA nodes",
 	  ctl_cmd_cdi, false },
 	{ "metrics", "", "counters in Prometheus text format (mrpool_*); no --json",

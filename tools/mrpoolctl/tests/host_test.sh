@@ -115,6 +115,7 @@ ok "watch to a full device: exit 1, says why" $?
 ok "metrics --json is a usage error (exit 2) that says why" $?
 
 for bad in "watch 0" "watch x" "watch 1 0" "watch 1 2 3" "monitor 0" "monitor x"; do
+	# shellcheck disable=SC2086 # the words are the arguments
 	"$tool" $bad >/dev/null 2>&1
 	[ $? = 2 ]
 	ok "$bad: usage error, exit 2" $?
@@ -169,11 +170,69 @@ ok "cdi --no-rdma: only default, though RDMA nodes exist, nothing on stderr" $?
 "$tool" cdi --output >/dev/null 2>&1
 [ $? = 2 ]
 ok "cdi --output without a file: usage error (2)" $?
+
+# cdi --update: what the package's udev rule runs: run/cdi/mrpool.json
+# (run/cdi made), "rdma" only where etc/default/mrpool-cdi says yes.
+spec=$root/run/cdi/mrpool.json
+mkdir "$root/run"
+(umask 077 && "$tool" cdi --update >"$out") 2>"$root/err" && [ ! -s "$out" ] && [ ! -s "$root/err" ] &&
+	[ "$(stat -c %a "$spec")" = 644 ] && [ "$(stat -c %a "$root/run/cdi")" = 755 ] &&
+	spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --update without etc/default/mrpool-cdi: run/cdi (0755 under umask 077) and mrpool.json, default alone, silent" $?
+mkdir -p "$root/etc/default"
+cfg=$root/etc/default/mrpool-cdi
+printf '# the operator chose\nOTHER=1\n\n  MRPOOL_CDI_RDMA="yes"  # every HCA\n' >"$cfg"
+"$tool" cdi --update && [ -z "$(find "$root/run/cdi" -name 'mrpool.json.*')" ] &&
+	spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default", "rdma"] and [x["path"] for x in doc["devices"][1]["containerEdits"]["deviceNodes"]][-1] == "/dev/infiniband/uverbs10"'
+ok "cdi --update with MRPOOL_CDI_RDMA=\"yes\" (quoted, among comments): rdma with the nodes" $?
+echo "MRPOOL_CDI_RDMA=no" >>"$cfg"
+"$tool" cdi --update && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --update: the last MRPOOL_CDI_RDMA line counts (no)" $?
+cp "$spec" "$root/spec.before"
+echo "MRPOOL_CDI_RDMA=maybe" >"$cfg"
+"$tool" cdi --update 2>"$root/err"
+[ $? = 1 ] && grep -q "mrpool-cdi:1: MRPOOL_CDI_RDMA is 'maybe'" "$root/err" && cmp -s "$spec" "$root/spec.before"
+ok "cdi --update with MRPOOL_CDI_RDMA=maybe: exit 1, file and line said, the spec left as it was" $?
+"$tool" cdi --update --no-rdma >/dev/null 2>&1
+[ $? = 2 ]
+ok "cdi --update --no-rdma: usage error (2): the choice is the file's" $?
+# The writers lock run/cdi and read the nodes under the lock: one
+# started while the lock is held waits (a waiter in /proc/locks, no spec
+# written), and once it has the lock its spec has the node that came
+# meanwhile.
+echo "MRPOOL_CDI_RDMA=yes" >"$cfg"
+rm -f "$spec"
+exec 9<"$root/run/cdi"
+flock 9
+"$tool" cdi --update &
+upd=$!
+waiting=1
+for _ in $(seq 200); do
+	grep -q -- '-> FLOCK' /proc/locks && { waiting=0; break; }
+	sleep 0.05
+done
+[ ! -e "$spec" ]
+nospec=$?
+touch "$ib/uverbs7"
+flock -u 9
+exec 9<&-
+wait "$upd" && [ "$waiting" = 0 ] && [ "$nospec" = 0 ] &&
+	spec_check "$spec" '"/dev/infiniband/uverbs7" in [x["path"] for x in doc["devices"][1]["containerEdits"]["deviceNodes"]]'
+ok "cdi --update waits for the lock on run/cdi, then reads the nodes: uverbs7, added meanwhile, is in its spec" $?
+pids=()
+for _ in $(seq 16); do "$tool" cdi --update & pids+=($!); done
+st=0
+for p in "${pids[@]}"; do wait "$p" || st=1; done
+[ "$st" = 0 ] && [ "$(find "$root/run/cdi" -type f | wc -l)" = 1 ] &&
+	spec_check "$spec" 'len(doc["devices"][1]["containerEdits"]["deviceNodes"]) == 6'
+ok "cdi --update: 16 writers side by side all succeed, one whole spec, no temporary left" $?
+rm -rf "${root:?}/etc" "$root/run" "$root/spec.before"
+
 rm -f "$ib"/uverbs* "$ib/rdma_cm"
 "$tool" cdi >"$out" 2>"$root/err" && spec_check "$out" '[d["name"] for d in doc["devices"]] == ["default"]' &&
 	grep -q "no 'rdma' device" "$root/err"
 ok "cdi without RDMA nodes: only default, says why on stderr" $?
-rm -rf "$root/dev"
+rm -rf "${root:?}/dev"
 
 echo "1..$n"
 exit $failed
