@@ -271,6 +271,7 @@ bool mrpool_chunk_busy(struct mrpool_chunk *c);
 void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 void mrpool_pool_kick_defrag(void);
+void mrpool_pool_hurry(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 
 /* A consistent copy of the pool's totals, in chunks. */

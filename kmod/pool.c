@@ -1068,6 +1068,21 @@ void mrpool_pool_kick_defrag(void)
 	mod_delayed_work(system_wq, &p->defrag_work, 0);
 }
 
+/*
+ * Test knob fail_init_after_prefill (main.c): the trim and defrag work
+ * prefill armed is due now, so that it runs while the failed load
+ * unwinds, unless the unwind stops it first.
+ */
+void mrpool_pool_hurry(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	if (delayed_work_pending(&p->defrag_work))
+		mod_delayed_work(system_wq, &p->defrag_work, 0);
+	if (delayed_work_pending(&p->trim_work))
+		mod_delayed_work(system_wq, &p->trim_work, 0);
+}
+
 /* Caller holds the pool lock: a fragmented chunk is free. */
 static void mrpool_defrag_arm(void)
 {
