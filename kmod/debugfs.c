@@ -7,10 +7,12 @@
  *   chunks            pfn node state owner blocks (order:count,...) backing
  *                     (shmem: a huge folio of the private tmpfs, pages)
  *   slices            id pid comm length chunks maps state (live/freed)
- *   users             uid bytes quarantined_bytes memlock_bytes: what each
- *                     user holds of the pool (tenant.c); then, while
- *                     pins left after a revocation hold any, "orphans"
- *                     in place of a uid for what is charged to no user
+ *   users             uid bytes quarantined_bytes memlock_bytes
+ *                     orphaned_bytes: what each user holds of the pool
+ *                     and what was its and the orphans hold (tenant.c);
+ *                     then, while pins left after a revocation hold any,
+ *                     "orphans" in place of a uid for what is charged to
+ *                     no user
  *   quotas            path cgroup_id limit_bytes bytes quarantined_bytes
  *                     removed: each cgroup pool quota (quota.c); "-" for
  *                     a deleted limit still holding usage, removed 1 for

@@ -145,6 +145,8 @@ struct mrpool_chunk {
 	/* Charged to (a reference), from ALLOC until free again; or NULL. */
 	struct mrpool_tenant *tenant;
 	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
+	/* Charged to the orphans: the user it was taken from (a ref). */
+	struct mrpool_tenant *orphan_of;
 	/* Quotas charged with the tenant (quota.c), or NULL. */
 	struct mrpool_quota_charge *quota;
 	u8 q_level;			/* quarantine: index into quarantine[] */
@@ -306,6 +308,7 @@ struct mrpool_tenant_info {
 	u64 bytes;		/* charged, quarantined included */
 	u64 quarantined;
 	u64 memlock;		/* of the bytes, in RLIMIT_MEMLOCK */
+	u64 orphaned;		/* its own, now charged to the orphans */
 };
 
 /* Past every kuid value: the orphans come last in a walk. */

@@ -595,7 +595,9 @@ static int mrpool_nl_tenant_fill(void *arg,
 	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_QUARANTINED_BYTES,
 			      ti->quarantined) ||
 	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_MEMLOCK_BYTES,
-			      ti->memlock)) {
+			      ti->memlock) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_ORPHANED_BYTES,
+			      ti->orphaned)) {
 		genlmsg_cancel(m->skb, hdr);
 		return -EMSGSIZE;
 	}

@@ -674,7 +674,7 @@ TEST_F(nl, malformed_requests_refused)
 /* One TENANT_GET message, parsed. */
 struct nl_tenant {
 	int64_t uid;		/* -1: the orphans */
-	uint64_t bytes, quarantined, memlock;
+	uint64_t bytes, quarantined, memlock, orphaned;
 };
 
 struct nl_tenants {
@@ -702,8 +702,10 @@ static void nl_tenant_keep(struct nlmsghdr *h, void *arg)
 	t->bytes = nl_u64(msg, MRPOOL_A_TENANT_BYTES);
 	t->quarantined = nl_u64(msg, MRPOOL_A_TENANT_QUARANTINED_BYTES);
 	t->memlock = nl_u64(msg, MRPOOL_A_TENANT_MEMLOCK_BYTES);
+	t->orphaned = nl_u64(msg, MRPOOL_A_TENANT_ORPHANED_BYTES);
 	if (t->uid == -2 || t->bytes == UINT64_MAX ||
-	    t->quarantined == UINT64_MAX || t->memlock == UINT64_MAX)
+	    t->quarantined == UINT64_MAX || t->memlock == UINT64_MAX ||
+	    t->orphaned == UINT64_MAX)
 		ts->bad++;
 }
 
@@ -1285,10 +1287,47 @@ static void orphan_child(uint64_t chunk, int fd, int pipe_w)
 }
 
 /*
+ * What nobody's TENANT_GET (its own tenant) says the orphans hold of its
+ * chunks: the bytes, or -1 when the answer is not one full entry.
+ */
+static long long orphaned_seen_by_nobody(void)
+{
+	struct nl_tenants *ts;
+	int fd, fam, st, p[2];
+	long long v = -1;
+	uint32_t grp;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (!pid) {
+		close(p[0]);
+		ts = calloc(1, sizeof(*ts));
+		if (!ts || setgroups(0, NULL) || setgid(NOBODY) ||
+		    setuid(NOBODY) || (fd = nl_open()) < 0 ||
+		    (fam = nl_family(fd, &grp)) < 0 ||
+		    nl_tenants(fd, fam, false, ts) || ts->n != 1 || ts->bad)
+			_exit(1);
+		v = (long long)ts->t[0].orphaned;
+		_exit(write(p[1], &v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0 || read(p[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	return v;
+}
+
+/*
  * The orphans hold at most one share (max_user_mb here, one chunk): the
  * first exit's pinned chunk is orphaned, the second's stays the user's,
  * counted in stats/orphans_full and announced with ORPHANS_FULL (one
- * chunk); the pipe gone, both are back.
+ * chunk); the orphaned chunk is shown as nobody's (debugfs users'
+ * orphaned_bytes, and its own TENANT_GET) though charged to no user; the
+ * pipe gone, all are back.
  */
 TEST_F(ev, orphans_full)
 {
@@ -1320,6 +1359,9 @@ TEST_F(ev, orphans_full)
 		EXPECT_EQ(i * chunk, held < 0 ? 0 : held) TH_LOG("child %d", i);
 		EXPECT_EQ(full + i, pool_attr("stats/orphans_full"))
 			TH_LOG("child %d", i);
+		EXPECT_EQ(chunk, pool_user_row(NOBODY, POOL_USER_ORPHANED))
+			TH_LOG("child %d", i);
+		EXPECT_EQ(chunk, orphaned_seen_by_nobody()) TH_LOG("child %d", i);
 	}
 	ASSERT_EQ(0, nl_next_event(self->ev, MRPOOL_EVENT_ORPHANS_FULL,
 				   self->msg));
@@ -1329,7 +1371,10 @@ TEST_F(ev, orphans_full)
 	close(self->pipe[1]);
 	self->pipe[0] = self->pipe[1] = -1;
 	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
-			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0, 20000));
+			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0 &&
+			      pool_user_row(NOBODY, POOL_USER_ORPHANED) <= 0,
+			      20000));
+	EXPECT_EQ(0, orphaned_seen_by_nobody());
 }
 
 TEST_HARNESS_MAIN
