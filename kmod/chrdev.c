@@ -76,6 +76,7 @@ static long mrpool_ioc_query(struct mrpool_client *client, void __user *uarg)
 	if (memchr_inv(q.reserved, 0, sizeof(q.reserved)))
 		return -EINVAL;
 
+	/* Without the pool lock: the totals of one moment. */
 	mrpool_pool_snapshot(&snap);
 	q.abi_version = MRPOOL_ABI_VERSION;
 	q.features = MRPOOL_FEATURE_FORK_COPY;

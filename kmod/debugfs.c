@@ -7,10 +7,12 @@
  *   chunks            pfn node state owner blocks (order:count,...) backing
  *                     (shmem: a huge folio of the private tmpfs, pages)
  *   slices            id pid comm length chunks maps state (live/freed)
- *   users             uid bytes quarantined_bytes memlock_bytes: what each
- *                     user holds of the pool (tenant.c); then, while
- *                     pins left after a revocation hold any, "orphans"
- *                     in place of a uid for what is charged to no user
+ *   users             uid bytes quarantined_bytes memlock_bytes
+ *                     orphaned_bytes: what each user holds of the pool
+ *                     and what was its and the orphans hold (tenant.c);
+ *                     then, while pins left after a revocation hold any,
+ *                     "orphans" in place of a uid for what is charged to
+ *                     no user
  *   quotas            path cgroup_id limit_bytes bytes quarantined_bytes
  *                     removed: each cgroup pool quota (quota.c); "-" for
  *                     a deleted limit still holding usage, removed 1 for
@@ -30,6 +32,11 @@
  *                     (forkcopy.c)
  *   next_slice_id     the id the next ALLOC tries first (tests of the
  *                     wrap at MRPOOL_MAX_SLICE_ID)
+ *   hold_pool_lock    1: the next ALLOC that takes the pool lock keeps it,
+ *                     asleep, until 0 is written (tests of what must not
+ *                     wait for that lock); reads 1 armed, 2 holding, 3
+ *                     when a hold ended on its own after
+ *                     MRPOOL_HOLD_MAX_SEC (a hang catcher), else 0
  *   fail_alloc/       on kernels with CONFIG_FAULT_INJECTION_DEBUG_FS: a
  *                     fault attribute (Documentation/fault-injection)
  *                     over the module's own allocations only -- its
@@ -46,6 +53,7 @@
 #include <linux/fault-inject.h>
 #include <linux/seq_file.h>
 #include <linux/mm.h>
+#include <linux/wait.h>
 
 /* Writing N makes the next N chunk (slice) allocations fail. */
 atomic_t mrpool_fail_chunk_alloc = ATOMIC_INIT(0);
@@ -58,6 +66,20 @@ atomic_t mrpool_fail_shmem = ATOMIC_INIT(0);
 atomic_t mrpool_fail_fork_copy = ATOMIC_INIT(0);
 
 static struct dentry *mrpool_debugfs_dir;
+
+/* hold_pool_lock's states (what it reads). */
+enum {
+	MRPOOL_HOLD_OFF,
+	MRPOOL_HOLD_ARMED,
+	MRPOOL_HOLD_HOLDING,
+	MRPOOL_HOLD_TIMED_OUT,
+};
+
+/* Longest a hold lasts when nobody writes 0: under hung_task's 120 s. */
+#define MRPOOL_HOLD_MAX_SEC	60
+
+static atomic_t mrpool_hold_pool_lock = ATOMIC_INIT(MRPOOL_HOLD_OFF);
+static DECLARE_WAIT_QUEUE_HEAD(mrpool_hold_wq);
 
 bool mrpool_should_fail(atomic_t *knob)
 {
@@ -229,6 +251,48 @@ static int next_slice_id_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(next_slice_id_fops, next_slice_id_get,
 			 next_slice_id_set, "%llu\n");
 
+/**
+ * mrpool_debug_hold_pool_lock - sleep here, the pool lock held, if armed
+ *
+ * Called by ALLOC (mrpool_pool_take()) right after it took the pool lock.
+ * One ALLOC per arming holds, until hold_pool_lock is written 0, its task
+ * is killed, or MRPOOL_HOLD_MAX_SEC pass. Disarmed: one atomic read.
+ */
+void mrpool_debug_hold_pool_lock(void)
+{
+	atomic_t *knob = &mrpool_hold_pool_lock;
+	long left;
+
+	lockdep_assert_held(&mrpool_pool.lock);
+	if (likely(atomic_read(knob) != MRPOOL_HOLD_ARMED) ||
+	    atomic_cmpxchg(knob, MRPOOL_HOLD_ARMED, MRPOOL_HOLD_HOLDING) !=
+	    MRPOOL_HOLD_ARMED)
+		return;
+	left = wait_event_killable_timeout(mrpool_hold_wq,
+					   atomic_read(knob) != MRPOOL_HOLD_HOLDING,
+					   MRPOOL_HOLD_MAX_SEC * HZ);
+	atomic_cmpxchg(knob, MRPOOL_HOLD_HOLDING,
+		       left ? MRPOOL_HOLD_OFF : MRPOOL_HOLD_TIMED_OUT);
+}
+
+static int hold_pool_lock_get(void *data, u64 *val)
+{
+	*val = atomic_read(&mrpool_hold_pool_lock);
+	return 0;
+}
+
+/* 1 arms (again), 0 disarms and ends a hold. */
+static int hold_pool_lock_set(void *data, u64 val)
+{
+	if (val > MRPOOL_HOLD_ARMED)
+		return -EINVAL;
+	atomic_set(&mrpool_hold_pool_lock, val);
+	wake_up_all(&mrpool_hold_wq);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(hold_pool_lock_fops, hold_pool_lock_get,
+			 hold_pool_lock_set, "%llu\n");
+
 void mrpool_debugfs_init(void)
 {
 	struct dentry *dir;
@@ -251,6 +315,8 @@ void mrpool_debugfs_init(void)
 				&mrpool_fail_fork_copy);
 	debugfs_create_file_unsafe("next_slice_id", 0600, dir, NULL,
 				   &next_slice_id_fops);
+	debugfs_create_file_unsafe("hold_pool_lock", 0600, dir, NULL,
+				   &hold_pool_lock_fops);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 	fault_create_debugfs_attr("fail_alloc", dir, &mrpool_fail_alloc_attr);
 #endif

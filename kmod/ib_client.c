@@ -20,6 +20,13 @@ DEFINE_XARRAY(mrpool_ib_chunks);
  * refused ib_dereg_mr to the end): their pages are never freed.
  */
 static DEFINE_XARRAY(mrpool_ib_leaked);
+/*
+ * From mrpool_ib_init() to the start of mrpool_ib_exit(): chunks may be
+ * added. The pool's workers, which add chunks, are quiesced before the
+ * ib side stops (mrpool_pool_quiesce(), at unload and in a failed load's
+ * unwind); one added after would go into a registry being destroyed.
+ */
+static bool mrpool_ib_running;
 struct mrpool_ib_stats mrpool_ib_stats;
 
 /* Position of the last device listed (mrpool_ib_lock). */
@@ -346,6 +353,8 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 	unsigned int noio;
 	int ret, err = 0;
 
+	if (WARN_ON_ONCE(!READ_ONCE(mrpool_ib_running)))
+		return -ENODEV;
 	/* A registry node: never through IO or FS reclaim (see ib.h). */
 	noio = memalloc_noio_save();
 	mutex_lock(&mrpool_ib_lock);
@@ -502,6 +511,7 @@ int mrpool_ib_init(void)
 {
 	int ret;
 
+	WRITE_ONCE(mrpool_ib_running, true);
 	ret = mrpool_ib_seed();
 	if (ret)
 		goto forget_chunks;
@@ -520,6 +530,7 @@ undo_debugfs:
 	mrpool_ib_debugfs_exit();
 	mrpool_ib_sysfs_exit();
 forget_chunks:
+	WRITE_ONCE(mrpool_ib_running, false);
 	xa_destroy(&mrpool_ib_chunks);
 	return ret;
 }
@@ -535,6 +546,7 @@ forget_chunks:
  */
 void mrpool_ib_exit(void)
 {
+	WRITE_ONCE(mrpool_ib_running, false);
 	ib_unregister_client(&mrpool_ib_client);
 	mrpool_ib_debugfs_exit();
 	mrpool_ib_sysfs_exit();

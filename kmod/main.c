@@ -236,6 +236,21 @@ module_param_cb(quota_mode, &mrpool_quota_mode_ops, &mrpool_quota_mode, 0644);
 MODULE_PARM_DESC(quota_mode,
 		 "Where a cgroup pool quota covers the caller: quota = it replaces RLIMIT_MEMLOCK and the per-user share, both = all apply, rlimit = quotas counted, not enforced (default quota) [writable]");
 
+/*
+ * Test knobs for the unwind of a load failing after prefill
+ * (pool_module_test), off by default and not in sysfs.
+ */
+static unsigned int mrpool_load_fail_high_order;
+module_param_named(fail_high_order, mrpool_load_fail_high_order, uint, 0);
+MODULE_PARM_DESC(fail_high_order,
+		 "Test knob: debugfs fail_high_order from load on, so prefill builds fragmented chunks and arms the defrag worker (default 0)");
+
+static bool mrpool_fail_init_after_prefill;
+module_param_named(fail_init_after_prefill, mrpool_fail_init_after_prefill,
+		   bool, 0);
+MODULE_PARM_DESC(fail_init_after_prefill,
+		 "Test knob: fail the load with ECANCELED once the pool is prefilled, the work prefill armed due at once (default N)");
+
 static int __init mrpool_check_params(void)
 {
 	unsigned long chunk = (unsigned long)mrpool_chunk_kb * SZ_1K;
@@ -311,9 +326,21 @@ static int __init mrpool_init(void)
 	if (ret)
 		goto undo_debugfs;
 
+	atomic_set(&mrpool_fail_high_order, mrpool_load_fail_high_order);
 	ret = mrpool_pool_prefill();
 	if (ret)
 		goto undo_ib;
+
+	if (mrpool_fail_init_after_prefill) {
+		pr_info("fail_init_after_prefill: failing the load, defrag %s, trim %s\n",
+			delayed_work_pending(&mrpool_pool.defrag_work) ?
+			"armed" : "idle",
+			delayed_work_pending(&mrpool_pool.trim_work) ?
+			"armed" : "idle");
+		mrpool_pool_hurry();
+		ret = -ECANCELED;
+		goto undo_ib;
+	}
 
 	ret = mrpool_chrdev_init();
 	if (ret)

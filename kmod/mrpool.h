@@ -31,7 +31,10 @@
  *                        returned outside it (growth registers chunks
  *                        with every RDMA device, which may wait); never
  *                        held while calling into the ib client (but for
- *                        the lock-free mrpool_ib_node())
+ *                        the lock-free mrpool_ib_node()); never taken by
+ *                        readers of the totals alone (sysfs, QUERY,
+ *                        netlink): they read a copy under a seqcount
+ *                        (mrpool_pool_snapshot())
  *   mrpool_ib_dev.lock   one RDMA device: its work requests and MRs
  *                        (ib.h); held across hardware waits
  *     mrpool_ib_lock     the device list and chunk registry (ib.h);
@@ -59,6 +62,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
+#include <linux/seqlock.h>
 #include <linux/kref.h>
 #include <linux/sched.h>
 #include <linux/workqueue.h>
@@ -141,6 +145,8 @@ struct mrpool_chunk {
 	/* Charged to (a reference), from ALLOC until free again; or NULL. */
 	struct mrpool_tenant *tenant;
 	bool memlock;			/* also charged to RLIMIT_MEMLOCK */
+	/* Charged to the orphans: the user it was taken from (a ref). */
+	struct mrpool_tenant *orphan_of;
 	/* Quotas charged with the tenant (quota.c), or NULL. */
 	struct mrpool_quota_charge *quota;
 	u8 q_level;			/* quarantine: index into quarantine[] */
@@ -160,6 +166,18 @@ struct mrpool_chunk {
 struct mrpool_free_lists {
 	struct list_head whole;
 	struct list_head frag;
+};
+
+/*
+ * The pool's totals at one moment: total == free + used + quarantined,
+ * blocks of the chunks counted in total.
+ */
+struct mrpool_snapshot {
+	unsigned long nr_total;
+	unsigned long nr_free;
+	unsigned long nr_used;
+	unsigned long nr_quarantined;
+	unsigned long blocks[MRPOOL_NR_PAGE_ORDERS];
 };
 
 /* The single pool; its lock protects every field below it. */
@@ -196,6 +214,14 @@ struct mrpool_pool {
 	unsigned int chunk_order;	/* set once at load */
 	size_t chunk_size;
 	unsigned int chunk_pages;
+	/*
+	 * The totals as @lock's last holder left them, copied under
+	 * @totals_seq as it unlocks (mrpool_pool_unlock()), for readers that
+	 * must not wait for @lock (mrpool_pool_snapshot()). Writers are
+	 * serialised by @lock.
+	 */
+	seqcount_t totals_seq;
+	struct mrpool_snapshot totals;
 };
 
 struct mrpool_stats {
@@ -247,17 +273,10 @@ bool mrpool_chunk_busy(struct mrpool_chunk *c);
 void mrpool_pool_retire(struct mrpool_chunk *c);
 void mrpool_pool_kick_trim(void);
 void mrpool_pool_kick_defrag(void);
+void mrpool_pool_hurry(void);
 u64 mrpool_pool_bytes(unsigned long nr_chunks);
 
 /* A consistent copy of the pool's totals, in chunks. */
-struct mrpool_snapshot {
-	unsigned long nr_total;
-	unsigned long nr_free;
-	unsigned long nr_used;
-	unsigned long nr_quarantined;
-	unsigned long blocks[MRPOOL_NR_PAGE_ORDERS];
-};
-
 void mrpool_pool_snapshot(struct mrpool_snapshot *snap);
 u64 mrpool_max_bytes(void);
 
@@ -289,6 +308,7 @@ struct mrpool_tenant_info {
 	u64 bytes;		/* charged, quarantined included */
 	u64 quarantined;
 	u64 memlock;		/* of the bytes, in RLIMIT_MEMLOCK */
+	u64 orphaned;		/* its own, now charged to the orphans */
 };
 
 /* Past every kuid value: the orphans come last in a walk. */
@@ -481,6 +501,7 @@ extern atomic_t mrpool_fail_fork_copy;
 void mrpool_debugfs_init(void);
 void mrpool_debugfs_exit(void);
 bool mrpool_should_fail(atomic_t *knob);
+void mrpool_debug_hold_pool_lock(void);
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 bool mrpool_fail_alloc(size_t size);
 #else

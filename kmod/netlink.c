@@ -137,7 +137,10 @@ static struct genl_family mrpool_nl_family __ro_after_init = {
 	.policy = mrpool_nl_policy,
 	/* Every command is new: strict attribute and header checks. */
 	.resv_start_op = MRPOOL_CMD_GET,
-	/* GET takes the locks it needs; events need no genl_mutex. */
+	/*
+	 * GET takes no pool lock and mrpool_ib_lock only to copy devices
+	 * (mrpool_nl_put_devs()); events need no genl_mutex.
+	 */
 	.parallel_ops = true,
 	.module = THIS_MODULE,
 	.small_ops = mrpool_nl_ops,
@@ -184,7 +187,10 @@ static int mrpool_nl_put_u64(struct sk_buff *skb, int type, u64 v)
 	return nla_put_u64_64bit(skb, type, v, MRPOOL_A_PAD);
 }
 
-/* The totals, as in sysfs: one consistent snapshot under the pool lock. */
+/*
+ * The totals, as in sysfs: all of one moment, read without the pool lock
+ * (mrpool_pool_snapshot()), so GET never waits for ALLOC or FREE.
+ */
 static int mrpool_nl_put_totals(struct sk_buff *skb)
 {
 	struct mrpool_snapshot snap;
@@ -233,6 +239,13 @@ static int mrpool_nl_put_pool(struct sk_buff *skb)
 
 /*
  * Devices named @name (all when NULL) into a MRPOOL_A_DEVICES nest.
+ * Under mrpool_ib_lock, which no ALLOC or FREE from the free lists takes:
+ * only growth does, briefly, to add a chunk to the registry and walk the
+ * device list (mrpool_ib_chunk_added()), never the pool lock with it.
+ * Here it is held only to copy each device's fields into @skb, allocated
+ * beforehand: no allocation, no wait. A mutex's waiters queue in order,
+ * and one that loses the lock on waking is handed it next, so readers
+ * looping GET cannot starve a growing ALLOC: it waits for bounded copies.
  * Return: how many; -EMSGSIZE when the message is full (a bigger one may
  * do), -E2BIG when the nest would pass the 64 KiB an attribute can hold.
  */
@@ -582,7 +595,9 @@ static int mrpool_nl_tenant_fill(void *arg,
 	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_QUARANTINED_BYTES,
 			      ti->quarantined) ||
 	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_MEMLOCK_BYTES,
-			      ti->memlock)) {
+			      ti->memlock) ||
+	    mrpool_nl_put_u64(m->skb, MRPOOL_A_TENANT_ORPHANED_BYTES,
+			      ti->orphaned)) {
 		genlmsg_cancel(m->skb, hdr);
 		return -EMSGSIZE;
 	}
@@ -834,8 +849,8 @@ static void mrpool_nl_limit_fn(struct work_struct *work)
  * @chunks: %MRPOOL_A_EVENT_CHUNKS (not sent for QUARANTINE_HIGH)
  * @threshold: %MRPOOL_A_EVENT_THRESHOLD_BYTES (QUARANTINE_HIGH only)
  *
- * Rate-limited per type (see struct mrpool_nl_limit). Process context;
- * the pool lock must not be held (the totals take it).
+ * Rate-limited per type (see struct mrpool_nl_limit). Process context
+ * (GFP_KERNEL); the totals are read without the pool lock.
  */
 void mrpool_nl_pool_event(enum mrpool_nl_event ev, u32 chunks, u64 threshold)
 {

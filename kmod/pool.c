@@ -42,9 +42,35 @@
 struct mrpool_pool mrpool_pool = {
 	.lock = __MUTEX_INITIALIZER(mrpool_pool.lock),
 	.chunks = LIST_HEAD_INIT(mrpool_pool.chunks),
+	.totals_seq = SEQCNT_ZERO(mrpool_pool.totals_seq),
 };
 
 struct mrpool_stats mrpool_stats;
+
+/*
+ * Every holder of the pool lock drops it here: the totals as it leaves
+ * them become what mrpool_pool_snapshot() returns. A plain seqcount_t,
+ * not seqcount_mutex_t, whose readers take the mutex on PREEMPT_RT when
+ * they meet a write: these readers never take the pool lock. The write
+ * is a few stores with preemption off, so a reader retries at most that
+ * long.
+ */
+static void mrpool_pool_unlock(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	lockdep_assert_held(&p->lock);
+	preempt_disable();
+	write_seqcount_begin(&p->totals_seq);
+	p->totals.nr_total = p->nr_total;
+	p->totals.nr_free = p->nr_free;
+	p->totals.nr_used = p->nr_used;
+	p->totals.nr_quarantined = p->nr_quarantined;
+	memcpy(p->totals.blocks, p->blocks, sizeof(p->totals.blocks));
+	write_seqcount_end(&p->totals_seq);
+	preempt_enable();
+	mutex_unlock(&p->lock);
+}
 
 u64 mrpool_pool_bytes(unsigned long nr_chunks)
 {
@@ -523,6 +549,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 	LIST_HEAD(fresh);
 
 	mutex_lock(&p->lock);
+	mrpool_debug_hold_pool_lock();
 	if (prefer) {
 		got = mrpool_take_node(nr, nid, out);
 	} else {
@@ -534,7 +561,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 	if (got + want < nr && (strict || !prefer))
 		goto fail;
 	p->nr_growing += want;
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	grown = mrpool_grow(want, nid, prefer, &fresh);
 
@@ -550,7 +577,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 		if (got + want < nr)
 			goto fail;
 		p->nr_growing += want;
-		mutex_unlock(&p->lock);
+		mrpool_pool_unlock();
 
 		grown = mrpool_grow(want, nid, false, &fresh);
 
@@ -561,7 +588,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 	}
 	if (got < nr)
 		goto fail;
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	if (prefer) {
 		list_for_each_entry(c, out, link)
@@ -572,7 +599,7 @@ int mrpool_pool_take(unsigned int nr, int nid, bool strict,
 
 fail:
 	mrpool_untake(out);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 	mrpool_trim_arm();
 	mrpool_nl_pool_event(MRPOOL_EVENT_EXHAUSTED, nr, 0);
 	return -ENOMEM;
@@ -618,7 +645,7 @@ void mrpool_pool_quarantine_check(void)
 
 	mutex_lock(&p->lock);
 	high = mrpool_quarantine_crossed(threshold);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 	if (high)
 		mrpool_nl_pool_event(MRPOOL_EVENT_QUARANTINE_HIGH, 0, threshold);
 }
@@ -686,7 +713,7 @@ void mrpool_pool_return(struct list_head *chunks)
 			mutex_lock(&p->lock);
 			p->nr_used--;
 			mrpool_hwpoison_queue(c);
-			mutex_unlock(&p->lock);
+			mrpool_pool_unlock();
 			continue;
 		}
 		if (mrpool_chunk_busy(c)) {
@@ -700,7 +727,7 @@ void mrpool_pool_return(struct list_head *chunks)
 			mrpool_quarantine_add(c, 0);
 			mrpool_quarantine_arm();
 			high |= mrpool_quarantine_crossed(threshold);
-			mutex_unlock(&p->lock);
+			mrpool_pool_unlock();
 			continue;
 		}
 		mrpool_chunk_zero(c);
@@ -709,7 +736,7 @@ void mrpool_pool_return(struct list_head *chunks)
 		c->free_since = jiffies;
 		p->nr_used--;
 		mrpool_put_free(c);
-		mutex_unlock(&p->lock);
+		mrpool_pool_unlock();
 		cond_resched();
 	}
 	mrpool_trim_arm();
@@ -742,7 +769,7 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 			list_move_tail(&c->link, &due);
 		}
 	}
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	/* Off the lists (still counted as quarantined): nobody else looks. */
 	list_for_each_entry_safe(c, tmp, &due, link) {
@@ -782,7 +809,7 @@ static void mrpool_quarantine_fn(struct work_struct *work)
 	 */
 	threshold = mrpool_quarantine_threshold();
 	high = mrpool_quarantine_crossed(threshold);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	if (high)
 		mrpool_nl_pool_event(MRPOOL_EVENT_QUARANTINE_HIGH, 0, threshold);
@@ -844,7 +871,7 @@ static void mrpool_hwpoison_fn(struct work_struct *work)
 
 	mutex_lock(&p->lock);
 	list_splice_init(&p->hwpoisoned, &list);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	list_for_each_entry_safe(c, tmp, &list, link) {
 		list_del_init(&c->link);
@@ -909,7 +936,7 @@ static void mrpool_trim_fn(struct work_struct *work)
 					    &victims, &next);
 	/* Counted as they leave the totals: deregistration below is slow. */
 	atomic64_add(trimmed, &mrpool_stats.trims);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	list_for_each_entry_safe(c, tmp, &victims, link) {
 		list_del_init(&c->link);
@@ -932,7 +959,7 @@ static bool mrpool_trim_wanted(void)
 		return false;
 	mutex_lock(&p->lock);
 	above = p->nr_free && p->nr_total > mrpool_floor_chunks();
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 	return above;
 }
 
@@ -951,17 +978,25 @@ void mrpool_pool_kick_trim(void)
 		mod_delayed_work(system_wq, &mrpool_pool.trim_work, 0);
 }
 
+/**
+ * mrpool_pool_snapshot - the pool's totals, without the pool lock
+ * @snap: receives them
+ *
+ * The totals as the pool lock's last holder left them: all of one moment
+ * (total == free + used + quarantined, and the blocks those chunks are
+ * built of), possibly older than a change in progress under the lock.
+ * Never sleeps nor takes a lock: anyone may ask (sysfs, QUERY, netlink
+ * GET), as often as it likes, without slowing ALLOC or FREE.
+ */
 void mrpool_pool_snapshot(struct mrpool_snapshot *snap)
 {
 	struct mrpool_pool *p = &mrpool_pool;
+	unsigned int seq;
 
-	mutex_lock(&p->lock);
-	snap->nr_total = p->nr_total;
-	snap->nr_free = p->nr_free;
-	snap->nr_used = p->nr_used;
-	snap->nr_quarantined = p->nr_quarantined;
-	memcpy(snap->blocks, p->blocks, sizeof(snap->blocks));
-	mutex_unlock(&p->lock);
+	do {
+		seq = read_seqcount_begin(&p->totals_seq);
+		*snap = p->totals;
+	} while (read_seqcount_retry(&p->totals_seq, seq));
 }
 
 /*
@@ -982,7 +1017,7 @@ static void mrpool_defrag_fn(struct work_struct *work)
 		for (nid = 0; nid < nr_node_ids; nid++)
 			if (!list_empty(&p->free[nid].frag))
 				break;
-		mutex_unlock(&p->lock);
+		mrpool_pool_unlock();
 		if (nid == nr_node_ids) {
 			WRITE_ONCE(p->defrag_wait, MRPOOL_DEFRAG_FIRST);
 			return;
@@ -1008,7 +1043,7 @@ static void mrpool_defrag_fn(struct work_struct *work)
 			mrpool_put_free(c);
 			c = NULL;
 		}
-		mutex_unlock(&p->lock);
+		mrpool_pool_unlock();
 
 		/* Taken meanwhile: whichever chunk is left over goes. */
 		if (!old)
@@ -1031,6 +1066,21 @@ void mrpool_pool_kick_defrag(void)
 
 	WRITE_ONCE(p->defrag_wait, MRPOOL_DEFRAG_FIRST);
 	mod_delayed_work(system_wq, &p->defrag_work, 0);
+}
+
+/*
+ * Test knob fail_init_after_prefill (main.c): the trim and defrag work
+ * prefill armed is due now, so that it runs while the failed load
+ * unwinds, unless the unwind stops it first.
+ */
+void mrpool_pool_hurry(void)
+{
+	struct mrpool_pool *p = &mrpool_pool;
+
+	if (delayed_work_pending(&p->defrag_work))
+		mod_delayed_work(system_wq, &p->defrag_work, 0);
+	if (delayed_work_pending(&p->trim_work))
+		mod_delayed_work(system_wq, &p->trim_work, 0);
 }
 
 /* Caller holds the pool lock: a fragmented chunk is free. */
@@ -1072,7 +1122,7 @@ static void mrpool_pool_free_all(void)
 	}
 	/* Quarantined chunks hold the module, used ones a client. */
 	WARN_ON(p->nr_total);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 
 	list_for_each_entry_safe(c, tmp, &all, link) {
 		list_del_init(&c->link);
@@ -1141,7 +1191,7 @@ int mrpool_pool_prefill(void)
 		mutex_lock(&p->lock);
 		mrpool_chunk_account(c, true);
 		mrpool_put_free(c);
-		mutex_unlock(&p->lock);
+		mrpool_pool_unlock();
 		cond_resched();
 	}
 	atomic64_add(floor, &mrpool_stats.grows);
@@ -1193,6 +1243,6 @@ void mrpool_pool_retire(struct mrpool_chunk *c)
 	mutex_lock(&p->lock);
 	p->nr_used--;
 	mrpool_chunk_account(c, false);
-	mutex_unlock(&p->lock);
+	mrpool_pool_unlock();
 	mrpool_chunk_keep(c, false);
 }

@@ -6,6 +6,12 @@
  * geometry) and /sys/class/misc/mrpool/stats/ (counters since load). The
  * ABI is documented in kmod/ABI/sysfs-class-misc-mrpool. Tunables are
  * module parameters (kmod/ABI/sysfs-module-mrpool).
+ *
+ * The totals are read without the pool lock (mrpool_pool_snapshot()), so
+ * reading them in a loop never slows ALLOC or FREE: each file shows one
+ * moment's value (blocks_per_order all its counts of one moment), two
+ * files may show two moments. Each counter under stats/ is read on its
+ * own.
  */
 #include "mrpool.h"
 

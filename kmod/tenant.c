@@ -92,6 +92,13 @@ struct mrpool_tenant {
 	unsigned long chunks;		/* charged: live to quarantined */
 	unsigned long quarantined;	/* of those, in quarantine */
 	unsigned long memlock;		/* of those, in RLIMIT_MEMLOCK */
+	/*
+	 * Chunks taken from it to the orphans, still held: counted in no
+	 * charge of its, but its to see (debugfs users, TENANT_GET). Each
+	 * holds a reference (c->orphan_of), so the user stays listed, with
+	 * this count, until they are free.
+	 */
+	unsigned long orphaned;
 };
 
 /* Charges of dead owners (see above): never listed, never freed. */
@@ -179,7 +186,7 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
 	spin_lock(&mrpool_tenants_lock);
 	list_del(&t->node);
 	spin_unlock(&mrpool_tenants_lock);
-	WARN_ON(t->chunks || t->quarantined || t->memlock);
+	WARN_ON(t->chunks || t->quarantined || t->memlock || t->orphaned);
 	free_uid(t->user);
 	kfree(t);
 }
@@ -313,7 +320,15 @@ void mrpool_chunk_quarantined(struct mrpool_chunk *c)
 /* @c is free again (@quarantined: it was in quarantine): drop its charge. */
 void mrpool_chunk_uncharge(struct mrpool_chunk *c, bool quarantined)
 {
-	struct mrpool_tenant *t = c->tenant;
+	struct mrpool_tenant *t = c->tenant, *from = c->orphan_of;
+
+	if (from) {
+		spin_lock(&mrpool_tenants_lock);
+		from->orphaned--;
+		spin_unlock(&mrpool_tenants_lock);
+		c->orphan_of = NULL;
+		mrpool_tenant_put(from);
+	}
 
 	if (c->quota) {
 		mrpool_quota_uncharge(c->quota, 1, quarantined);
@@ -404,6 +419,12 @@ unsigned long mrpool_chunks_recharge(struct list_head *chunks,
 		dest->chunks++;
 		refcount_inc(&dest->ref);
 		c->tenant = dest;
+		/* The chunk's reference to the owner becomes orphan_of's. */
+		if (dest == &mrpool_orphans) {
+			t->orphaned++;
+			c->orphan_of = t;
+			continue;
+		}
 		owner = t;
 		moved++;
 	}
@@ -435,21 +456,22 @@ u64 mrpool_tenant_bytes(struct mrpool_tenant *t, u64 *quarantined)
 	return mrpool_pool_bytes(chunks);
 }
 
-/* debugfs users: uid bytes quarantined_bytes memlock_bytes */
+/* debugfs users: uid bytes quarantined_bytes memlock_bytes orphaned_bytes */
 void mrpool_tenants_show(struct seq_file *m)
 {
 	struct mrpool_tenant *t;
 
-	seq_puts(m, "uid bytes quarantined_bytes memlock_bytes\n");
+	seq_puts(m, "uid bytes quarantined_bytes memlock_bytes orphaned_bytes\n");
 	spin_lock(&mrpool_tenants_lock);
 	list_for_each_entry(t, &mrpool_tenants, node)
-		seq_printf(m, "%u %llu %llu %llu\n",
+		seq_printf(m, "%u %llu %llu %llu %llu\n",
 			   from_kuid_munged(&init_user_ns, t->uid),
 			   mrpool_pool_bytes(t->chunks),
 			   mrpool_pool_bytes(t->quarantined),
-			   mrpool_pool_bytes(t->memlock));
+			   mrpool_pool_bytes(t->memlock),
+			   mrpool_pool_bytes(t->orphaned));
 	if (mrpool_orphans.chunks)
-		seq_printf(m, "orphans %llu %llu 0\n",
+		seq_printf(m, "orphans %llu %llu 0 0\n",
 			   mrpool_pool_bytes(mrpool_orphans.chunks),
 			   mrpool_pool_bytes(mrpool_orphans.quarantined));
 	spin_unlock(&mrpool_tenants_lock);
@@ -489,6 +511,7 @@ int mrpool_tenants_walk(u64 *pos, bool all, kuid_t mine,
 		ti.bytes = mrpool_pool_bytes(t->chunks);
 		ti.quarantined = mrpool_pool_bytes(t->quarantined);
 		ti.memlock = mrpool_pool_bytes(t->memlock);
+		ti.orphaned = mrpool_pool_bytes(t->orphaned);
 		ret = fn(arg, &ti);
 		if (ret)
 			goto unlock;
@@ -501,6 +524,7 @@ int mrpool_tenants_walk(u64 *pos, bool all, kuid_t mine,
 		ti.bytes = mrpool_pool_bytes(mrpool_orphans.chunks);
 		ti.quarantined = mrpool_pool_bytes(mrpool_orphans.quarantined);
 		ti.memlock = 0;
+		ti.orphaned = 0;
 		ret = fn(arg, &ti);
 		if (ret)
 			goto unlock;

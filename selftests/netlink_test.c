@@ -7,7 +7,10 @@
  * filter answers with that device or -ENODEV, and every malformed request
  * (unknown or reply-only attributes, a string without its NUL or too
  * long, an attribute running past the message, an unknown command, the
- * event command) is refused with an errno. TENANT_GET: root lists every
+ * event command) is refused with an errno. GET, the sysfs totals and
+ * QUERY, looped by threads of nobody, answer while an ALLOC sleeps
+ * holding the pool lock and never hold up ALLOC/FREE cycles, their totals
+ * adding up throughout. TENANT_GET: root lists every
  * user's charge in uid order and the orphans, a user only its own, and a
  * user's charge is gone once its process is reaped. Events: a flood of failed
  * ALLOCs reaches listeners rate-limited, every one counted; a request
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -311,6 +315,311 @@ TEST_F(nl, get_one_device)
 	EXPECT_EQ(-ENODEV, nl_talk(self->fd, &r, NULL, 0));
 }
 
+/*
+ * Readers of the pool's totals from many threads of an unprivileged user:
+ * GET, the sysfs totals and QUERY, which must never wait for the pool
+ * lock ALLOC and FREE take (review kmod-2026-12-04, 10).
+ */
+#define FLOODERS	8
+
+struct flood_count {
+	long gets;	/* GETs answered */
+	long reads;	/* sysfs totals read */
+	long queries;	/* QUERYs answered */
+	long bad;	/* totals that did not add up */
+	long errs;	/* requests that failed */
+	int capped;	/* stopped at its bound, not told to */
+};
+
+/* Shared between the test and its children (MAP_SHARED). */
+struct flood {
+	int family;
+	long bound;		/* iterations per thread at most */
+	int stop;		/* the flooders' signal to end */
+	struct flood_count t[FLOODERS];
+	int cycles;		/* ALLOC/FREE cycles the allocator did */
+};
+
+/*
+ * One GET on @fd (nl_talk()'s buffer is shared: not for threads). The
+ * reply goes to @msg, @rx is for receiving. 0, or -errno.
+ */
+static int flood_get(int fd, int family, char *msg, char *rx)
+{
+	struct nlmsghdr *h;
+	struct nl_req r;
+	ssize_t n;
+	int got = 0;
+
+	nl_init(&r, family, MRPOOL_CMD_GET);
+	if (send(fd, &r, r.n.nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		n = recv(fd, rx, NL_BUF, 0);
+		if (n < 0)
+			return -errno;
+		for (h = (struct nlmsghdr *)rx; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				int err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+
+				return err ? err : got ? 0 : -ENODATA;
+			}
+			memcpy(msg, h, h->nlmsg_len);
+			got = 1;
+		}
+	}
+}
+
+/* total == free + used + quarantined, each at most total. */
+static bool flood_adds_up(uint64_t total, uint64_t free, uint64_t used,
+			  uint64_t quar)
+{
+	return used <= total && free <= total && quar <= total &&
+	       free + used + quar == total;
+}
+
+struct flood_arg {
+	struct flood *f;
+	int i;
+};
+
+/* One flooder thread: GET, two sysfs totals, QUERY, until told or bound. */
+static void *flooder(void *arg)
+{
+	struct flood_arg *fa = arg;
+	struct flood *f = fa->f;
+	struct flood_count *c = &f->t[fa->i];
+	struct mrpool_query q;
+	char *msg, *rx;
+	int fd, pfd;
+	long it;
+
+	msg = malloc(NL_BUF);
+	rx = malloc(NL_BUF);
+	fd = nl_open();
+	pfd = pool_open();
+	if (!msg || !rx || fd < 0) {
+		__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	for (it = 0; !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE); it++) {
+		if (it == f->bound) {
+			c->capped = 1;
+			break;
+		}
+		if (flood_get(fd, f->family, msg, rx)) {
+			__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
+		} else {
+			if (!flood_adds_up(nl_u64(msg, MRPOOL_A_TOTAL_BYTES),
+					   nl_u64(msg, MRPOOL_A_FREE_BYTES),
+					   nl_u64(msg, MRPOOL_A_USED_BYTES),
+					   nl_u64(msg, MRPOOL_A_QUARANTINED_BYTES)))
+				__atomic_add_fetch(&c->bad, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&c->gets, 1, __ATOMIC_RELEASE);
+		}
+		if (pool_attr("used_bytes") < 0 || pool_attr("total_bytes") < 0)
+			__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
+		else
+			__atomic_add_fetch(&c->reads, 1, __ATOMIC_RELAXED);
+		if (pfd < 0 || pool_query(pfd, &q)) {
+			__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		if (!flood_adds_up(q.total_bytes, q.free_bytes, q.used_bytes,
+				   q.quarantined_bytes))
+			__atomic_add_fetch(&c->bad, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->queries, 1, __ATOMIC_RELAXED);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	close(fd);
+	free(rx);
+	free(msg);
+	return NULL;
+}
+
+/* FLOODERS threads of nobody in a child of their own: its pid. */
+static pid_t flood_start(struct flood *f)
+{
+	struct flood_arg args[FLOODERS];
+	pthread_t th[FLOODERS];
+	pid_t pid;
+	int i;
+
+	pid = fork();
+	if (pid)
+		return pid;
+	if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+		_exit(90);
+	for (i = 0; i < FLOODERS; i++) {
+		args[i].f = f;
+		args[i].i = i;
+		if (pthread_create(&th[i], NULL, flooder, &args[i]))
+			_exit(91);
+	}
+	for (i = 0; i < FLOODERS; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+static struct flood *flood_map(int family, long bound)
+{
+	struct flood *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (f == MAP_FAILED)
+		return NULL;
+	f->family = family;
+	f->bound = bound;
+	return f;
+}
+
+/* Every flooder thread answered at least once. */
+static bool flood_all_got(struct flood *f)
+{
+	int i;
+
+	for (i = 0; i < FLOODERS; i++)
+		if (!__atomic_load_n(&f->t[i].gets, __ATOMIC_ACQUIRE))
+			return false;
+	return true;
+}
+
+static void flood_log(struct __test_metadata *_metadata, struct flood *f)
+{
+	int i;
+
+	for (i = 0; i < FLOODERS; i++)
+		TH_LOG("flooder %d: %ld GETs, %ld sysfs reads, %ld QUERYs, "
+		       "%ld inconsistent, %ld errors%s", i, f->t[i].gets,
+		       f->t[i].reads, f->t[i].queries, f->t[i].bad,
+		       f->t[i].errs, f->t[i].capped ? ", stopped at its bound" : "");
+}
+
+#define HOLD_KNOB	POOL_DEBUGFS "/hold_pool_lock"
+#define HOLD_ROUNDS	20
+
+/*
+ * GET, sysfs and QUERY answer while an ALLOC sleeps holding the pool lock
+ * (debugfs hold_pool_lock): every one of HOLD_ROUNDS rounds of each of
+ * FLOODERS threads of nobody is answered, with totals that add up, and
+ * the ALLOC is still inside the lock when they are all done (the knob
+ * still reads 2, holding). Before, each read took the pool lock: the
+ * flooders waited for the hold to end on its own (60 s), and the knob
+ * read 3.
+ */
+TEST_F(nl, readers_never_wait_for_pool_lock)
+{
+	struct mrpool_alloc a;
+	struct flood *f;
+	pid_t alloc, fl;
+	int st, i;
+
+	if (access(HOLD_KNOB, F_OK))
+		POOL_SKIP("no debugfs hold_pool_lock");
+	f = flood_map(self->family, HOLD_ROUNDS);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, pool_write_str(HOLD_KNOB, "1"));
+	alloc = fork();
+	ASSERT_LE(0, alloc);
+	if (!alloc) {
+		int fd = pool_open();
+
+		_exit(fd < 0 || pool_alloc(fd, 1, &a) ? 1 : 0);
+	}
+	ASSERT_TRUE(POOL_WAIT(pool_read_ll(HOLD_KNOB) == 2, 30000))
+		TH_LOG("the ALLOC never held the lock: knob %lld",
+		       pool_read_ll(HOLD_KNOB));
+
+	fl = flood_start(f);
+	ASSERT_LE(0, fl);
+	ASSERT_EQ(fl, waitpid(fl, &st, 0));
+	/* Read before anything ends the hold. */
+	EXPECT_EQ(2, pool_read_ll(HOLD_KNOB))
+		TH_LOG("the readers waited for the pool lock");
+	ASSERT_EQ(0, pool_write_str(HOLD_KNOB, "0"));
+	ASSERT_EQ(alloc, waitpid(alloc, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	flood_log(_metadata, f);
+	for (i = 0; i < FLOODERS; i++) {
+		EXPECT_EQ(HOLD_ROUNDS, f->t[i].gets);
+		EXPECT_EQ(HOLD_ROUNDS, f->t[i].reads);
+		EXPECT_EQ(HOLD_ROUNDS, f->t[i].queries);
+		EXPECT_EQ(0, f->t[i].bad);
+		EXPECT_EQ(0, f->t[i].errs);
+	}
+	munmap(f, sizeof(*f));
+}
+
+#define ALLOC_CYCLES	300
+#define FLOOD_BOUND	(1L << 24)
+
+/* ALLOC_CYCLES ALLOC/FREE cycles of 1 to 8 chunks (growth, then reuse). */
+static int flood_allocator(struct flood *f)
+{
+	struct mrpool_alloc a;
+	struct mrpool_query q;
+	int fd = pool_open(), i;
+
+	if (fd < 0 || pool_query(fd, &q))
+		return 1;
+	for (i = 0; i < ALLOC_CYCLES; i++) {
+		if (pool_alloc(fd, q.chunk_size * (1 + i % 8), &a))
+			return 2;
+		if (pool_free(fd, a.slice_id))
+			return 3;
+		__atomic_store_n(&f->cycles, i + 1, __ATOMIC_RELEASE);
+	}
+	close(fd);
+	return 0;
+}
+
+/*
+ * FLOODERS threads of nobody loop GET, sysfs reads and QUERY (at most
+ * FLOOD_BOUND rounds each) while another process does ALLOC_CYCLES
+ * ALLOC/FREE cycles, some growing the pool: the allocator finishes while
+ * every flooder is still going (none reached its bound), each flooder got
+ * answers, and every answer's totals add up although they change under it.
+ */
+TEST_F(nl, get_flood_does_not_stall_alloc)
+{
+	struct flood *f;
+	pid_t alloc, fl;
+	int st, i;
+
+	f = flood_map(self->family, FLOOD_BOUND);
+	ASSERT_NE(NULL, f);
+	fl = flood_start(f);
+	ASSERT_LE(0, fl);
+	/* The flood is on before the allocator starts. */
+	ASSERT_TRUE(POOL_WAIT(flood_all_got(f), 60000)) flood_log(_metadata, f);
+	alloc = fork();
+	ASSERT_LE(0, alloc);
+	if (!alloc)
+		_exit(flood_allocator(f));
+	ASSERT_EQ(alloc, waitpid(alloc, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+		TH_LOG("allocator: status %#x after %d cycles", st, f->cycles);
+	EXPECT_EQ(ALLOC_CYCLES, f->cycles);
+	/* Before telling them to stop: none of them ran out first. */
+	for (i = 0; i < FLOODERS; i++)
+		EXPECT_EQ(0, __atomic_load_n(&f->t[i].capped, __ATOMIC_ACQUIRE))
+			TH_LOG("flooder %d stopped before the allocator", i);
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(fl, waitpid(fl, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	flood_log(_metadata, f);
+	for (i = 0; i < FLOODERS; i++) {
+		EXPECT_LE(1, f->t[i].gets);
+		EXPECT_LE(1, f->t[i].reads);
+		EXPECT_LE(1, f->t[i].queries);
+		EXPECT_EQ(0, f->t[i].bad);
+		EXPECT_EQ(0, f->t[i].errs);
+	}
+	munmap(f, sizeof(*f));
+}
+
 /* Malformed requests: each refused with an errno, none answered. */
 TEST_F(nl, malformed_requests_refused)
 {
@@ -365,7 +674,7 @@ TEST_F(nl, malformed_requests_refused)
 /* One TENANT_GET message, parsed. */
 struct nl_tenant {
 	int64_t uid;		/* -1: the orphans */
-	uint64_t bytes, quarantined, memlock;
+	uint64_t bytes, quarantined, memlock, orphaned;
 };
 
 struct nl_tenants {
@@ -393,8 +702,10 @@ static void nl_tenant_keep(struct nlmsghdr *h, void *arg)
 	t->bytes = nl_u64(msg, MRPOOL_A_TENANT_BYTES);
 	t->quarantined = nl_u64(msg, MRPOOL_A_TENANT_QUARANTINED_BYTES);
 	t->memlock = nl_u64(msg, MRPOOL_A_TENANT_MEMLOCK_BYTES);
+	t->orphaned = nl_u64(msg, MRPOOL_A_TENANT_ORPHANED_BYTES);
 	if (t->uid == -2 || t->bytes == UINT64_MAX ||
-	    t->quarantined == UINT64_MAX || t->memlock == UINT64_MAX)
+	    t->quarantined == UINT64_MAX || t->memlock == UINT64_MAX ||
+	    t->orphaned == UINT64_MAX)
 		ts->bad++;
 }
 
@@ -976,10 +1287,47 @@ static void orphan_child(uint64_t chunk, int fd, int pipe_w)
 }
 
 /*
+ * What nobody's TENANT_GET (its own tenant) says the orphans hold of its
+ * chunks: the bytes, or -1 when the answer is not one full entry.
+ */
+static long long orphaned_seen_by_nobody(void)
+{
+	struct nl_tenants *ts;
+	int fd, fam, st, p[2];
+	long long v = -1;
+	uint32_t grp;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (!pid) {
+		close(p[0]);
+		ts = calloc(1, sizeof(*ts));
+		if (!ts || setgroups(0, NULL) || setgid(NOBODY) ||
+		    setuid(NOBODY) || (fd = nl_open()) < 0 ||
+		    (fam = nl_family(fd, &grp)) < 0 ||
+		    nl_tenants(fd, fam, false, ts) || ts->n != 1 || ts->bad)
+			_exit(1);
+		v = (long long)ts->t[0].orphaned;
+		_exit(write(p[1], &v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0 || read(p[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	return v;
+}
+
+/*
  * The orphans hold at most one share (max_user_mb here, one chunk): the
  * first exit's pinned chunk is orphaned, the second's stays the user's,
  * counted in stats/orphans_full and announced with ORPHANS_FULL (one
- * chunk); the pipe gone, both are back.
+ * chunk); the orphaned chunk is shown as nobody's (debugfs users'
+ * orphaned_bytes, and its own TENANT_GET) though charged to no user; the
+ * pipe gone, all are back.
  */
 TEST_F(ev, orphans_full)
 {
@@ -1011,6 +1359,9 @@ TEST_F(ev, orphans_full)
 		EXPECT_EQ(i * chunk, held < 0 ? 0 : held) TH_LOG("child %d", i);
 		EXPECT_EQ(full + i, pool_attr("stats/orphans_full"))
 			TH_LOG("child %d", i);
+		EXPECT_EQ(chunk, pool_user_row(NOBODY, POOL_USER_ORPHANED))
+			TH_LOG("child %d", i);
+		EXPECT_EQ(chunk, orphaned_seen_by_nobody()) TH_LOG("child %d", i);
 	}
 	ASSERT_EQ(0, nl_next_event(self->ev, MRPOOL_EVENT_ORPHANS_FULL,
 				   self->msg));
@@ -1020,7 +1371,10 @@ TEST_F(ev, orphans_full)
 	close(self->pipe[1]);
 	self->pipe[0] = self->pipe[1] = -1;
 	EXPECT_TRUE(POOL_WAIT(pool_orphan_bytes() == 0 &&
-			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0, 20000));
+			      pool_user_row(NOBODY, POOL_USER_BYTES) <= 0 &&
+			      pool_user_row(NOBODY, POOL_USER_ORPHANED) <= 0,
+			      20000));
+	EXPECT_EQ(0, orphaned_seen_by_nobody());
 }
 
 TEST_HARNESS_MAIN

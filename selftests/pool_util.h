@@ -497,15 +497,19 @@ static inline bool pool_users_readable(void)
 }
 
 /* The columns of debugfs users after the uid. */
-enum pool_user_col { POOL_USER_BYTES, POOL_USER_QUARANTINED, POOL_USER_MEMLOCK };
+enum pool_user_col {
+	POOL_USER_BYTES, POOL_USER_QUARANTINED, POOL_USER_MEMLOCK,
+	POOL_USER_ORPHANED,
+};
 
 /*
- * @uid's row of debugfs users: bytes charged, of those in quarantine, or
- * of those in RLIMIT_MEMLOCK (@col); -1 if not listed.
+ * @uid's row of debugfs users: bytes charged, of those in quarantine, of
+ * those in RLIMIT_MEMLOCK, or bytes of its the orphans hold (@col); -1 if
+ * not listed.
  */
 static inline long long pool_user_row(unsigned int uid, enum pool_user_col col)
 {
-	unsigned long long v[3];
+	unsigned long long v[4];
 	char line[256];
 	long long ret = -1;
 	unsigned int u;
@@ -515,8 +519,8 @@ static inline long long pool_user_row(unsigned int uid, enum pool_user_col col)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%u %llu %llu %llu", &u, &v[0], &v[1], &v[2]) == 4
-		    && u == uid)
+		if (sscanf(line, "%u %llu %llu %llu %llu", &u, &v[0], &v[1],
+			   &v[2], &v[3]) == 5 && u == uid)
 			ret = (long long)v[col];
 	fclose(f);
 	return ret;

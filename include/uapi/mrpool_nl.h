@@ -65,9 +65,10 @@
  * @MRPOOL_CMD_TENANT_GET: request (no privilege needed): what the users
  *	pool memory is charged to (tenants) hold, one message per tenant:
  *	%MRPOOL_A_TENANT_UID, %MRPOOL_A_TENANT_BYTES,
- *	%MRPOOL_A_TENANT_QUARANTINED_BYTES, %MRPOOL_A_TENANT_MEMLOCK_BYTES.
- *	Without NLM_F_DUMP, the caller's own tenant (all counts 0 if it has
- *	none). With NLM_F_DUMP, every tenant in uid order and then the
+ *	%MRPOOL_A_TENANT_QUARANTINED_BYTES, %MRPOOL_A_TENANT_MEMLOCK_BYTES,
+ *	%MRPOOL_A_TENANT_ORPHANED_BYTES (what the orphans hold of the
+ *	tenant's). Without NLM_F_DUMP, the caller's own tenant (all counts 0
+ *	if it has none). With NLM_F_DUMP, every tenant in uid order and then the
  *	charges of dead owners (%MRPOOL_A_TENANT_ORPHANS, no uid) for a
  *	caller with CAP_SYS_ADMIN in the initial user namespace; for anyone
  *	else only its own tenant, if it exists. A process inside a user
@@ -198,6 +199,9 @@ enum mrpool_nl_event {
  *	RLIMIT_MEMLOCK count (locked_vm) (TENANT_GET)
  * @MRPOOL_A_TENANT_ORPHANS: flag, this entry is the orphans: what dead
  *	owners' slices still hold, charged to no user (TENANT_GET)
+ * @MRPOOL_A_TENANT_ORPHANED_BYTES: u64, bytes taken from the tenant to the
+ *	orphans and still held, in none of its counts above (TENANT_GET;
+ *	0 in the orphans' entry)
  */
 enum mrpool_nl_attr {
 	MRPOOL_A_UNSPEC,
@@ -236,6 +240,7 @@ enum mrpool_nl_attr {
 	MRPOOL_A_TENANT_QUARANTINED_BYTES,
 	MRPOOL_A_TENANT_MEMLOCK_BYTES,
 	MRPOOL_A_TENANT_ORPHANS,
+	MRPOOL_A_TENANT_ORPHANED_BYTES,
 
 	__MRPOOL_A_MAX,
 	MRPOOL_A_MAX = __MRPOOL_A_MAX - 1
