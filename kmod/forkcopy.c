@@ -56,11 +56,14 @@
  * running yet), holding both mms' mmap_lock for write and no spinlock:
  * the copy may sleep -- allocate with GFP_KERNEL, take the slice's
  * mem_sem -- and its limit is the parent's. On every supported kernel
- * (6.1, 6.12, 7.3) the child's VMA is already in its mm's tree when
- * open runs, before dup_mmap() links it to its file and calls
- * copy_page_range(), which copies nothing for it: the parent's VMA is
- * neither VM_MIXEDMAP nor anonymous. The entries installed here are so
- * torn down with the child's mm however its fork ends.
+ * the child's VMA is already in its mm's tree when open runs (6.1.192,
+ * 6.12 and 7.3 call open after storing it in the tree and before linking
+ * it to its file and copy_page_range(); 6.1 before the stable backport of
+ * "fork: defer linking file vma until vma is fully initialized" called
+ * it after both), so the entries installed here are torn down with the
+ * child's mm however its fork ends, and copy_page_range() copies nothing
+ * into the range: the parent's VMA is neither VM_MIXEDMAP nor anonymous.
+ * No Kbuild probe is needed for it.
  *
  * Locking: the slice's mem_sem for read while its pages are copied, as a
  * fault holds it (mmap_lock, then mem_sem: revoke.c), and the allocator's.
