@@ -77,7 +77,7 @@
 #include "mrpool.h"
 
 #include <linux/mm.h>
-#include <linux/mmap_lock.h>
+#include <linux/lockdep.h>
 #include <linux/highmem.h>
 #include <linux/sched/signal.h>
 #include <linux/capability.h>
@@ -265,7 +265,8 @@ static void mrpool_forkcopy_install(struct vm_area_struct *vma,
 {
 	unsigned long left = fc->nr_pages;
 
-	mmap_assert_write_locked(vma->vm_mm);
+	/* not mmap_assert_write_locked(): its dump_mm() is not exported */
+	lockdep_assert_held_write(&vma->vm_mm->mmap_lock);
 	vm_insert_pages(vma, vma->vm_start, fc->pages, &left);
 	mrpool_vm_flags_clear(vma, VM_MIXEDMAP);
 }
