@@ -25,6 +25,16 @@ static inline void mrpool_vm_flags_set(struct vm_area_struct *vma,
 #endif
 }
 
+static inline void mrpool_vm_flags_clear(struct vm_area_struct *vma,
+					 vm_flags_t flags)
+{
+#ifdef MRPOOL_HAVE_VM_FLAGS_SET
+	vm_flags_clear(vma, flags);
+#else
+	vma->vm_flags &= ~flags;
+#endif
+}
+
 /*
  * 6.10 replaced mm->get_unmapped_area with mm_get_unmapped_area(mm, ...);
  * 6.19 dropped its mm ("mm: consistently use current->mm in

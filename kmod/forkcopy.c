@@ -12,20 +12,38 @@
  * allocated with GFP_KERNEL_ACCOUNT -- charged to the memory cgroup of
  * the forking task, which the child starts in unless clone3() put it
  * elsewhere (as the kernel's own copies of DMA-pinned anonymous pages at
- * fork are), and counted as locked memory (below), not to the pool;
- * never pinned by the module, registered or zeroed for reuse. The
- * child's faults map those pages, so its writes stay its own, and the
- * parent's VMA, its slice and the slice's registrations are left as they
- * were. The copy holds no slice reference: a FREE or close by the
+ * fork are), and counted as pinned memory of the child (below), not to
+ * the pool; never pinned by the module, registered or zeroed for reuse.
+ * The parent's VMA, its slice and the slice's registrations are left as
+ * they were. The copy holds no slice reference: a FREE or close by the
  * parent returns the chunks whatever the child still maps.
  *
- * The copy counts as locked memory (mrpool_forkcopy_charge()): in the
- * locked_vm of the forking task's tenant (tenant.c; in a user namespace
- * that of its outermost owner, which the pool charges of every uid in it
- * draw on too), against the forking task's RLIMIT_MEMLOCK, unless it has
- * CAP_IPC_LOCK.
+ * The whole copy is mapped into the child at once, from that open
+ * (mrpool_forkcopy_install()): every page is in the child's RSS
+ * (RssFile, as a fault of it would count it) from the fork on, so the
+ * memory a copy holds is seen where the OOM killer looks and goes when
+ * it kills the child, touched or not. The child's writes stay its own;
+ * a page whose entry was zapped since (below) is mapped again by the
+ * fault handler.
  *
- * A copy that cannot be made (no memory, no tenant, past RLIMIT_MEMLOCK,
+ * The copy counts as pinned memory of the child's mm
+ * (mrpool_forkcopy_charge()): in its pinned_vm, against the forking
+ * task's RLIMIT_MEMLOCK, unless that task has CAP_IPC_LOCK; it goes with
+ * the copy, when the child's mm unmaps the last of it or is torn down.
+ * Nothing of it is a count of the forking user's: a child that exited
+ * while another user holds its mm (a read of its /proc/<pid>/cmdline
+ * stuck on a FUSE page) keeps only memory of its own, in its RSS and its
+ * memory cgroup, and the user's limits as they were before the fork.
+ *
+ * What can still hold copy pages out of the child's RSS, until it
+ * touches them again: a zap of its entries that leaves the VMA -- its
+ * own MADV_DONTNEED, or the revocation of the slice when the parent
+ * FREEs it or exits, which zaps every VMA of the slice's file range,
+ * copies included (revoke.c) -- and the pieces of a VMA the child
+ * partly unmapped, freed with the last piece. Each stays within the
+ * child's pinned_vm, hence its RLIMIT_MEMLOCK, and its memory cgroup.
+ *
+ * A copy that cannot be made (no memory, past RLIMIT_MEMLOCK,
  * a fatal signal, a page with a hardware error, or the debugfs knob
  * fail_fork_copy) leaves the VMA with no copy: every access of the child
  * to it is SIGBUS, never the pool's pages. A copy is shared by the pieces
@@ -37,7 +55,15 @@
  * with the parent's credentials and rlimits; the child's task is not
  * running yet), holding both mms' mmap_lock for write and no spinlock:
  * the copy may sleep -- allocate with GFP_KERNEL, take the slice's
- * mem_sem and a tenant reference -- and what it charges is the parent's.
+ * mem_sem -- and its limit is the parent's. On every supported kernel
+ * the child's VMA is already in its mm's tree when open runs (6.1.192,
+ * 6.12 and 7.3 call open after storing it in the tree and before linking
+ * it to its file and copy_page_range(); 6.1 before the stable backport of
+ * "fork: defer linking file vma until vma is fully initialized" called
+ * it after both), so the entries installed here are torn down with the
+ * child's mm however its fork ends, and copy_page_range() copies nothing
+ * into the range: the parent's VMA is neither VM_MIXEDMAP nor anonymous.
+ * No Kbuild probe is needed for it.
  *
  * Locking: the slice's mem_sem for read while its pages are copied, as a
  * fault holds it (mmap_lock, then mem_sem: revoke.c), and the allocator's.
@@ -51,6 +77,7 @@
 #include "mrpool.h"
 
 #include <linux/mm.h>
+#include <linux/lockdep.h>
 #include <linux/highmem.h>
 #include <linux/sched/signal.h>
 #include <linux/capability.h>
@@ -65,10 +92,10 @@ struct mrpool_fork_copy {
 	unsigned long nr_pages;
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
 	/*
-	 * The tenant whose locked_vm holds nr_pages (a reference), or NULL:
-	 * not charged (CAP_IPC_LOCK), or not yet.
+	 * The mm whose pinned_vm holds nr_pages (mmgrab()ed: the child's),
+	 * or NULL: not charged (CAP_IPC_LOCK), or not yet.
 	 */
-	struct mrpool_tenant *tenant;
+	struct mm_struct *charged;
 };
 
 static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
@@ -84,46 +111,58 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
 }
 
 /*
- * A copy is memory the kernel cannot reclaim or swap, and it is not in
- * the child's RSS until touched: locked memory, as the pool's own. Unless
- * the task has CAP_IPC_LOCK, it is charged against RLIMIT_MEMLOCK to the
- * forking task's tenant (tenant.c), the locked_vm the pool charges of
- * that task's uid draw on -- shared by every uid of a user namespace, as
- * a per-kuid count (current_user()) would not be -- so that forks cannot
- * multiply a small slice into memory no limit and no OOM score sees.
- * The count outlives a child that exited while another task holds its
- * mm (get_task_mm(): a read of its /proc/<pid>/cmdline stuck on a FUSE
- * page), until that task lets go: a per-mm count (pinned_vm) would not,
- * but would let one user pin RLIMIT_MEMLOCK per process, unswappable and
- * out of RSS until touched, so unseen by the OOM killer; this bound
- * is kept, and the held count is the smaller harm.
- * Return: 0, or -ENOMEM past the limit or with no tenant to be had.
+ * A copy is memory the kernel cannot reclaim or swap: pinned memory of
+ * the child's mm, as an RDMA registration's pages are of theirs (VmPin
+ * in /proc/<pid>/status). Unless the forking task has CAP_IPC_LOCK, it
+ * is charged to @mm's pinned_vm against that task's RLIMIT_MEMLOCK
+ * (which the child inherits), so that forks cannot multiply a small
+ * slice into memory no limit sees: each process up to its limit, as
+ * mlock() allows, and the memory cgroup (GFP_KERNEL_ACCOUNT) over all of
+ * them; the copy is in the child's RSS as well (mrpool_forkcopy_install()),
+ * so each such process is as visible to the OOM killer as its size.
+ *
+ * pinned_vm, not locked_vm: locked_vm is mlock()'s count of VM_LOCKED
+ * ranges, kept by munmap() and mremap() themselves under mmap_lock held
+ * for write, and a VM_DONTEXPAND VMA is never VM_LOCKED (mlock() skips
+ * VM_SPECIAL ones); taking the copy back out of it would be ours to do
+ * in vm_ops->close, which munmap() may run with mmap_lock downgraded to
+ * read, racing another's plain update. pinned_vm is atomic, is what
+ * ib_umem_get() counts a registration in against the same
+ * RLIMIT_MEMLOCK (so the child's own registrations and its copies share
+ * one limit), and is given back here whatever lock the caller holds.
+ *
+ * Not a per-user count: the copy lives and dies with the child's mm, and
+ * a count of its user would outlive the child wherever another task
+ * holds that mm (a read of /proc/<pid>/cmdline stuck on a FUSE page can
+ * hold any process's): another user could keep the owner's count full,
+ * and its next forks refused, long after the child had exited.
+ * Return: 0, or -ENOMEM past the limit.
  */
-static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc)
+static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc,
+				  struct mm_struct *mm)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	struct mrpool_tenant *t;
+	s64 pinned;
 
 	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
 		return 0;
-	t = mrpool_tenant_get();
-	if (!t)
-		return -ENOMEM;
-	if (mrpool_tenant_lock_pages(t, fc->nr_pages, limit)) {
-		mrpool_tenant_put(t);
+	pinned = atomic64_add_return(fc->nr_pages, &mm->pinned_vm);
+	if ((u64)pinned > limit) {
+		atomic64_sub(fc->nr_pages, &mm->pinned_vm);
 		return -ENOMEM;
 	}
-	fc->tenant = t;
+	mmgrab(mm);
+	fc->charged = mm;
 	return 0;
 }
 
 static void mrpool_forkcopy_uncharge(struct mrpool_fork_copy *fc)
 {
-	if (!fc->tenant)
+	if (!fc->charged)
 		return;
-	mrpool_tenant_unlock_pages(fc->tenant, fc->nr_pages);
-	mrpool_tenant_put(fc->tenant);
-	fc->tenant = NULL;
+	atomic64_sub(fc->nr_pages, &fc->charged->pinned_vm);
+	mmdrop(fc->charged);
+	fc->charged = NULL;
 }
 
 static void mrpool_forkcopy_release(struct kref *ref)
@@ -176,7 +215,7 @@ mrpool_forkcopy_make(struct vm_area_struct *vma, struct mrpool_slice *s,
 	fc->mm = vma->vm_mm;
 	fc->pgoff = vma->vm_pgoff;
 	fc->nr_pages = nr;
-	if (mrpool_forkcopy_charge(fc))
+	if (mrpool_forkcopy_charge(fc, vma->vm_mm))
 		goto free_pages;
 	for (i = 0; i < nr; i++) {
 		/* A fork being killed is undone anyway: stop copying. */
@@ -205,6 +244,34 @@ free_fc:
 }
 
 /*
+ * Map every page of the new copy @fc into the child's @vma now, rather
+ * than at each first touch: the copy is then in the child's RSS from the
+ * fork on (vm_insert_pages() counts each page as a fault of it would,
+ * MM_FILEPAGES, and the zap at the child's exit or unmap takes it out
+ * again). Called from vm_ops->open inside dup_mmap(), with the child's
+ * mmap_lock held for write: vm_insert_pages() sets VM_MIXEDMAP (it
+ * checks that mmap_lock cannot be taken for read; 6.3+'s vm_flags_set()
+ * asserts it held for write and, 6.4+, write-locks the VMA,
+ * vma_start_write(), as dup_mmap() does clearing VM_LOCKED on it); it is
+ * cleared again here, for the entries are of ordinary refcounted pages,
+ * as a fault maps them, and a VM_MIXEDMAP VMA would have its entries
+ * copied into a grandchild by copy_page_range() -- the child's own pages
+ * shared with it, on top of the grandchild's copy mapped here. A failure
+ * to map a page (no memory for a page table) leaves it to the fault
+ * handler, as before.
+ */
+static void mrpool_forkcopy_install(struct vm_area_struct *vma,
+				    struct mrpool_fork_copy *fc)
+{
+	unsigned long left = fc->nr_pages;
+
+	/* not mmap_assert_write_locked(): its dump_mm() is not exported */
+	lockdep_assert_held_write(&vma->vm_mm->mmap_lock);
+	vm_insert_pages(vma, vma->vm_start, fc->pages, &left);
+	mrpool_vm_flags_clear(vma, VM_MIXEDMAP);
+}
+
+/*
  * Turn the fork child's @vma, a copy of the parent's VMA of @s or of the
  * copy @src, into a VMA of a copy of its own (or of none: SIGBUS).
  */
@@ -227,7 +294,11 @@ static void mrpool_forkcopy_adopt(struct vm_area_struct *vma,
 				  struct mrpool_slice *s,
 				  struct mrpool_fork_copy *src)
 {
-	mrpool_forkcopy_set(vma, mrpool_forkcopy_make(vma, s, src));
+	struct mrpool_fork_copy *fc = mrpool_forkcopy_make(vma, s, src);
+
+	mrpool_forkcopy_set(vma, fc);
+	if (fc)
+		mrpool_forkcopy_install(vma, fc);
 }
 
 /**

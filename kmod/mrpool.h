@@ -289,9 +289,6 @@ int mrpool_tenant_charge(struct mrpool_tenant *t, unsigned long nr,
 			 bool covered, bool *memlock);
 void mrpool_tenant_uncharge(struct mrpool_tenant *t, unsigned long nr,
 			    bool memlock);
-int mrpool_tenant_lock_pages(struct mrpool_tenant *t, unsigned long pages,
-			     unsigned long limit);
-void mrpool_tenant_unlock_pages(struct mrpool_tenant *t, unsigned long pages);
 void mrpool_chunk_charge(struct mrpool_chunk *c, struct mrpool_tenant *t,
 			 bool memlock, struct mrpool_quota_charge *qc);
 void mrpool_chunk_quarantined(struct mrpool_chunk *c);

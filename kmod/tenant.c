@@ -22,11 +22,11 @@
  * tenant's locked_vm is that of the task that made the tenant: the
  * owner's own when one of the owner's tasks opened the device first, else
  * that of the first uid of the namespace to do so; every uid charged to
- * the tenant draws on that one count. So does a fork child's copy of a
- * FORK_COPY slice (forkcopy.c): locked memory charged to the forking
- * task's tenant (mrpool_tenant_lock_pages()) -- in its locked_vm only,
- * not in its chunks -- so the subuids of one owner cannot each fork
- * copies against an RLIMIT_MEMLOCK count of their own either.
+ * the tenant draws on that one count. A fork child's copy of a FORK_COPY
+ * slice is not the tenant's: it is memory of the child's mm (forkcopy.c),
+ * in its RSS from the fork on and in its pinned_vm, limited per process
+ * as mlock() is, and gone with that mm, which another user may hold long
+ * after the child exited.
  *
  * A user's own charge is back by the time its process has been reaped,
  * and no other user keeps it (issue 33): the owner's FREE, or its file's
@@ -199,16 +199,15 @@ void mrpool_tenant_put(struct mrpool_tenant *t)
  *
  * Adds @pages to the locked_vm of @t's user, the one count every uid
  * charged to @t draws on (see above), unless that would pass @limit.
- * Callers are the pool's charge (mrpool_tenant_charge(), which holds
- * mrpool_tenants_lock to keep it and the tenant's chunk counts together)
- * and a fork child's copy of a slice (forkcopy.c, without the lock):
- * locked_vm is atomic, shared with the kernel's other per-user charges
- * (io_uring's, perf's), and this needs no lock of ours.
+ * The pool's charge (mrpool_tenant_charge()) holds mrpool_tenants_lock
+ * to keep it and the tenant's chunk counts together; locked_vm itself is
+ * atomic, shared with the kernel's other per-user charges (io_uring's,
+ * perf's).
  *
  * Return: 0, or -ENOMEM past @limit; nothing is counted then.
  */
-int mrpool_tenant_lock_pages(struct mrpool_tenant *t, unsigned long pages,
-			     unsigned long limit)
+static int mrpool_tenant_lock_pages(struct mrpool_tenant *t,
+				    unsigned long pages, unsigned long limit)
 {
 	unsigned long cur, new;
 
@@ -222,7 +221,8 @@ int mrpool_tenant_lock_pages(struct mrpool_tenant *t, unsigned long pages,
 }
 
 /* Give back @pages counted by mrpool_tenant_lock_pages(). */
-void mrpool_tenant_unlock_pages(struct mrpool_tenant *t, unsigned long pages)
+static void mrpool_tenant_unlock_pages(struct mrpool_tenant *t,
+				       unsigned long pages)
 {
 	atomic_long_sub(pages, &t->user->locked_vm);
 }

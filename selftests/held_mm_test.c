@@ -18,9 +18,9 @@
  *
  * The holder here is as unprivileged as on a host: nobody, in a user
  * namespace of its own (FUSE mounts are allowed there), with /dev/fuse
- * 0666 as Debian's udev makes it. (What a held mm of a fork child still
- * keeps: its copy of a FORK_COPY slice, counted in the forking tenant's
- * locked memory until the mm goes, forkcopy.c; not tested here.)
+ * 0666 as Debian's udev makes it. The second test holds the mm of a fork
+ * child with a copy of a FORK_COPY slice: memory of that mm (its RSS and
+ * its pinned_vm, forkcopy.c), no count of its user's.
  *
  * VM kernels: all (exit_mm(), exit_files() and the zap are mm's, per kernel)
  */
@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -542,6 +543,127 @@ TEST_F_TIMEOUT(held, owner_reaped_while_mm_held, 600)
 	EXPECT_GT(0, holder_stop(&self->h));
 	EXPECT_TRUE(pool_back_to(self->fd, &self->q0, &q));
 	EXPECT_GE(0, pool_user_row(OWNER, POOL_USER_BYTES));
+	close(out[0]);
+}
+
+/* Fork a reader of the copy at @p; its exit status (128 + a signal). */
+static int copy_reader(const uint8_t *p, size_t len)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (!pid)
+		_exit(p[0] == 0x43 && p[len - 1] == 0x43 ? 0 : 1);
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * As OWNER, RLIMIT_MEMLOCK two chunks: a one-chunk FORK_COPY slice
+ * mapped and written (one chunk of its tenant's count), then a fork
+ * whose child reads its copy, reports its pid and exits at EOF on @go;
+ * once it is reaped (its status reported): the ALLOC of a second chunk
+ * (0 or -errno reported), then a second child that reads its copy as
+ * soon as it is forked (its status reported). Then waits to be killed.
+ */
+static void copier_main(uint64_t chunk, int go, int out)
+{
+	struct rlimit rl = { 2 * chunk, 2 * chunk };
+	struct mrpool_alloc a, b;
+	uint8_t *p;
+	pid_t child;
+	char c;
+	int fd, st;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(80);
+	become(OWNER);
+	fd = pool_open();
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = chunk;
+	a.node = MRPOOL_NODE_ANY;
+	a.flags = MRPOOL_ALLOC_FORK_COPY;
+	if (fd < 0 || pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a))
+		_exit(81);
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED)
+		_exit(82);
+	memset(p, 0x43, a.length);
+	child = fork();
+	if (child < 0)
+		_exit(83);
+	if (!child) {
+		if (p[0] != 0x43 || p[a.length - 1] != 0x43)
+			_exit(84);
+		put_int(out, getpid());
+		while (read(go, &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	if (waitpid(child, &st, 0) != child)
+		_exit(85);
+	put_int(out, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	put_int(out, pool_alloc(fd, chunk, &b));
+	put_int(out, copy_reader(p, a.length));
+	for (;;)
+		pause();
+}
+
+/*
+ * A fork child's copy of a FORK_COPY slice is memory of the child's mm
+ * (forkcopy.c), so another user that holds that mm after the child
+ * exited keeps nothing charged to the owner: with RLIMIT_MEMLOCK room
+ * for two chunks, the owner's tenant counts its one-chunk slice while
+ * nobody holds the first child's mm (its copy still mapped there), as
+ * before the fork -- the owner ALLOCs its second chunk -- and the owner's
+ * next fork gets its copy. (Counted on the owner's tenant, the held copy
+ * filled the count: that ALLOC failed ENOMEM and the second child died
+ * of SIGBUS.) Once the owner is reaped its charge is 0 and the slices
+ * are back, while the first child's mm is still held.
+ */
+TEST_F_TIMEOUT(held, fork_copy_not_charged_to_owner_when_held, 600)
+{
+	long long copies = pool_attr("stats/fork_copies");
+	long long fails = pool_attr("stats/fork_copy_failures");
+	struct mrpool_query q;
+	int go[2], out[2], st, step, child;
+	pid_t owner;
+
+	POOL_SETUP_SKIPPED();
+	owner = owner_start(copier_main, self->chunk, go, out);
+	ASSERT_LT(0, owner);
+	child = get_int(out[0], WAIT_MS);
+	ASSERT_LT(0, child);
+	EXPECT_EQ((long long)self->chunk,
+		  pool_user_row(OWNER, POOL_USER_MEMLOCK));
+
+	step = holder_start(&self->h, child);
+	ASSERT_EQ(HELD_OK, step)
+		TH_LOG("the holder failed at: %s", held_step_name(step));
+	close(go[1]);
+	EXPECT_EQ(0, get_int(out[0], WAIT_MS));	/* the first child */
+	EXPECT_EQ(0, get_int(out[0], WAIT_MS))	/* the second chunk */
+		TH_LOG("the owner's ALLOC within its RLIMIT_MEMLOCK failed");
+	EXPECT_EQ(0, get_int(out[0], WAIT_MS))	/* the second child */
+		TH_LOG("the second child's copy was refused");
+	/* the owner's count: its two chunks, no copy; the mm still held */
+	EXPECT_EQ((long long)(2 * self->chunk),
+		  pool_user_row(OWNER, POOL_USER_MEMLOCK));
+	EXPECT_TRUE(holder_waiting(&self->h));
+	EXPECT_EQ(copies + 2, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(fails, pool_attr("stats/fork_copy_failures"));
+
+	ASSERT_EQ(0, kill(owner, SIGKILL));
+	ASSERT_EQ(owner, waitpid(owner, &st, 0));
+	EXPECT_GE(0, pool_user_row(OWNER, POOL_USER_BYTES));
+	EXPECT_TRUE(pool_back_to(self->fd, &self->q0, &q));
+	EXPECT_TRUE(holder_waiting(&self->h));
+
+	EXPECT_GT(0, holder_stop(&self->h));
 	close(out[0]);
 }
 

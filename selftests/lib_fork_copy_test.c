@@ -451,15 +451,18 @@ TEST_F(kfork, failed_copy_sigbus)
 }
 
 /*
- * A copy is locked memory: without CAP_IPC_LOCK it counts against the
- * forking user's RLIMIT_MEMLOCK. As nobody with room for two chunks, one
- * a FORK_COPY slice: the first child's copy fits, a second child's while
- * the first lives does not (SIGBUS, a failure counted), a third's after
- * the first exited fits again (its copy gave the count back).
+ * A copy is pinned memory of the child: without CAP_IPC_LOCK it counts in
+ * the child's VmPin against the forking task's RLIMIT_MEMLOCK, per
+ * process as mlock() does, never on a count of its user. As nobody with
+ * room for two chunks, one a FORK_COPY slice: the first child's copy
+ * fits (one chunk in its VmPin), so does a second child's while the
+ * first lives (a count of the user's would be full), and a third's once
+ * the limit is cut below a chunk does not (SIGBUS, a failure counted).
  */
 static int memlock_owner(size_t chunk)
 {
 	struct rlimit rl = { 2 * chunk, 2 * chunk };
+	struct rlimit cut = { chunk / 2, chunk / 2 };
 	struct mrpool_alloc a;
 	int fd, hold[2], ok = 0;
 	pid_t c1, c2, c3;
@@ -481,27 +484,31 @@ static int memlock_owner(size_t chunk)
 		close(hold[1]);
 		if (!rdt_pattern_same(p, a.length, 9))
 			_exit(1);
+		if (pool_vmpin_kb() != (long long)(chunk >> 10))
+			_exit(2);
 		(void)!read(hold[0], &c, 1);	/* until the owner lets go */
 		_exit(0);
 	}
 	c2 = fork();
-	if (c2 == 0) {
+	if (c2 == 0)
+		_exit(rdt_pattern_same(p, a.length, 9) ? 0 : 1);
+	ok |= ended(c2) == 0 ? 0 : 1;
+	close(hold[1]);
+	ok |= ended(c1) == 0 ? 0 : 2;
+	if (setrlimit(RLIMIT_MEMLOCK, &cut))
+		return 13;
+	c3 = fork();
+	if (c3 == 0) {
 		volatile char v = p[0];
 
 		(void)v;
 		_exit(0);
 	}
-	ok |= ended(c2) == 128 + SIGBUS ? 0 : 1;
-	close(hold[1]);
-	ok |= ended(c1) == 0 ? 0 : 2;
-	c3 = fork();
-	if (c3 == 0)
-		_exit(rdt_pattern_same(p, a.length, 9) ? 0 : 1);
-	ok |= ended(c3) == 0 ? 0 : 4;
+	ok |= ended(c3) == 128 + SIGBUS ? 0 : 4;
 	return ok ? 20 + ok : 0;
 }
 
-TEST_F(kfork, copy_charged_to_memlock)
+TEST_F(kfork, copy_counted_in_the_child)
 {
 	long long fails0 = stat_of("fork_copy_failures");
 	long long copies0 = stat_of("fork_copies");

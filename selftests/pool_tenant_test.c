@@ -6,9 +6,10 @@
  * when the file closes, mapped and exported ones revoked, a forked
  * child that cannot fault in its parent's slice (MADV_DOFORK), kernel
  * addresses hidden from the unprivileged, the uids of a user namespace
- * charged to its owner (their fork copies too, in its one locked-memory
- * count), and a user's charge back by the time its process has been
- * reaped, however it died.
+ * charged to its owner, fork copies of FORK_COPY slices counted in each
+ * child (its RSS from the fork on, its VmPin against RLIMIT_MEMLOCK) and
+ * never in a user's count, and a user's charge back by the time its
+ * process has been reaped, however it died.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +24,8 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
@@ -40,6 +43,8 @@
 
 #define NOBODY		65534
 #define SPLICED		6	/* slices the abuse loop tries */
+#define RSS_CHUNKS	4	/* the slice whose copy is looked for in RSS */
+#define NKIDS		20	/* children of one user, each with a copy */
 
 FIXTURE(tenant) {
 	int fd;
@@ -416,19 +421,6 @@ TEST_F(tenant, subuids_charged_to_owner)
 }
 
 /*
- * Fork copies of a namespace's uids share its owner's locked memory (issue
- * 32). Each of NSUIDS uids of OWNER's namespace ALLOCs and maps a
- * FORK_COPY chunk, every process with RLIMIT_MEMLOCK = NSUIDS + 1 chunks:
- * the pool's charges of all the uids are in the one locked_vm of OWNER's
- * tenant already (NSUIDS chunks: debugfs users' memlock column says so),
- * which leaves room for exactly one copy of a chunk. Then the uids fork in
- * turn, each a child that reads its whole copy: the first copy fits, every
- * later one would pass the limit, so those children get SIGBUS and
- * fork_copy_failures counts them. A copy charged to the forking uid's own
- * kuid instead (a fresh locked_vm per subuid) gives every child its copy.
- */
-
-/*
  * Fork a child that reads its copy of @p, @len bytes of @v, then holds it
  * until the test ends. Return: 0 if the child read them; else 128 + the
  * signal that killed it, 256 + its exit code, or -1.
@@ -517,7 +509,17 @@ static void copier_child(unsigned int u, const struct ns_run *r)
 	_exit(0);
 }
 
-TEST_F(tenant, fork_copies_of_subuids_share_owner_memlock)
+/*
+ * Three uids of OWNER's namespace each fork a reader of its FORK_COPY
+ * chunk, with RLIMIT_MEMLOCK room for their three pool chunks and one
+ * chunk more: each child's copy is pinned memory of that child (its
+ * VmPin), within the limit for each, so all three read their copies, and
+ * the tenant's locked-memory count holds the pool chunks only. (Copies
+ * counted on the tenant left room for one: the next two died of SIGBUS;
+ * and a count that outlived the child could be kept full by another
+ * user: held_mm_test.)
+ */
+TEST_F(tenant, fork_copies_count_in_the_child)
 {
 	struct ns_run r = {
 		.fn = copier_child, .chunk = self->q0.chunk_size,
@@ -543,13 +545,369 @@ TEST_F(tenant, fork_copies_of_subuids_share_owner_memlock)
 		ASSERT_EQ(1, write(r.go[1], "g", 1));
 		got[i] = ns_heard(&r);
 	}
-	EXPECT_EQ(0, got[0]);
-	for (int i = 1; i < NSUIDS; i++)
-		EXPECT_EQ(128 + SIGBUS, got[i]);
-	EXPECT_EQ(fails + NSUIDS - 1, pool_attr("stats/fork_copy_failures"));
-	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
+	for (int i = 0; i < NSUIDS; i++)
+		EXPECT_EQ(0, got[i]);
+	EXPECT_EQ(fails, pool_attr("stats/fork_copy_failures"));
+	EXPECT_EQ(copies + NSUIDS, pool_attr("stats/fork_copies"));
+	EXPECT_EQ((long long)(NSUIDS * chunk), user_memlock(OWNER));
 	EXPECT_EQ(pid, ns_end(&r, pid));
 	EXPECT_TRUE(POOL_WAIT(user_bytes(OWNER) <= 0, 20000));
+}
+
+/*
+ * As nobody: two one-chunk FORK_COPY slices, then RLIMIT_MEMLOCK cut to
+ * one chunk and a fork. Returns 0 when the child has a copy of one slice
+ * (its bytes, one chunk in its VmPin) and none of the other (SIGBUS),
+ * else the step that went otherwise.
+ */
+static int per_child_limit(uint64_t chunk)
+{
+	struct rlimit big = { 3 * chunk, 3 * chunk }, one = { chunk, chunk };
+	struct mrpool_alloc a[2];
+	volatile uint8_t *p[2];
+	int fd, st, i;
+	pid_t pid;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &big) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		return 1;
+	fd = pool_open();
+	if (fd < 0)
+		return 2;
+	for (i = 0; i < 2; i++) {
+		memset(&a[i], 0, sizeof(a[i]));
+		a[i].size = sizeof(a[i]);
+		a[i].bytes = chunk;
+		a[i].node = MRPOOL_NODE_ANY;
+		a[i].flags = MRPOOL_ALLOC_FORK_COPY;
+		if (pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a[i]))
+			return 3;
+		p[i] = pool_map(fd, &a[i]);
+		if (p[i] == MAP_FAILED)
+			return 4;
+		memset((void *)p[i], 0x31 + i, chunk);
+	}
+	/* the pool's two chunks stay charged; the copies are the child's */
+	if (setrlimit(RLIMIT_MEMLOCK, &one))
+		return 5;
+	pid = fork();
+	if (pid < 0)
+		return 6;
+	if (!pid) {
+		/* one copy made, whichever VMA fork() copied first */
+		int t0 = pool_touch(p[0], false), t1 = pool_touch(p[1], false);
+		int v = t0 ? 1 : 0;
+
+		if (!(t0 == 0 && t1 == SIGBUS) && !(t0 == SIGBUS && t1 == 0))
+			_exit(7);
+		if (p[v][0] != 0x31 + v || p[v][chunk - 1] != 0x31 + v)
+			_exit(8);
+		_exit(pool_vmpin_kb() == (long long)(chunk >> 10) ? 0 : 9);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return 10;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * RLIMIT_MEMLOCK bounds each child's copies: a child of a task with
+ * room for one chunk gets a copy of one slice (in its VmPin) and none of
+ * the other (SIGBUS), whatever its user's pool charge already holds (two
+ * chunks, past that limit: counted on the tenant, no copy fitted).
+ */
+TEST_F(tenant, fork_copy_limit_per_child)
+{
+	long long fails = pool_attr("stats/fork_copy_failures");
+	long long copies = pool_attr("stats/fork_copies");
+	uint64_t chunk = self->q0.chunk_size;
+	int st;
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(per_child_limit(chunk));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("status %#x", st);
+	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(fails + 1, pool_attr("stats/fork_copy_failures"));
+	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+}
+
+/*
+ * A copy is mapped whole into the child at the fork (forkcopy.c), so it
+ * is in the child's RSS before the child touches any of it, where the
+ * OOM killer sees it: as root, a FORK_COPY slice of RSS_CHUNKS chunks,
+ * written, then a fork whose child reads its own VmRSS and RssFile (the
+ * copy's pages count as file pages, as a fault would count them) before
+ * its first access, then its bytes. (Mapped by its faults only, the
+ * copy was in neither until touched.)
+ */
+TEST_F(tenant, fork_copy_in_child_rss)
+{
+	long long slack = pool_rss_slack_kb(), got[3];
+	uint64_t len = RSS_CHUNKS * self->q0.chunk_size;
+	struct mrpool_alloc a;
+	int rep[2], st;
+	uint8_t *p;
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = len;
+	a.node = MRPOOL_NODE_ANY;
+	a.flags = MRPOOL_ALLOC_FORK_COPY;
+	ASSERT_EQ(0, pool_ioctl(self->fd, MRPOOL_IOC_ALLOC, &a));
+	p = pool_map(self->fd, &a);
+	ASSERT_NE(MAP_FAILED, p);
+	memset(p, 0x5c, a.length);
+	ASSERT_EQ(0, pipe(rep));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		long long v[3];
+
+		/* nothing of the copy touched before these two reads */
+		v[0] = pool_status_kb(0, "VmRSS");
+		v[1] = pool_status_kb(0, "RssFile");
+		v[2] = p[0] == 0x5c && p[a.length - 1] == 0x5c;
+		_exit(write(rep[1], v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(rep[1]);
+	ASSERT_EQ((ssize_t)sizeof(got), read(rep[0], got, sizeof(got)));
+	close(rep[0]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	EXPECT_LE((long long)(a.length >> 10) - slack, got[0])
+		TH_LOG("VmRSS %lld kB, the copy %llu kB", got[0],
+		       (unsigned long long)a.length >> 10);
+	EXPECT_LE((long long)(a.length >> 10) - slack, got[1])
+		TH_LOG("RssFile %lld kB", got[1]);
+	EXPECT_EQ(1, got[2]);
+	EXPECT_EQ(0, munmap(p, a.length));
+	EXPECT_EQ(0, pool_free(self->fd, a.slice_id));
+}
+
+/* What the runner of fork_copies_each_in_its_child_rss saw. */
+struct kids_report {
+	int step;			/* 0, or the step that went wrong */
+	long long rss[NKIDS];		/* VmRSS of each child, kB */
+	long long pin[NKIDS];		/* VmPin of each child, kB */
+	int status[NKIDS];		/* 0: read its copy; else how it died */
+};
+
+/*
+ * As nobody with RLIMIT_MEMLOCK two chunks: one FORK_COPY chunk (one of
+ * them), written, then NKIDS children that wait before they touch it;
+ * their VmRSS and VmPin read from /proc, then each reads its copy.
+ */
+static void kids_runner(uint64_t chunk, int out)
+{
+	struct rlimit rl = { 2 * chunk, 2 * chunk };
+	struct kids_report r = { 0 };
+	struct mrpool_alloc a;
+	int fd, hold[2], st, i;
+	pid_t kid[NKIDS];
+	uint8_t *p;
+	char c;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY)) {
+		r.step = 1;
+		goto report;
+	}
+	fd = pool_open();
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = chunk;
+	a.node = MRPOOL_NODE_ANY;
+	a.flags = MRPOOL_ALLOC_FORK_COPY;
+	if (fd < 0 || pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a) || pipe(hold)) {
+		r.step = 2;
+		goto report;
+	}
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED) {
+		r.step = 3;
+		goto report;
+	}
+	memset(p, 0x4b, a.length);
+	for (i = 0; i < NKIDS; i++) {
+		kid[i] = fork();
+		if (kid[i] < 0) {
+			r.step = 4;
+			break;
+		}
+		if (!kid[i]) {
+			close(hold[1]);
+			(void)!read(hold[0], &c, 1);	/* until EOF */
+			_exit(p[0] == 0x4b && p[a.length - 1] == 0x4b ? 0 : 1);
+		}
+	}
+	for (int k = 0; k < i; k++) {
+		r.rss[k] = pool_status_kb(kid[k], "VmRSS");
+		r.pin[k] = pool_status_kb(kid[k], "VmPin");
+	}
+	close(hold[1]);
+	for (int k = 0; k < i; k++) {
+		if (waitpid(kid[k], &st, 0) != kid[k])
+			r.status[k] = -1;
+		else
+			r.status[k] = WIFEXITED(st) ? WEXITSTATUS(st) :
+				      128 + WTERMSIG(st);
+	}
+report:
+	_exit(write(out, &r, sizeof(r)) == sizeof(r) ? 0 : 1);
+}
+
+/*
+ * The review's abuse of a per-process limit (forkcopy.c): one user's
+ * many children, each with a copy within its RLIMIT_MEMLOCK. Each copy
+ * is counted where it lives, in its child: all of it in that child's
+ * RSS (seen by the OOM killer, which can kill the child to free it) and
+ * in its VmPin, before any child touched it; every child then reads its
+ * copy. (Counted on the tenant, only the first copy fitted: the others
+ * were SIGBUS with nothing in their VmPin; mapped by faults only, none
+ * was in an RSS.)
+ */
+TEST_F(tenant, fork_copies_each_in_its_child_rss)
+{
+	long long fails = pool_attr("stats/fork_copy_failures");
+	long long copies = pool_attr("stats/fork_copies");
+	long long chunk_kb = self->q0.chunk_size >> 10;
+	long long slack = pool_rss_slack_kb(), sum = 0;
+	struct kids_report r;
+	int out[2], st;
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	ASSERT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+	ASSERT_EQ(0, pipe(out));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(out[0]);
+		kids_runner(self->q0.chunk_size, out[1]);
+	}
+	close(out[1]);
+	ASSERT_EQ((ssize_t)sizeof(r), read(out[0], &r, sizeof(r)));
+	close(out[0]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_EQ(0, r.step);
+	for (int k = 0; k < NKIDS; k++) {
+		EXPECT_LE(chunk_kb - slack, r.rss[k])
+			TH_LOG("child %d: VmRSS %lld kB", k, r.rss[k]);
+		EXPECT_EQ(chunk_kb, r.pin[k])
+			TH_LOG("child %d: VmPin %lld kB", k, r.pin[k]);
+		EXPECT_EQ(0, r.status[k]) TH_LOG("child %d", k);
+		sum += r.rss[k];
+	}
+	EXPECT_LE(NKIDS * (chunk_kb - slack), sum);
+	EXPECT_EQ(copies + NKIDS, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(fails, pool_attr("stats/fork_copy_failures"));
+	EXPECT_TRUE(POOL_WAIT(user_bytes(NOBODY) <= 0, 20000));
+}
+
+/* Drop CAP_IPC_LOCK from this process's effective set. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+	return syscall(SYS_capset, &h, d) ? -1 : 0;
+}
+
+/*
+ * Fork a child that reads the copy of @p (@len bytes of @v) and checks
+ * its VmPin is @pin_kb. Return: 0, 128 + the signal it died of, or its
+ * exit code.
+ */
+static int fork_pin_check(const volatile uint8_t *p, size_t len, uint8_t v,
+			  long long pin_kb)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		if (p[0] != v || p[len - 1] != v)
+			_exit(1);
+		_exit(pool_vmpin_kb() == pin_kb ? 0 : 2);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * As root with RLIMIT_MEMLOCK 0: a FORK_COPY chunk. Returns 0 when a
+ * child forked with CAP_IPC_LOCK has its copy, counted nowhere (VmPin
+ * 0), and one forked once CAP_IPC_LOCK is dropped has none (SIGBUS);
+ * else the step that went otherwise.
+ */
+static int ipc_lock_copies(uint64_t chunk)
+{
+	struct rlimit none = { 0, 0 };
+	struct mrpool_alloc a;
+	uint8_t *p;
+	int fd;
+
+	fd = pool_open();
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.bytes = chunk;
+	a.node = MRPOOL_NODE_ANY;
+	a.flags = MRPOOL_ALLOC_FORK_COPY;
+	if (fd < 0 || pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a))
+		return 1;
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED)
+		return 2;
+	memset(p, 0x3c, a.length);
+	if (setrlimit(RLIMIT_MEMLOCK, &none))
+		return 3;
+	if (fork_pin_check(p, a.length, 0x3c, 0))
+		return 4;
+	if (drop_ipc_lock())
+		return 5;
+	if (fork_pin_check(p, a.length, 0x3c, 0) != 128 + SIGBUS)
+		return 6;
+	return 0;
+}
+
+/*
+ * CAP_IPC_LOCK exempts the forking task from the copy's RLIMIT_MEMLOCK
+ * (and nothing is counted in the child's VmPin), as it does mlock():
+ * with a limit of 0, the copy is made for a child of a task that has it
+ * and refused (SIGBUS) for one of a task that dropped it.
+ */
+TEST_F(tenant, fork_copy_ipc_lock_exempt)
+{
+	long long fails = pool_attr("stats/fork_copy_failures");
+	long long copies = pool_attr("stats/fork_copies");
+	int st;
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(ipc_lock_copies(self->q0.chunk_size));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("status %#x", st);
+	EXPECT_EQ(copies + 1, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(fails + 1, pool_attr("stats/fork_copy_failures"));
 }
 
 /*

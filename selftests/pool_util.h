@@ -672,6 +672,53 @@ static inline int pool_touch(volatile uint8_t *p, bool write)
 	return ret;
 }
 
+/*
+ * A "Field: N kB" line of /proc/<@pid>/status (@pid 0: this process), in
+ * kB, or -1.
+ */
+static inline long long pool_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[128], fmt[64];
+	long long kb = -1;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	snprintf(fmt, sizeof(fmt), "%s: %%lld kB", field);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, fmt, &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* VmPin of /proc/self/status (fork copies, registrations), in kB, or -1. */
+static inline long long pool_vmpin_kb(void)
+{
+	return pool_status_kb(0, "VmPin");
+}
+
+/*
+ * How far below its count /proc/<pid>/status may show an RSS counter, in
+ * kB: where they are per-CPU (6.2+), a reader that does not sum them
+ * (6.12's task_mem()) misses what each CPU has not folded in yet, less
+ * than percpu_counter_batch (max(32, 2 x CPUs) pages) per CPU.
+ */
+static inline long long pool_rss_slack_kb(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+
+	if (cpus < 1)
+		cpus = 1;
+	return cpus * (cpus * 2 > 32 ? cpus * 2 : 32) *
+	       (sysconf(_SC_PAGESIZE) >> 10);
+}
+
 /* Poll until @cond holds or @ms elapse (TCG guests are slow). */
 #define POOL_WAIT(cond, ms) ({						\
 	int __left = (ms);						\
