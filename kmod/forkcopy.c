@@ -41,7 +41,11 @@
  * FREEs it or exits, which zaps every VMA of the slice's file range,
  * copies included (revoke.c) -- and the pieces of a VMA the child
  * partly unmapped, freed with the last piece. Each stays within the
- * child's pinned_vm, hence its RLIMIT_MEMLOCK, and its memory cgroup.
+ * child's pinned_vm, hence its RLIMIT_MEMLOCK, and its memory cgroup:
+ * exactly what any process may hold out of its RSS with an RDMA
+ * registration (ib_umem_get() pins pages into pinned_vm per mm, and a
+ * MADV_DONTNEED of the range leaves them pinned), so a user forking many
+ * children gets no more than it gets by registering in many processes.
  *
  * A copy that cannot be made (no memory, past RLIMIT_MEMLOCK,
  * a fatal signal, a page with a hardware error, or the debugfs knob
