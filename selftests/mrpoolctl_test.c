@@ -714,7 +714,7 @@ TEST_F(ctl, json_debugfs_views)
  */
 TEST_F(ctl, tenants_follow_a_slice)
 {
-	char *out = self->out, py[64], key[64];
+	char *out = self->out, py[64], key[64], key2[80];
 	struct mrpool_alloc a;
 	long long before;
 	pid_t pid;
@@ -737,10 +737,13 @@ TEST_F(ctl, tenants_follow_a_slice)
 		"assert uids == sorted(uids) and len(set(uids)) == len(uids), uids\n"
 		"me = [x for x in t if x['uid'] == uid]\n"
 		"assert len(me) == 1 and me[0]['bytes'] == before + length, me\n"
-		"assert me[0]['memlock_bytes'] == 0 and me[0]['quarantined_bytes'] == 0, me\n",
+		"assert me[0]['memlock_bytes'] == 0 and me[0]['quarantined_bytes'] == 0, me\n"
+		"assert me[0]['orphaned_bytes'] == 0, me\n",
 		py));
 	ASSERT_EQ(0, ctl_run("metrics", false, out, CTL_OUT_MAX));
 	EXPECT_EQ(before + (long long)a.length, ctl_value(out, key));
+	snprintf(key2, sizeof(key2), "mrpool_tenant_orphaned_bytes{uid=\"%u\"}", getuid());
+	EXPECT_EQ(0, ctl_value(out, key2)) TH_LOG("no %s sample:\n%s", key2, out);
 	ASSERT_EQ(0, pool_free(self->fd, a.slice_id));
 
 	/* nobody sees neither root's line nor the orphans. */

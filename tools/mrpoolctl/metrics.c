@@ -274,6 +274,8 @@ static void ctl_metrics_tenants(void)
 		  "Of those, bytes in quarantine" },
 		{ "memlock_bytes", "mrpool_tenant_memlock_bytes",
 		  "Of those, bytes charged to the user's RLIMIT_MEMLOCK" },
+		{ "orphaned_bytes", "mrpool_tenant_orphaned_bytes",
+		  "Bytes taken from the user to the orphans, still held" },
 	};
 	struct ctl_table t;
 

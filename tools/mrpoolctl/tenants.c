@@ -3,7 +3,8 @@
  * mrpoolctl tenants: what each user pool memory is charged to holds,
  * through the module's generic netlink family (MRPOOL_CMD_TENANT_GET,
  * include/uapi/mrpool_nl.h): uid, bytes, of those quarantined and
- * charged to RLIMIT_MEMLOCK. Root of the initial namespaces gets every
+ * charged to RLIMIT_MEMLOCK, and what was taken from the user to the
+ * orphans and is still held (0 from a module that does not say). Root of the initial namespaces gets every
  * user and the orphans (the charges of dead owners' slices another
  * process still holds, shown as uid "orphans"); anyone else its own
  * user's line, if that user holds anything.
@@ -25,10 +26,11 @@ static struct nla_policy ctl_tenant_policy[MRPOOL_A_MAX + 1] = {
 	[MRPOOL_A_TENANT_QUARANTINED_BYTES] = { .type = NLA_U64 },
 	[MRPOOL_A_TENANT_MEMLOCK_BYTES] = { .type = NLA_U64 },
 	[MRPOOL_A_TENANT_ORPHANS] = { .type = NLA_FLAG },
+	[MRPOOL_A_TENANT_ORPHANED_BYTES] = { .type = NLA_U64 },
 };
 
 static const char *const ctl_tenant_head[] = {
-	"uid", "bytes", "quarantined_bytes", "memlock_bytes",
+	"uid", "bytes", "quarantined_bytes", "memlock_bytes", "orphaned_bytes",
 };
 
 static void ctl_tenant_u64(char *buf, size_t len, struct nlattr *a)
@@ -40,8 +42,10 @@ static int ctl_tenant_msg(struct nl_msg *msg, void *arg)
 {
 	struct ctl_nl_rows *rows = arg;
 	struct nlattr *tb[MRPOOL_A_MAX + 1];
-	char uid[24], bytes[24], quar[24], memlock[24];
-	const char *row[4] = { uid, bytes, quar, memlock };
+	char uid[24], bytes[24], quar[24], memlock[24], orphaned[24];
+	const char *row[ARRAY_SIZE(ctl_tenant_head)] = {
+		uid, bytes, quar, memlock, orphaned,
+	};
 
 	if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, MRPOOL_A_MAX,
 			  ctl_tenant_policy) < 0 ||
@@ -59,6 +63,8 @@ static int ctl_tenant_msg(struct nl_msg *msg, void *arg)
 		       tb[MRPOOL_A_TENANT_QUARANTINED_BYTES]);
 	ctl_tenant_u64(memlock, sizeof(memlock),
 		       tb[MRPOOL_A_TENANT_MEMLOCK_BYTES]);
+	ctl_tenant_u64(orphaned, sizeof(orphaned),
+		       tb[MRPOOL_A_TENANT_ORPHANED_BYTES]);
 	if (ctl_table_add(&rows->t, row))
 		rows->err = -ENOMEM;
 	return NL_OK;
