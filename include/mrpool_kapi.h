@@ -156,6 +156,10 @@ struct mrpool_kbuf *mrpool_kbuf_session_alloc(struct mrpool_kbuf_session *s,
  * Return: the buffer, or ERR_PTR(-EINVAL) for a bad size, -ENODEV for a
  * device mrpool cannot use, -ENOMEM when the pool is exhausted, -EIO or
  * -ETIMEDOUT when registration failed (the device is then "failed").
+ * A failed device usually recovers by itself (mrpool(4)): -ENODEV may be
+ * retried later; buffers already out keep their keys meanwhile. A
+ * session's own failure is not recovered: its later buffers fail with
+ * -EIO until it is destroyed and another created.
  */
 struct mrpool_kbuf *mrpool_kbuf_alloc(struct ib_device *device, size_t size);
 

@@ -35,6 +35,29 @@
  * unsafe (mrpool_ib_chunk_removing() returns false, a kernel buffer's
  * chunk is retired). A failed ib_dereg_mr() is treated the same way.
  *
+ * Recovery. Any failed work request (a post error, a timeout, a bad
+ * completion) breaks its loop and makes the device FAILED. When nothing of
+ * ours is left in flight (the post failed, the completion came back, or
+ * the drain did), the device's recovery work (d->recover, ib_client.c) is
+ * queued after mrpool_ib_recover_ms, doubling after each failed attempt up
+ * to mrpool_ib_recover_max_ms and back to the start after a success. An
+ * attempt destroys the QPs of the device's broken loops (cache, lend) and
+ * makes new ones in the same PDs, whose MRs (cached chunks, lends still
+ * out) stay valid; then it registers what the device is missing
+ * (mrpool_ib_reg_all(): chunks that came while it was FAILED, or whose
+ * registration failed) and only then makes the device READY again, with a
+ * DEV_READY event. It is never queued after a drain that failed, and
+ * never attempted while an MR of the device's own loops is on d->stuck:
+ * such an MR may still be written by the lost work request, and the QP
+ * that could run it is the one a rebuild would destroy; such a device
+ * stays FAILED until it is removed. A kernel buffer session's loop is
+ * never rebuilt: a session whose loop broke keeps failing its lends
+ * (-EIO) until its owner destroys it and makes another; its buffers still
+ * out keep their keys (the MRs live in the session's PD, not in the QP).
+ * Setup failures are not retried either. The device's removal stops the
+ * recovery for good (d->recover_off) and cancels it, waiting for a running
+ * attempt, before its teardown.
+ *
  * Locking (outermost first; see also mrpool.h). The pool calls in without
  * mrpool_pool.lock (only mrpool_ib_node(), a lock-free read, is called
  * with it held), so no pool lock is ever held across a hardware wait.
@@ -53,6 +76,11 @@
  *                     take rtnl_mutex (ib_query_port(), rxe's) is called
  *                     under it: its holders allocate outside any such
  *                     scope (mrpool_ib_self_ah()).
+ *                     The recovery work holds it for a whole attempt
+ *                     (rebuild, registrations) and takes no other lock
+ *                     but those below; it computes its address first,
+ *                     with no lock. The removal cancels it
+ *                     (cancel_delayed_work_sync()) without holding it.
  *     mrpool_ib_lock  the device list, the chunk registry, each device's
  *                     state and reason text, the cached summary (node,
  *                     ready count). Never held across a hardware wait,
@@ -83,7 +111,9 @@
 enum mrpool_ib_state {
 	MRPOOL_IB_READY,	/* every chunk registered or being registered */
 	MRPOOL_IB_UNSUPPORTED,	/* lacks something the cache needs; skipped */
-	MRPOOL_IB_FAILED,	/* setup or a work request failed; skipped */
+	MRPOOL_IB_FAILED,	/* setup or a work request failed; skipped
+				 * (recovered after a drained WR failure)
+				 */
 	MRPOOL_IB_REMOVED,	/* gone; kept alive by kernel buffers only */
 };
 
@@ -150,6 +180,14 @@ struct mrpool_ib_dev {
 	atomic64_t wr_timeouts;		/* work requests never completed */
 	atomic64_t qp_drains;		/* QPs drained after a timeout */
 	atomic64_t dereg_failures;	/* ib_dereg_mr() errors */
+	struct delayed_work recover;	/* back to READY (see the top) */
+	unsigned int recover_delay_ms;	/* wait before the next attempt,
+					 * 0: mrpool_ib_recover_ms
+					 */
+	bool recovering;		/* an attempt holds the lock */
+	bool recover_off;		/* removal began: never queued again */
+	atomic64_t recoveries;		/* attempts that made it READY */
+	atomic64_t recover_failures;	/* attempts that did not */
 };
 
 static inline struct mrpool_ib_dev *to_mrpool_ib_dev(struct kobject *kobj)
@@ -225,7 +263,10 @@ extern atomic_t mrpool_ib_fail_complete;
 extern atomic_t mrpool_ib_fail_complete_after;
 extern atomic_t mrpool_ib_fail_dereg;
 extern atomic_t mrpool_ib_fail_dereg_final;
+extern atomic_t mrpool_ib_fail_wc;
 extern u32 mrpool_ib_wr_timeout_ms;
+extern u32 mrpool_ib_recover_ms;
+extern u32 mrpool_ib_recover_max_ms;
 
 int mrpool_ib_init(void);
 void mrpool_ib_exit(void);
@@ -242,6 +283,8 @@ void mrpool_ib_set_state(struct mrpool_ib_dev *d, enum mrpool_ib_state state,
 struct mrpool_ib_dev *mrpool_ib_dev_find(struct ib_device *ibdev);
 struct mrpool_ib_dev *mrpool_ib_dev_next(struct mrpool_ib_dev *prev);
 int mrpool_ib_node(void);
+void mrpool_ib_recover_work(struct work_struct *work);
+void mrpool_ib_recover_queue(struct mrpool_ib_dev *d);
 
 /* The kernel keys of one chunk on one device (informational for users). */
 struct mrpool_ib_key {
@@ -258,6 +301,10 @@ int mrpool_ib_chunk_keys(struct mrpool_chunk *c, struct mrpool_ib_key *out,
 int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
 		      struct rdma_ah_attr *ah);
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d);
+bool mrpool_ib_dev_usable(const struct mrpool_ib_dev *d);
+bool mrpool_ib_dev_stuck(struct mrpool_ib_dev *d);
+int mrpool_ib_dev_rebuild(struct mrpool_ib_dev *d,
+			  const struct rdma_ah_attr *ah);
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d);
 int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c);
 bool mrpool_ib_unreg(struct mrpool_ib_dev *d, struct mrpool_ib_mr *m);

@@ -40,7 +40,8 @@ static int mrpool_ib_node_cached = NUMA_NO_NODE;
  * swallowed, after the first fail_ib_complete_after are delivered;
  * fail_ib_dereg_final: the next N last-chance deregistrations, made when a
  * device goes (or the module unloads), fail as a device that refuses them
- * would, leaking the MR.
+ * would, leaking the MR; fail_ib_wc: the next N completions of work
+ * requests report an error.
  */
 atomic_t mrpool_ib_fail_setup = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_reg = ATOMIC_INIT(0);
@@ -48,8 +49,16 @@ atomic_t mrpool_ib_fail_complete = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_complete_after = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_dereg = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_dereg_final = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_wc = ATOMIC_INIT(0);
 /* A local work request completes in microseconds; seconds mean never. */
 u32 mrpool_ib_wr_timeout_ms = 5000;
+/*
+ * debugfs recover_ms, recover_max_ms: the wait before a failed device's
+ * first recovery attempt (0: never recover), and the longest one, which
+ * the wait doubles towards after each failed attempt.
+ */
+u32 mrpool_ib_recover_ms = 1000;
+u32 mrpool_ib_recover_max_ms = 60000;
 
 static const char *const mrpool_ib_state_names[] = {
 	[MRPOOL_IB_READY] = "ready",
@@ -213,7 +222,7 @@ static void mrpool_ib_reg_all(struct mrpool_ib_dev *d)
 	unsigned long key = 0;
 
 	lockdep_assert_held(&d->lock);
-	while (d->state == MRPOOL_IB_READY) {
+	while (mrpool_ib_dev_usable(d)) {
 		mutex_lock(&mrpool_ib_lock);
 		c = xa_find(&mrpool_ib_chunks, &key, ULONG_MAX, XA_PRESENT);
 		mutex_unlock(&mrpool_ib_lock);
@@ -223,6 +232,112 @@ static void mrpool_ib_reg_all(struct mrpool_ib_dev *d)
 		key++;
 		cond_resched();
 	}
+}
+
+/**
+ * mrpool_ib_recover_queue - have a failed device recovered later
+ * @d: a device one of whose work requests just failed, leaving nothing of
+ *	ours in flight; lock held
+ *
+ * Queues d->recover after the device's current backoff, unless it is
+ * pending already, an attempt is running (it decides what comes next), the
+ * device is being removed, or recovery is off (recover_ms 0).
+ */
+void mrpool_ib_recover_queue(struct mrpool_ib_dev *d)
+{
+	unsigned int ms = READ_ONCE(mrpool_ib_recover_ms);
+
+	lockdep_assert_held(&d->lock);
+	if (d->recover_off || d->recovering || !ms)
+		return;
+	if (d->recover_delay_ms)
+		ms = d->recover_delay_ms;
+	queue_delayed_work(system_unbound_wq, &d->recover,
+			   msecs_to_jiffies(ms));
+}
+
+/* After a failed attempt: twice the last wait, at most recover_max_ms. */
+static unsigned int mrpool_ib_recover_backoff(struct mrpool_ib_dev *d)
+{
+	unsigned int base = READ_ONCE(mrpool_ib_recover_ms);
+	unsigned int cap = READ_ONCE(mrpool_ib_recover_max_ms);
+	unsigned int ms = d->recover_delay_ms ? d->recover_delay_ms : base;
+
+	ms = ms > cap / 2 ? cap : ms * 2;
+	return max(ms, 1U);
+}
+
+/**
+ * mrpool_ib_recover_work - one recovery attempt of a FAILED device
+ * @work: d->recover
+ *
+ * Rebuilds the device's broken loops, registers the chunks it is missing
+ * and makes it READY (a DEV_READY event, a log line), counted in
+ * recoveries; or counts a failed attempt in recover_failures and queues
+ * the next one after a doubled wait. A device with a stuck MR in its own
+ * loops is left FAILED, with no attempt made and none queued (see ib.h).
+ *
+ * Locking: the loopback address is found first with no lock held
+ * (ib_query_port() may take rtnl_mutex; ib_core calls the client's remove,
+ * which waits for this work, without it, and rxe and siw unregister from
+ * their netdev notifiers through a queued work, not under it); d->ibdev is
+ * safe to use without d->lock because mrpool_ib_remove() waits for this
+ * work to return before its teardown clears it. Then d->lock for the whole attempt, which takes
+ * mrpool_ib_lock inside (state, registry), as every holder of d->lock may.
+ */
+void mrpool_ib_recover_work(struct work_struct *work)
+{
+	struct mrpool_ib_dev *d = container_of(to_delayed_work(work),
+					       struct mrpool_ib_dev, recover);
+	struct rdma_ah_attr ah;
+	unsigned int noio;
+	int ret;
+
+	ret = mrpool_ib_self_ah(d->ibdev, d->port, &ah);
+	noio = mrpool_ib_dev_lock(d);
+	if (d->recover_off || d->state != MRPOOL_IB_FAILED)
+		goto unlock;
+	if (mrpool_ib_dev_stuck(d)) {
+		pr_info("%s: not recovered: a lost work request may still use one of its MRs\n",
+			d->name);
+		goto unlock;
+	}
+	d->recovering = true;
+	if (!ret)
+		ret = mrpool_ib_dev_rebuild(d, &ah);
+	if (!ret) {
+		mrpool_ib_reg_all(d);
+		/* A work request failed again in there. */
+		if (!mrpool_ib_dev_usable(d) ||
+		    d->loop[MRPOOL_IB_LEND].broken)
+			ret = -EIO;
+	}
+	d->recovering = false;
+	if (!ret) {
+		d->recover_delay_ms = 0;
+		atomic64_inc(&d->recoveries);
+		mrpool_ib_set_state(d, MRPOOL_IB_READY, "%s", "");
+		pr_info("%s: recovered: ready, %d chunks registered\n", d->name,
+			atomic_read(&d->nr_mrs));
+		goto unlock;
+	}
+	atomic64_inc(&d->recover_failures);
+	if (mrpool_ib_dev_stuck(d)) {
+		pr_info("%s: recovery failed (%d); not retried: a lost work request may still use one of its MRs\n",
+			d->name, ret);
+		goto unlock;
+	}
+	if (d->recover_off) {
+		pr_info("%s: recovery failed (%d); not retried: the device is going\n",
+			d->name, ret);
+		goto unlock;
+	}
+	d->recover_delay_ms = mrpool_ib_recover_backoff(d);
+	pr_info("%s: recovery failed (%d); next attempt in %u ms\n", d->name,
+		ret, d->recover_delay_ms);
+	mrpool_ib_recover_queue(d);
+unlock:
+	mrpool_ib_dev_unlock(d, noio);
 }
 
 static struct ib_client mrpool_ib_client;
@@ -292,6 +407,17 @@ static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 {
 	struct mrpool_ib_dev *d = client_data;
 	unsigned int noio;
+
+	/*
+	 * No recovery from now on: none is queued once recover_off is set
+	 * (under the lock, as queueing is), and a pending or running one
+	 * is cancelled or waited for, with no lock held (it takes d->lock),
+	 * before the teardown frees what it uses.
+	 */
+	noio = mrpool_ib_dev_lock(d);
+	d->recover_off = true;
+	mrpool_ib_dev_unlock(d, noio);
+	cancel_delayed_work_sync(&d->recover);
 
 	noio = mrpool_ib_dev_lock(d);
 	mrpool_ib_dev_teardown(d);

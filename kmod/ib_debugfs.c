@@ -2,8 +2,10 @@
 /*
  * debugfs views of the kernel MR cache, in the pool's mrpool/ directory:
  * mrs (each chunk's keys per device, and each lend), ib_devices, ib_stats
- * (live objects, for leak checks, and waits in progress), failure knobs
- * and wr_timeout_ms (how long a work request is awaited). Not ABI;
+ * (live objects, for leak checks, and waits in progress), failure knobs,
+ * wr_timeout_ms (how long a work request is awaited), recover_ms and
+ * recover_max_ms (a failed device's first and longest wait before a
+ * recovery attempt). Not ABI;
  * errors never fail the module.
  */
 #include "ib.h"
@@ -17,7 +19,8 @@ static struct dentry *mrpool_ib_debugfs_dir;
 static const char *const mrpool_ib_debugfs_files[] = {
 	"mrs", "ib_devices", "ib_stats", "fail_ib_setup", "fail_ib_reg",
 	"fail_ib_complete", "fail_ib_complete_after", "fail_ib_dereg",
-	"fail_ib_dereg_final", "wr_timeout_ms",
+	"fail_ib_dereg_final", "fail_ib_wc", "wr_timeout_ms", "recover_ms",
+	"recover_max_ms",
 };
 
 /*
@@ -63,16 +66,17 @@ DEFINE_SHOW_ATTRIBUTE(mrs);
 
 /*
  * name node state chunks kbufs regs invalidations reg_failures wr_timeouts
- * qp_drains dereg_failures reason. Never waits for a device.
+ * qp_drains dereg_failures recoveries recover_failures reason. Never waits
+ * for a device.
  */
 static int ib_devices_show(struct seq_file *m, void *v)
 {
 	struct mrpool_ib_dev *d;
 
-	seq_puts(m, "name node state chunks kbufs regs invalidations reg_failures wr_timeouts qp_drains dereg_failures reason\n");
+	seq_puts(m, "name node state chunks kbufs regs invalidations reg_failures wr_timeouts qp_drains dereg_failures recoveries recover_failures reason\n");
 	mutex_lock(&mrpool_ib_lock);
 	list_for_each_entry(d, &mrpool_ib_devs, link)
-		seq_printf(m, "%s %d %s %d %d %lld %lld %lld %lld %lld %lld %s\n",
+		seq_printf(m, "%s %d %s %d %d %lld %lld %lld %lld %lld %lld %lld %lld %s\n",
 			   d->name, d->node, mrpool_ib_state_name(d->state),
 			   atomic_read(&d->nr_mrs), atomic_read(&d->kbufs),
 			   atomic64_read(&d->regs),
@@ -81,6 +85,8 @@ static int ib_devices_show(struct seq_file *m, void *v)
 			   atomic64_read(&d->wr_timeouts),
 			   atomic64_read(&d->qp_drains),
 			   atomic64_read(&d->dereg_failures),
+			   atomic64_read(&d->recoveries),
+			   atomic64_read(&d->recover_failures),
 			   d->reason[0] ? d->reason : "-");
 	mutex_unlock(&mrpool_ib_lock);
 	return 0;
@@ -141,7 +147,11 @@ void mrpool_ib_debugfs_init(void)
 				&mrpool_ib_fail_dereg);
 	debugfs_create_atomic_t("fail_ib_dereg_final", 0600, dir,
 				&mrpool_ib_fail_dereg_final);
+	debugfs_create_atomic_t("fail_ib_wc", 0600, dir, &mrpool_ib_fail_wc);
 	debugfs_create_u32("wr_timeout_ms", 0600, dir, &mrpool_ib_wr_timeout_ms);
+	debugfs_create_u32("recover_ms", 0600, dir, &mrpool_ib_recover_ms);
+	debugfs_create_u32("recover_max_ms", 0600, dir,
+			   &mrpool_ib_recover_max_ms);
 }
 
 /* Safe whether or not the pool removed its directory first. */

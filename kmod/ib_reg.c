@@ -48,6 +48,20 @@ static bool mrpool_ib_swallow(void)
 	return mrpool_should_fail(&mrpool_ib_fail_complete);
 }
 
+/*
+ * debugfs fail_ib_wc: the next N completions of work requests (not drain
+ * markers), after fail_ib_complete_after delivered ones, report an error,
+ * as a device that failed them would: nothing is left in flight.
+ */
+static bool mrpool_ib_bad_wc(void)
+{
+	if (atomic_read(&mrpool_ib_fail_wc) <= 0)
+		return false;
+	if (atomic_dec_if_positive(&mrpool_ib_fail_complete_after) >= 0)
+		return false;
+	return mrpool_should_fail(&mrpool_ib_fail_wc);
+}
+
 static void mrpool_ib_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct mrpool_ib_loop *l = container_of(wc->wr_cqe,
@@ -56,6 +70,8 @@ static void mrpool_ib_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (mrpool_ib_swallow())
 		return;
 	l->wc_status = wc->status;
+	if (l->wc_status == IB_WC_SUCCESS && mrpool_ib_bad_wc())
+		l->wc_status = IB_WC_GENERAL_ERR;
 	complete(&l->done);
 }
 
@@ -114,7 +130,8 @@ static bool mrpool_ib_drain(struct mrpool_ib_loop *l)
  * Post one signalled WR about @m on loop @l and wait for its completion.
  * Any failure marks the device failed and the loop broken. A timeout
  * drains the QP first; if the drain fails too, @m is marked stuck: the WR
- * may still run, so neither the MR nor its pages may be released.
+ * may still run, so neither the MR nor its pages may be released. A
+ * failure that left nothing in flight queues the device's recovery.
  */
 static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 			  struct ib_send_wr *wr, struct mrpool_ib_mr *m)
@@ -132,6 +149,7 @@ static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 		l->broken = true;
 		mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 				    "posting a work request failed: %d", ret);
+		mrpool_ib_recover_queue(d);
 		return ret;
 	}
 	if (!mrpool_ib_wait(&l->done)) {
@@ -140,6 +158,7 @@ static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 		if (mrpool_ib_drain(l)) {
 			mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 					    "work request timed out, QP drained");
+			mrpool_ib_recover_queue(d);
 		} else {
 			m->stuck = true;
 			mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
@@ -153,6 +172,7 @@ static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 		mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 				    "work request failed: %s",
 				    ib_wc_status_msg(l->wc_status));
+		mrpool_ib_recover_queue(d);
 		return -EIO;
 	}
 	return 0;
@@ -385,7 +405,7 @@ int mrpool_ib_reg_chunk(struct mrpool_ib_dev *d, struct mrpool_chunk *c)
 	lockdep_assert_held(&d->lock);
 	if (xa_load(&d->mrs, key))
 		return 0;
-	if (d->state != MRPOOL_IB_READY)
+	if (!mrpool_ib_dev_usable(d))
 		return -ENODEV;
 	if (mrpool_should_fail(&mrpool_ib_fail_reg)) {
 		ret = -EIO;
@@ -825,6 +845,80 @@ void mrpool_ib_loop_put(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l)
 	mrpool_ib_loop_qps_destroy(l);
 	mrpool_ib_loop_pd_put(d, l);
 	mrpool_ib_session_free(l);
+}
+
+/**
+ * mrpool_ib_dev_usable - may the cache register chunks on @d now?
+ * @d: the device, lock held
+ *
+ * Return: true when READY, or while a recovery attempt that rebuilt the
+ * cache loop registers what the device is missing (still FAILED then).
+ */
+bool mrpool_ib_dev_usable(const struct mrpool_ib_dev *d)
+{
+	lockdep_assert_held(&d->lock);
+	if (d->state == MRPOOL_IB_READY)
+		return true;
+	return d->recovering && d->state == MRPOOL_IB_FAILED &&
+		!d->loop[MRPOOL_IB_CACHE].broken;
+}
+
+/**
+ * mrpool_ib_dev_stuck - may a lost work request still use an MR of @d's
+ *	own loops?
+ * @d: the device, lock held
+ *
+ * Such an MR is on d->stuck until the teardown; while it is, the loops'
+ * QPs must stay as they are and the device is not recovered.
+ *
+ * Return: true when an MR of the cache or the lend PD is stuck.
+ */
+bool mrpool_ib_dev_stuck(struct mrpool_ib_dev *d)
+{
+	int i;
+
+	lockdep_assert_held(&d->lock);
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++)
+		if (mrpool_ib_loop_stuck(d, &d->loop[i]))
+			return true;
+	return false;
+}
+
+/**
+ * mrpool_ib_dev_rebuild - new QPs for the device's broken loops
+ * @d: a FAILED device with no stuck MR of its loops, lock held
+ * @ah: mrpool_ib_self_ah() of its port, found before the lock
+ *
+ * Each broken loop of the device (cache, lend) loses its QP pair, drained
+ * or never posted to, and gets a new one in the same PD, on the same CQ:
+ * the MRs of the PD (cached chunks, lends still out) stay valid, and so
+ * do the borrowers' QPs in the lend PD. Sessions' loops are left broken.
+ *
+ * Return: 0 when no loop of the device is broken any more, else the error
+ * of the first that could not be rebuilt (left broken, without QPs).
+ */
+int mrpool_ib_dev_rebuild(struct mrpool_ib_dev *d,
+			  const struct rdma_ah_attr *ah)
+{
+	struct mrpool_ib_loop *l;
+	int i, ret;
+
+	lockdep_assert_held(&d->lock);
+	if (WARN_ON_ONCE(mrpool_ib_dev_stuck(d)))
+		return -EBUSY;
+	for (i = 0; i < MRPOOL_IB_NR_LOOPS; i++) {
+		l = &d->loop[i];
+		if (!l->broken)
+			continue;
+		mrpool_ib_loop_qps_destroy(l);
+		ret = mrpool_ib_qps_create(d, l, ah);
+		if (ret) {
+			mrpool_ib_loop_qps_destroy(l);
+			return ret;
+		}
+		l->broken = false;
+	}
+	return 0;
 }
 
 /**

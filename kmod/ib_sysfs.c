@@ -97,6 +97,10 @@ static struct mrpool_ib_counter_attr mrpool_ib_counters[] = {
 	  offsetof(struct mrpool_ib_dev, qp_drains) },
 	{ __ATTR(dereg_failures, 0444, mrpool_ib_counter_show, NULL),
 	  offsetof(struct mrpool_ib_dev, dereg_failures) },
+	{ __ATTR(recoveries, 0444, mrpool_ib_counter_show, NULL),
+	  offsetof(struct mrpool_ib_dev, recoveries) },
+	{ __ATTR(recover_failures, 0444, mrpool_ib_counter_show, NULL),
+	  offsetof(struct mrpool_ib_dev, recover_failures) },
 };
 
 static struct attribute *mrpool_ib_dev_attrs[] = {
@@ -111,6 +115,8 @@ static struct attribute *mrpool_ib_dev_attrs[] = {
 	&mrpool_ib_counters[3].kattr.attr,
 	&mrpool_ib_counters[4].kattr.attr,
 	&mrpool_ib_counters[5].kattr.attr,
+	&mrpool_ib_counters[6].kattr.attr,
+	&mrpool_ib_counters[7].kattr.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(mrpool_ib_dev);
@@ -135,7 +141,7 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 {
 	struct mrpool_ib_dev *d;
 
-	BUILD_BUG_ON(ARRAY_SIZE(mrpool_ib_counters) != 6);
+	BUILD_BUG_ON(ARRAY_SIZE(mrpool_ib_counters) != 8);
 	d = kzalloc_node(sizeof(*d), GFP_KERNEL, node);
 	if (!d)
 		return NULL;
@@ -149,6 +155,7 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 	INIT_LIST_HEAD(&d->lends);
 	INIT_LIST_HEAD(&d->stuck);
 	INIT_LIST_HEAD(&d->sessions);
+	INIT_DELAYED_WORK(&d->recover, mrpool_ib_recover_work);
 	return d;
 }
 

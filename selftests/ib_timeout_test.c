@@ -7,7 +7,9 @@
  * "fail". Checks that a timeout drains the QP before the MR is released,
  * that a chunk an MR may still reach is never freed nor handed out again
  * (retired), that queries never wait for a stuck device, and that the
- * module still unloads.
+ * module still unloads. Recovery is off here (recover_ms 0): what a
+ * failure leaves behind is checked; ib_recover_test checks what comes
+ * after.
  *
  * Each test uses its own Soft-RoCE link on "lo" (mrpt0) so rxe0 stays
  * ready. Needs root, mrpool.ko loaded, debugfs, the rdma tool, and the
@@ -46,6 +48,8 @@
  * that does not would fail the wrong work request).
  */
 #define WR_TIMEOUT_MS	5000
+/* The module's first wait before a failed device's recovery. */
+#define RECOVER_MS	1000
 
 /* Objects that must return to their count once DEV is gone. */
 struct census {
@@ -101,6 +105,8 @@ FIXTURE_SETUP(tmo)
 	self->trim_sec = pool_trim_off();
 	ASSERT_LE(0, self->trim_sec);
 	knob = pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
+	/* What a failure leaves is checked here: no recovery (its own test). */
+	knob = knob ?: pool_set_knob("recover_ms", 0);
 	census(&self->base);
 	self->retired = pool_attr("stats/retired");
 	/* A setup that fails gets no teardown: put the trim back first. */
@@ -120,6 +126,7 @@ FIXTURE_TEARDOWN(tmo)
 	pool_set_knob("fail_ib_complete_after", 0);
 	pool_set_knob("fail_ib_dereg", 0);
 	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
+	pool_set_knob("recover_ms", RECOVER_MS);
 	pool_trim_restore(self->trim_sec);
 	if (dev_listed(DEV))
 		link_del(DEV);

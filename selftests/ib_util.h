@@ -24,6 +24,8 @@
 #define IB_SYSFS	"/sys/module/mrpool/devices"
 #define KTEST_NAME	"mrpool_rdma_ktest"
 #define KTEST_TAP	"/sys/kernel/debug/" KTEST_NAME "/tap"
+/* Tests the module reports per usable device (all of them, rdma_once). */
+#define KTEST_PER_DEV	13
 
 /* "name value" from debugfs ib_stats, or -1. */
 static inline long long ib_stat(const char *name)

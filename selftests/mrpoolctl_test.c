@@ -9,7 +9,8 @@
  *
  * --json: each command's document parses (python3, from the host root the
  * guest shares) and agrees with the sysfs files it came from; monitor
- * sees an rxe device added and removed, and the pool's exhaustion.
+ * sees an rxe device added and removed, failed and recovered, and the
+ * pool's exhaustion.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -962,6 +963,9 @@ FIXTURE_SETUP(mon)
 FIXTURE_TEARDOWN(mon)
 {
 	ctl_mon_cleanup(&self->m);
+	pool_set_knob("fail_ib_wc", 0);
+	pool_set_knob("fail_ib_complete_after", 0);
+	pool_set_knob("recover_ms", 1000);
 	/* A reload that failed half-way: the module back as it was. */
 	if (self->ko[0] && access("/sys/module/mrpool", F_OK))
 		mon_load(self->ko, self->params);
@@ -1001,6 +1005,46 @@ TEST_F(mon, sees_device_add_and_remove)
 		"assert ev == [('dev_added', 'ready'), ('dev_ready', 'ready'),\n"
 		"              ('dev_removed', 'removed')], ev\n"
 		"assert all('time' in x for x in docs)\n",
+		NLDEV));
+}
+
+/*
+ * monitor: a device whose registration fails with an error completion is
+ * failed, then ready again by itself (its recovery), then removed.
+ */
+TEST_F(mon, sees_device_fail_and_recover)
+{
+	struct mrpool_alloc all, one;
+
+	if (self->fd < 0)
+		POOL_SKIP(CTL_NO_POOL);
+	if (system("command -v rdma >/dev/null 2>&1"))
+		POOL_SKIP("the rdma tool (iproute2) is missing");
+	ASSERT_EQ(0, ctl_mon_start(&self->m)) TH_LOG("monitor did not start");
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 200));
+	ASSERT_EQ(0, link_add(NLDEV)) TH_LOG("rdma link add " NLDEV);
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_has(&self->m, "\"dev_ready\""), 60000));
+
+	/* The next chunk grows the pool; NLDEV's registration of it fails. */
+	if (pool_attr("free_bytes") > 0)
+		ASSERT_EQ(0, pool_alloc(self->fd, pool_attr("free_bytes"), &all));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(NLDEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
+	ASSERT_EQ(0, pool_alloc(self->fd, self->q.chunk_size, &one));
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_count(&self->m, "\"dev_ready\"") >= 2,
+			      60000));
+	EXPECT_EQ(1, dev_ll(NLDEV, "recoveries"));
+	ASSERT_EQ(0, link_del(NLDEV)) TH_LOG("rdma link delete " NLDEV);
+	EXPECT_TRUE(POOL_WAIT(ctl_mon_has(&self->m, "\"dev_removed\""), 60000));
+	EXPECT_EQ(0, ctl_mon_stop(&self->m));
+
+	EXPECT_EQ(0, ctl_py_check(_metadata, "monitor", self->m.out,
+		"ev = [(x['event'], x['device']['state']) for x in docs\n"
+		"      if x.get('device', {}).get('name') == args[0]]\n"
+		"assert ev == [('dev_added', 'ready'), ('dev_ready', 'ready'),\n"
+		"              ('dev_failed', 'failed'), ('dev_ready', 'ready'),\n"
+		"              ('dev_removed', 'removed')], ev\n",
 		NLDEV));
 }
 

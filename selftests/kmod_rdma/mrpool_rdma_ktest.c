@@ -11,7 +11,9 @@
  * of its own, whose QPs cannot reach each other's buffers. With
  * mode=lend_once dev=NAME it only lends one buffer on that device and
  * frees it (for the failure-knob tests of ib_timeout_test; session_once:
- * the same in a session of its own); with
+ * the same in a session of its own); mode=rdma_once dev=NAME runs the
+ * tests above on that device alone (ib_recover_test: on a device that
+ * recovered); with
  * mode=reclaim dev=NAME it borrows as a reclaim path would (see
  * kt_reclaim()); with mode=session_hold dev=NAME it keeps a session and
  * two buffers through the device's removal (see kt_hold()). Results are
@@ -35,10 +37,10 @@
 
 static char *mode = "";
 module_param(mode, charp, 0444);
-MODULE_PARM_DESC(mode, "\"\" (every test), lend_once (one lend on dev), session_once (one lend in a session on dev), reclaim (borrow on dev from reclaim context) or session_hold (keep a session on dev through its removal)");
+MODULE_PARM_DESC(mode, "\"\" (every test), rdma_once (every test, on dev only), lend_once (one lend on dev), session_once (one lend in a session on dev), reclaim (borrow on dev from reclaim context) or session_hold (keep a session on dev through its removal)");
 static char *dev = "";
 module_param(dev, charp, 0444);
-MODULE_PARM_DESC(dev, "the device lend_once and reclaim use");
+MODULE_PARM_DESC(dev, "the device rdma_once, lend_once and reclaim use");
 static char *foreign_dev = "";
 module_param(foreign_dev, charp, 0444);
 MODULE_PARM_DESC(foreign_dev, "device whose cached lkey of a process's chunk is tried");
@@ -798,6 +800,9 @@ static int kt_add(struct ib_device *ibdev)
 	} else if (!strcmp(mode, "session_once")) {
 		if (!strcmp(t->name, dev))
 			kt_session_once(t);
+	} else if (!strcmp(mode, "rdma_once")) {
+		if (!strcmp(t->name, dev))
+			kt_run(t);
 	} else if (!strcmp(mode, "reclaim")) {
 		if (!strcmp(t->name, dev))
 			kt_reclaim(t);

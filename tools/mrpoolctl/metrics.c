@@ -39,6 +39,8 @@ static const struct {
 	{ "wr_timeouts", "Work requests that never completed" },
 	{ "qp_drains", "Internal QPs drained after a work request timed out" },
 	{ "dereg_failures", "MRs the device refused to deregister" },
+	{ "recoveries", "Times the failed device became ready again by itself" },
+	{ "recover_failures", "Recovery attempts of the failed device that failed" },
 };
 
 /* Per-device attributes that are levels, not counts since add. */

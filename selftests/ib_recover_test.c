@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * A device of the kernel MR cache whose work request failed, and whose QP
+ * holds nothing of ours any more, recovers by itself (review 2026-12-04
+ * #7): debugfs fail_ib_complete swallows a completion (a timeout, then
+ * the drain), fail_ib_wc makes one report an error; recover_ms and
+ * recover_max_ms set the first and the longest wait of the recovery's
+ * backoff. Checks that a drained timeout comes back READY, registers the
+ * chunks it missed and later growth, and moves bytes again (kernel
+ * buffers over kernel QPs, a slice over a process's QPs); that a device
+ * whose drain failed is never recovered; that a device that keeps failing
+ * is retried with a growing wait, then recovers once it stops; and that
+ * removing the device or unloading the module with a recovery pending or
+ * running leaves nothing behind.
+ *
+ * Each test uses its own Soft-RoCE link on "lo" (mrpr0) so rxe0 stays
+ * ready. Needs root, mrpool.ko loaded, debugfs, the rdma tool, and the
+ * test module kmod_rdma/mrpool_rdma_ktest.ko: a missing one is a failure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+/* 6.1's kselftest_harness.h trips -Wextra (an unused handler argument). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+
+#include "ib_util.h"
+#include "kmsg_util.h"
+#include "rdmatest.h"
+
+#define DEV		"mrpr0"
+/* ib_timeout_test's: a real completion of a loaded guest still arrives. */
+#define WR_TIMEOUT_MS	5000
+/* The module's defaults, put back by the teardown. */
+#define RECOVER_MS	1000
+#define RECOVER_MAX_MS	60000
+#define XFER		(64 * 1024)
+
+/* Objects that must return to their count once DEV is gone. */
+struct census {
+	long long chunks, pds, mrs, dma_maps, stuck, kbufs, lends, sessions;
+};
+
+static void census(struct census *c)
+{
+	c->chunks = pool_chunks();
+	c->pds = ib_stat("pds");
+	c->mrs = ib_stat("mrs");
+	c->dma_maps = ib_stat("dma_maps");
+	c->stuck = ib_stat("stuck_mrs");
+	c->kbufs = ib_stat("kbufs");
+	c->lends = ib_stat("lends");
+	c->sessions = ib_stat("sessions");
+}
+
+FIXTURE(rec) {
+	struct census base;
+	long long trim_sec;
+	int fd;
+	int kmsg;			/* the kernel log from setup on */
+};
+
+FIXTURE_SETUP(rec)
+{
+	char state[32], path[PATH_MAX];
+	int knob;
+
+	self->trim_sec = -1;
+	self->fd = -1;
+	self->kmsg = -1;
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
+	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
+		TH_LOG("no debugfs, or no fail_ib_complete knob");
+	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
+		TH_LOG("the rdma tool (iproute2) is missing");
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko is not built", KTEST_NAME);
+	dev_str("rxe0", "state", state, sizeof(state));
+	ASSERT_STREQ("ready", state);
+	if (dev_listed(DEV))
+		link_del(DEV);
+	/* Chunk counts are compared across slow steps: no idle trim. */
+	self->trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->trim_sec);
+	knob = pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
+	census(&self->base);
+	/* A setup that fails gets no teardown: put the trim back first. */
+	if (knob || self->base.stuck < 0)
+		pool_trim_restore(self->trim_sec);
+	ASSERT_EQ(0, knob);
+	ASSERT_LE(0, self->base.stuck);
+	self->kmsg = kmsg_from_now();
+	self->fd = pool_open();
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(rec)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->kmsg >= 0)
+		close(self->kmsg);
+	pool_set_knob("fail_ib_complete", 0);
+	pool_set_knob("fail_ib_complete_after", 0);
+	pool_set_knob("fail_ib_wc", 0);
+	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
+	pool_set_knob("recover_ms", RECOVER_MS);
+	pool_set_knob("recover_max_ms", RECOVER_MAX_MS);
+	pool_trim_restore(self->trim_sec);
+	if (dev_listed(DEV))
+		link_del(DEV);
+}
+
+/*
+ * DEV is gone and every object it had with it, stuck ones included; the
+ * other devices hold a cached MR of each chunk the pool grew by.
+ */
+static void expect_dev_gone(struct __test_metadata *_metadata,
+			    const struct census *base)
+{
+	struct census now;
+	long long grown;
+
+	ASSERT_EQ(0, link_del(DEV));
+	EXPECT_FALSE(dev_listed(DEV));
+	census(&now);
+	grown = (now.chunks - base->chunks) * ib_ready_devices(NULL);
+	EXPECT_EQ(base->pds, now.pds);
+	EXPECT_EQ(base->mrs + grown, now.mrs);
+	EXPECT_EQ(base->dma_maps + grown, now.dma_maps);
+	EXPECT_EQ(base->stuck, now.stuck);
+	EXPECT_EQ(base->kbufs, now.kbufs);
+	EXPECT_EQ(base->lends, now.lends);
+	EXPECT_EQ(base->sessions, now.sessions);
+}
+
+static bool dev_in_state(const char *want)
+{
+	char state[32];
+
+	dev_str(DEV, "state", state, sizeof(state));
+	return !strcmp(state, want);
+}
+
+/* Is the chunk @pfn registered on @dev (debugfs mrs, a cache entry)? */
+static bool mrs_has(unsigned long pfn, const char *dev)
+{
+	char line[256], name[64];
+	unsigned long p;
+	int lent;
+	bool found = false;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/mrs", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %63s %*s %*s %*s %*s %*s %d", &p, name,
+			   &lent) == 3 && p == pfn && !lent &&
+		    !strcmp(name, dev))
+			found = true;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Add DEV and take every free chunk into a slice of @fd: the next
+ * chunk-sized ALLOC grows the pool by exactly one chunk.
+ */
+static void add_and_fill(struct __test_metadata *_metadata, int fd)
+{
+	struct mrpool_alloc all;
+
+	ASSERT_EQ(0, link_add(DEV));
+	ASSERT_TRUE(dev_in_state("ready"));
+	if (pool_attr("free_bytes") > 0)
+		ASSERT_EQ(0, pool_alloc(fd, pool_attr("free_bytes"), &all));
+	ASSERT_EQ(0, pool_attr("free_bytes"));
+}
+
+/*
+ * An ALLOC of one chunk grows the pool while DEV's registration of it
+ * fails as armed (the devices listed before DEV register it first); its
+ * slice in @a, its pfn returned.
+ */
+static unsigned long grow_one(struct __test_metadata *_metadata, int fd,
+			      struct mrpool_alloc *a)
+{
+	unsigned long pfn = 0;
+
+	EXPECT_EQ(0, pool_alloc(fd, pool_attr("chunk_bytes"), a));
+	EXPECT_EQ(1, pool_slice_pfns(a->slice_id, &pfn, 1));
+	return pfn;
+}
+
+/* RDMA WRITE and READ through a slice of @fd on DEV, bytes checked. */
+static void slice_rdma(struct __test_metadata *_metadata, int fd,
+		       const struct mrpool_alloc *a)
+{
+	struct rdt_dev dev;
+	struct rdt_loop lp;
+	struct ibv_mr *mr, *bmr;
+	uint8_t *p, *buf;
+	int st;
+
+	ASSERT_EQ(0, rdt_dev_open(&dev, DEV, NULL));
+	ASSERT_EQ(0, rdt_loop_create(&lp, &dev));
+	buf = aligned_alloc(4096, XFER);
+	ASSERT_NE(NULL, buf);
+	bmr = ibv_reg_mr(dev.pd, buf, XFER, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, bmr);
+	p = pool_map(fd, a);
+	ASSERT_NE(MAP_FAILED, p);
+	mr = ibv_reg_mr(dev.pd, p, a->length, RDT_ACCESS_ALL);
+	ASSERT_NE(NULL, mr) TH_LOG("ibv_reg_mr on a slice: %s", strerror(errno));
+
+	rdt_pattern_fill(buf, XFER, 7);
+	EXPECT_EQ(0, rdt_write(&lp, buf, bmr->lkey, (uintptr_t)p, mr->rkey,
+			       XFER, &st));
+	EXPECT_EQ(IBV_WC_SUCCESS, st);
+	EXPECT_EQ(0, memcmp(p, buf, XFER));
+	rdt_pattern_fill(p + XFER, XFER, 11);
+	memset(buf, 0, XFER);
+	EXPECT_EQ(0, rdt_read(&lp, buf, bmr->lkey, (uintptr_t)(p + XFER),
+			      mr->rkey, XFER, &st));
+	EXPECT_TRUE(rdt_pattern_same(buf, XFER, 11));
+
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, munmap(p, a->length));
+	EXPECT_EQ(0, ibv_dereg_mr(bmr));
+	free(buf);
+	rdt_loop_destroy(&lp);
+	rdt_dev_close(&dev);
+}
+
+/*
+ * A registration times out and the QP drains: DEV goes FAILED, recovers
+ * by itself (new QPs, the missed chunk registered, READY), takes the
+ * next growth, and moves bytes again: kernel buffers over kernel QPs in
+ * their PD (the test module on DEV alone), a slice over a process's QPs.
+ */
+TEST_F_TIMEOUT(rec, drained_timeout_recovers, 300)
+{
+	struct mrpool_alloc one, two;
+	unsigned long pfn1, pfn2;
+	char path[PATH_MAX], log[8192] = "";
+	long long regs;
+	int ok, not_ok;
+
+	EXPECT_EQ(0, pool_set_knob("recover_ms", 200));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
+	pfn1 = grow_one(_metadata, self->fd, &one);
+	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
+	EXPECT_EQ(1, dev_ll(DEV, "qp_drains"));
+	EXPECT_EQ(1, dev_ll(DEV, "reg_failures"));
+
+	ASSERT_TRUE(POOL_WAIT(dev_in_state("ready"), 60000))
+		TH_LOG("%s stayed failed", DEV);
+	EXPECT_EQ(1, dev_ll(DEV, "recoveries"));
+	EXPECT_EQ(0, dev_ll(DEV, "recover_failures"));
+	/* The chunk its failed registration missed is registered now. */
+	EXPECT_TRUE(mrs_has(pfn1, DEV));
+	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
+	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
+	POOL_WAIT((kmsg_mrpool(self->kmsg, log, sizeof(log)),
+		   strstr(log, DEV ": recovered") != NULL), 5000);
+	EXPECT_NE(NULL, strstr(log, DEV ": failed: work request timed out, QP drained"))
+		TH_LOG("%s", log);
+	EXPECT_NE(NULL, strstr(log, DEV ": recovered: ready")) TH_LOG("%s", log);
+
+	/* Growth registers on it again. */
+	regs = dev_ll(DEV, "regs");
+	pfn2 = grow_one(_metadata, self->fd, &two);
+	EXPECT_TRUE(mrs_has(pfn2, DEV));
+	EXPECT_EQ(regs + 1, dev_ll(DEV, "regs"));
+	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
+
+	/* Kernel buffers: lent on DEV, RDMA WRITE and READ intact. */
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)));
+	ASSERT_EQ(0, ktest_run(path, "mode=rdma_once dev=" DEV, &ok, &not_ok,
+			       NULL));
+	EXPECT_LE(KTEST_PER_DEV, ok);
+	EXPECT_EQ(0, not_ok);
+	/* A process's slice on DEV's QPs. */
+	slice_rdma(_metadata, self->fd, &two);
+	EXPECT_TRUE(dev_in_state("ready"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	EXPECT_EQ(0, pool_free(self->fd, two.slice_id));
+	expect_dev_gone(_metadata, &self->base);
+}
+
+/*
+ * A registration times out and the drain does not come back either: the
+ * MR is stuck, and DEV stays FAILED with no recovery attempted (many
+ * first waits later).
+ */
+TEST_F_TIMEOUT(rec, undrained_timeout_never_recovers, 300)
+{
+	struct mrpool_alloc one;
+	char reason[128];
+
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 100));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
+	grow_one(_metadata, self->fd, &one);
+	dev_str(DEV, "reason", reason, sizeof(reason));
+	EXPECT_NE(NULL, strstr(reason, "not drained")) TH_LOG("%s", reason);
+	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+
+	/* Twenty first waits: a recovery would have been tried by now. */
+	usleep(20 * 100 * 1000);
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
+	EXPECT_EQ(0, dev_ll(DEV, "recover_failures"));
+	/* The chunk whose registration is stuck stays unregistered. */
+	EXPECT_EQ(pool_chunks() - 1, dev_ll(DEV, "chunks"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	/* Its QPs destroyed, the stuck MR goes too. */
+	expect_dev_gone(_metadata, &self->base);
+}
+
+/*
+ * Every registration of DEV fails (an error completion): each recovery
+ * attempt rebuilds the QPs and fails again registering the chunk it
+ * missed, and the next one waits twice as long, up to recover_max_ms, so
+ * a bounded wait sees few attempts, not a loop. Once the failures stop
+ * the next attempt makes it READY.
+ */
+TEST_F_TIMEOUT(rec, failing_device_retried_with_backoff, 300)
+{
+	struct mrpool_alloc one;
+	char reason[128];
+	long long n0, n1;
+	unsigned long pfn;
+
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 100));
+	ASSERT_EQ(0, pool_set_knob("recover_max_ms", 800));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1000000));
+	pfn = grow_one(_metadata, self->fd, &one);
+	dev_str(DEV, "reason", reason, sizeof(reason));
+	EXPECT_NE(NULL, strstr(reason, "work request failed")) TH_LOG("%s", reason);
+	EXPECT_EQ(0, dev_ll(DEV, "wr_timeouts"));
+
+	/* Attempts are made, and fail. */
+	ASSERT_TRUE(POOL_WAIT(dev_ll(DEV, "recover_failures") >= 3, 60000));
+	/*
+	 * From the third on each waits at least 400 ms: over 4 s at most
+	 * ten more (an attempt with no wait would make thousands).
+	 */
+	n0 = dev_ll(DEV, "recover_failures");
+	usleep(4000 * 1000);
+	n1 = dev_ll(DEV, "recover_failures");
+	EXPECT_GE(10, n1 - n0) TH_LOG("%lld attempts, then %lld", n0, n1);
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
+	EXPECT_FALSE(mrs_has(pfn, DEV));
+	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
+
+	/* The device stops failing: the next attempt brings it back. */
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 0));
+	ASSERT_TRUE(POOL_WAIT(dev_in_state("ready"), 60000));
+	EXPECT_EQ(1, dev_ll(DEV, "recoveries"));
+	EXPECT_TRUE(mrs_has(pfn, DEV));
+	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	expect_dev_gone(_metadata, &self->base);
+}
+
+/*
+ * DEV fails with its recovery queued a minute later, and is deleted:
+ * the removal cancels it, and every object goes with the device.
+ */
+TEST_F_TIMEOUT(rec, removal_cancels_pending_recovery, 300)
+{
+	struct mrpool_alloc one;
+
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 60000));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
+	grow_one(_metadata, self->fd, &one);
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	expect_dev_gone(_metadata, &self->base);
+}
+
+/*
+ * DEV's recovery attempt is waiting for a registration that never
+ * completes when DEV is deleted: the removal waits for the attempt (its
+ * timeout, the drain), which queues no other, and every object goes
+ * with the device.
+ */
+TEST_F_TIMEOUT(rec, removal_waits_for_running_recovery, 300)
+{
+	struct mrpool_alloc one;
+
+	/* Time enough to arm the swallow below before the attempt. */
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 3000));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
+	grow_one(_metadata, self->fd, &one);
+	/* The attempt's registration of the missed chunk is swallowed. */
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
+	ASSERT_TRUE(POOL_WAIT(ib_stat("wr_waits") >= 1, 60000))
+		TH_LOG("no recovery attempt waited");
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	expect_dev_gone(_metadata, &self->base);
+	EXPECT_EQ(0, ib_stat("wr_waits"));
+}
+
+/*
+ * The module unloads with DEV failed and its recovery pending (its exit
+ * removes DEV and cancels it), and loads again.
+ */
+TEST_F_TIMEOUT(rec, unload_with_pending_recovery, 300)
+{
+	struct mrpool_alloc one;
+
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 60000));
+	add_and_fill(_metadata, self->fd);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+				   ib_ready_devices(DEV)));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
+	grow_one(_metadata, self->fd, &one);
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	close(self->fd);
+	self->fd = -1;
+	pool_trim_restore(self->trim_sec);
+	self->trim_sec = -1;
+
+	ASSERT_EQ(0, syscall(__NR_delete_module, "mrpool", O_NONBLOCK))
+		TH_LOG("rmmod mrpool: %s", strerror(errno));
+	ASSERT_NE(0, access(IB_SYSFS, F_OK));
+	ASSERT_EQ(0, system("insmod kmod/mrpool.ko $MRPOOL_PARAMS"));
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK));
+	EXPECT_TRUE(dev_in_state("ready"));
+	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
+	EXPECT_EQ(0, ib_stat("stuck_mrs"));
+	ASSERT_EQ(0, link_del(DEV));
+}
+
+TEST_HARNESS_MAIN
