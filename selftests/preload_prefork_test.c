@@ -9,8 +9,9 @@
  * once without the shim and once with it: both exit 0 with the same
  * result line; under the shim the blocks are the pool's, the report says
  * backend kernel and counts the forks, and the module's fork_copies
- * counter moved. The host's preload_prog_test runs them on the anonymous
- * backend.
+ * counter moved. Its userns run: unshare(CLONE_NEWUSER) with the pool's
+ * thread running succeeds as without the shim. The host's
+ * preload_prog_test runs them on the anonymous backend.
  *
  * VM kernels: one (selftests/run.sh: the shim and an outside program; the
  * kernel's fork copy under it is lib_fork_copy_test's on every kernel)
@@ -153,6 +154,31 @@ TEST(prefork_server)
 TEST(spawn_with_blocks_live)
 {
 	same_as_glibc(_metadata, "spawn", "pool-like blocks 12 of 12", 12);
+}
+
+/*
+ * The kernel's pool open and its thread running, a program of one thread
+ * of its own creates a user namespace as without the shim (whose
+ * unshare() stops the pool's thread for the call; the host's
+ * preload_prog_test also sees the trim after it).
+ */
+TEST(unshare_userns_with_pool)
+{
+	struct run plain, shim;
+	char a[512], b[512];
+
+	if (access("/dev/mrpool", R_OK | W_OK))
+		SKIP(return, "no /dev/mrpool");
+	run("userns", false, &plain);
+	if (plain.status)
+		SKIP(return, "no user namespace without the shim either: %.200s", plain.out);
+	run("userns", true, &shim);
+	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
+	first_line(plain.out, a, sizeof(a));
+	first_line(shim.out, b, sizeof(b));
+	EXPECT_STREQ(a, b);
+	EXPECT_NE(NULL, strstr(shim.out, "pool-like blocks 8 of 8")) TH_LOG("%s", shim.out);
+	EXPECT_NE(NULL, strstr(shim.report, ": backend kernel,")) TH_LOG("%s", shim.report);
 }
 
 TEST_HARNESS_MAIN

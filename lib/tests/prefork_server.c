@@ -29,6 +29,12 @@
  *                            holds its blocks and a second thread keeps
  *                            rewriting blocks of its own; each command's
  *                            effect is checked, then every block.
+ *   prefork_server userns    frees large blocks, then unshare(CLONE_NEWUSER),
+ *                            which the kernel refuses to a process of more
+ *                            than one thread; then waits (two minutes at
+ *                            most) for its locked memory (VmLck: the
+ *                            pool's, under the shim) to go down, as when a
+ *                            pool thread trims, and says what it saw.
  *
  * Exit: 0 when every check passed; 1 a check failed (the line says which);
  * 2 a system call failed.
@@ -42,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -391,17 +398,58 @@ static int spawn(void)
 	       tintact != TBLK || intact != NBLK;
 }
 
+/* VmLck of /proc/self/status, in kB; -1 if unreadable. */
+static long vm_locked(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static int userns(void)
+{
+	long before, later;
+	int pool, ret, err;
+
+	pool = alloc_blocks();
+	if (pool < 0)
+		return 2;
+	for (unsigned int b = 0; b < NBLK; b++)
+		free(blk[b]);
+	before = vm_locked();
+	ret = unshare(CLONE_NEWUSER);
+	err = errno;
+	printf("unshare(CLONE_NEWUSER): %s\n", ret ? strerror(err) : "ok");
+	printf("pool-like blocks %d of %d\n", pool, NBLK);
+	later = before;
+	for (int i = 0; i < 12000 && before > 0 && later >= before; i++) {
+		usleep(10000);
+		later = vm_locked();
+	}
+	printf("locked kB at the unshare %ld, later %ld\n", before, later);
+	return ret != 0;
+}
+
 int main(int argc, char **argv)
 {
 	int ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: prefork_server prefork|spawn\n");
+		fprintf(stderr, "usage: prefork_server prefork|spawn|userns\n");
 		return 2;
 	}
 	ret = !strcmp(argv[1], "prefork") ? prefork() :
-	      !strcmp(argv[1], "spawn") ? spawn() : 2;
+	      !strcmp(argv[1], "spawn") ? spawn() :
+	      !strcmp(argv[1], "userns") ? userns() : 2;
 	if (ret == 2)
 		fprintf(stderr, "prefork_server %s: %s\n", argv[1], strerror(errno));
 	return ret;

@@ -9,7 +9,9 @@
  * count the forks made with them live. With MRPOOL_FORK=none (a child
  * gets none of the pool's memory) the server's workers must fail: the
  * check can tell. selftests/preload_prefork_test runs the same program on
- * the kernel's pool in the guest.
+ * the kernel's pool in the guest. Its userns run: a program of one thread
+ * creates a user namespace with the pool's thread running, as without
+ * the shim, and the pool still trims after.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -138,6 +140,38 @@ TEST(prefork_server_fails_without_copies)
 
 	run("prefork", true, "MRPOOL_FORK=none", &shim);
 	EXPECT_NE(0, shim.status) TH_LOG("%s", shim.out);
+}
+
+/*
+ * The pool open and its thread running (large blocks allocated and freed,
+ * the trim pending), a program of one thread of its own creates a user
+ * namespace, as without the shim (the kernel refuses it to a process of
+ * more than one thread: the shim's unshare() stops the pool's thread for
+ * the call), and the pool thread trims afterwards: the arenas' locked
+ * memory goes down with no further call of the program.
+ */
+TEST(unshare_userns_with_pool)
+{
+	struct run plain, shim;
+	long before = -1, later = -1;
+	const char *s;
+	char a[512], b[512];
+
+	run("userns", false, NULL, &plain);
+	if (plain.status)
+		SKIP(return, "no user namespace without the shim either: %.200s", plain.out);
+	run("userns", true, "MRPOOL_TRIM_DELAY_MS=100", &shim);
+	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
+	first_line(plain.out, a, sizeof(a));
+	first_line(shim.out, b, sizeof(b));
+	EXPECT_STREQ(a, b);
+	EXPECT_NE(NULL, strstr(shim.out, "pool-like blocks 8 of 8")) TH_LOG("%s", shim.out);
+	s = strstr(shim.out, "locked kB at the unshare ");
+	ASSERT_NE(NULL, s) TH_LOG("%s", shim.out);
+	ASSERT_EQ(2, sscanf(s, "locked kB at the unshare %ld, later %ld", &before, &later));
+	/* the arenas were locked at the unshare, and trimmed after it */
+	EXPECT_LT(0, before);
+	EXPECT_LT(later, before) TH_LOG("%s", shim.out);
 }
 
 TEST_HARNESS_MAIN
