@@ -620,6 +620,7 @@ struct mrp_pool {
 	bool bg_stop, bg_kick;
 	/* stopped by mrp_bg_pause() until mrp_bg_resume() (pool.c) */
 	bool bg_paused;
+	pid_t bg_tid;		/* the thread's, set by the thread */
 
 	/* stats page of the kernel backend (publish.c) */
 	struct mrpool_client_stats *pub;	/* NULL: nothing to publish to */

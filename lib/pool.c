@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,6 +216,7 @@ static void *mrp_bg_main(void *arg)
 	if (period < 5000000ull)
 		period = 5000000ull;
 	mrp_bg_self = true;
+	pool->bg_tid = (pid_t)syscall(SYS_gettid);	/* mrp_bg_pause() reads it after the join */
 	pthread_mutex_lock(&pool->bg_lock);
 	while (!pool->bg_stop) {
 		if (!pool->bg_kick) {
@@ -315,14 +317,25 @@ static void mrp_bg_stop(struct mrp_pool *pool)
  * no thread. If the thread cannot be started again, bg_paused stays set
  * and the pool goes on without it, as with MRPOOL_BACKGROUND=0 but for
  * publishing from the slow path; close then has nothing to join.
- * Returns whether a thread was stopped.
+ * Returns whether a thread was stopped (and is gone).
  */
 bool mrp_bg_pause(struct mrp_pool *pool)
 {
+	struct timespec ts = { .tv_nsec = 100000 };
+
 	if (!pool->bg_running || pool->bg_paused || mrp_forked(pool))
 		return false;
 	mrp_bg_join(pool);
 	pool->bg_paused = true;
+	/*
+	 * pthread_join() returns once the kernel has cleared the thread's
+	 * tid, at the start of its exit; the thread leaves the thread group
+	 * (what the kernel counts) at its end, until which its tid still
+	 * takes a signal. Wait for that, two seconds at most, or the call
+	 * paused for may still see two threads (it did in a guest under TCG).
+	 */
+	for (int i = 0; i < 20000 && !syscall(SYS_tgkill, getpid(), pool->bg_tid, 0); i++)
+		nanosleep(&ts, NULL);
 	return true;
 }
 
