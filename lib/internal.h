@@ -618,6 +618,9 @@ struct mrp_pool {
 	pthread_mutex_t bg_lock;
 	pthread_cond_t bg_cond;
 	bool bg_stop, bg_kick;
+	/* stopped by mrp_bg_pause() until mrp_bg_resume() (pool.c) */
+	bool bg_paused;
+	pid_t bg_tid;		/* the thread's, set by the thread */
 
 	/* stats page of the kernel backend (publish.c) */
 	struct mrpool_client_stats *pub;	/* NULL: nothing to publish to */
@@ -979,6 +982,8 @@ static inline bool mrp_forked(struct mrp_pool *pool)
  */
 extern __thread bool mrp_bg_self __attribute__((tls_model("initial-exec")));
 void mrp_bg_kick(struct mrp_pool *pool);
+bool mrp_bg_pause(struct mrp_pool *pool);
+int mrp_bg_resume(struct mrp_pool *pool);
 void mrp_pools_fork_prepare(void);
 void mrp_pools_fork_parent(void);
 void mrp_pools_fork_child(void);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,6 +216,7 @@ static void *mrp_bg_main(void *arg)
 	if (period < 5000000ull)
 		period = 5000000ull;
 	mrp_bg_self = true;
+	pool->bg_tid = (pid_t)syscall(SYS_gettid);	/* mrp_bg_pause() reads it after the join */
 	pthread_mutex_lock(&pool->bg_lock);
 	while (!pool->bg_stop) {
 		if (!pool->bg_kick) {
@@ -246,9 +248,23 @@ static void *mrp_bg_main(void *arg)
  * it inherits, so a process-directed signal is never delivered to it and
  * no handler of the application runs on it.
  */
-static int mrp_bg_start(struct mrp_pool *pool)
+static int mrp_bg_spawn(struct mrp_pool *pool)
 {
 	sigset_t all, old;
+	int ret;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&pool->bg, NULL, mrp_bg_main, pool);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return -ret;
+	pthread_setname_np(pool->bg, "mrpool-bg");
+	return 0;
+}
+
+static int mrp_bg_start(struct mrp_pool *pool)
+{
 	pthread_condattr_t ca;
 	int ret;
 
@@ -259,27 +275,80 @@ static int mrp_bg_start(struct mrp_pool *pool)
 	pthread_mutex_init(&pool->bg_lock, NULL);
 	if (!pool->cfg.background)
 		return 0;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&pool->bg, NULL, mrp_bg_main, pool);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = mrp_bg_spawn(pool);
 	if (ret)
-		return -ret;
-	pthread_setname_np(pool->bg, "mrpool-bg");
+		return ret;
 	pool->bg_running = true;
 	return 0;
+}
+
+/* Stop the thread and wait for it; what it was asked to do stays asked. */
+static void mrp_bg_join(struct mrp_pool *pool)
+{
+	pthread_mutex_lock(&pool->bg_lock);
+	pool->bg_stop = true;
+	pthread_cond_signal(&pool->bg_cond);
+	pthread_mutex_unlock(&pool->bg_lock);
+	pthread_join(pool->bg, NULL);
+	pool->bg_stop = false;
 }
 
 static void mrp_bg_stop(struct mrp_pool *pool)
 {
 	if (pool->bg_running) {
-		pthread_mutex_lock(&pool->bg_lock);
-		pool->bg_stop = true;
-		pthread_cond_signal(&pool->bg_cond);
-		pthread_mutex_unlock(&pool->bg_lock);
-		pthread_join(pool->bg, NULL);
+		if (!pool->bg_paused)
+			mrp_bg_join(pool);
 		pool->bg_running = false;
 	}
+}
+
+/*
+ * For the preload shim's unshare() and setns() (preload/shim.c): the
+ * kernel refuses a new user namespace, and joining a user or mount
+ * namespace, to a process of more than one thread (EINVAL), which the pool
+ * thread makes of a single-threaded program. mrp_bg_pause() stops the
+ * thread and waits for it, so that such a call sees the program's own
+ * threads only, and mrp_bg_resume() starts it again. Nothing is lost
+ * meanwhile: the growth, reclaim, trim and publishing it would have done
+ * are done by the new thread's passes (a kick meanwhile stays set for its
+ * first), and bg_running stays true throughout, so the allocation paths
+ * behave as with the thread there. Not concurrent with each other or with
+ * mrp_pool_close() (the caller serialises them); a forked child's pool has
+ * no thread. If the thread cannot be started again, bg_paused stays set
+ * and the pool goes on without it, as with MRPOOL_BACKGROUND=0 but for
+ * publishing from the slow path; close then has nothing to join.
+ * Returns whether a thread was stopped (and is gone).
+ */
+bool mrp_bg_pause(struct mrp_pool *pool)
+{
+	struct timespec ts = { .tv_nsec = 100000 };
+
+	if (!pool->bg_running || pool->bg_paused || mrp_forked(pool))
+		return false;
+	mrp_bg_join(pool);
+	pool->bg_paused = true;
+	/*
+	 * pthread_join() returns once the kernel has cleared the thread's
+	 * tid, at the start of its exit; the thread leaves the thread group
+	 * (what the kernel counts) at its end, until which its tid still
+	 * takes a signal. Wait for that, two seconds at most, or the call
+	 * paused for may still see two threads (it did in a guest under TCG).
+	 */
+	for (int i = 0; i < 20000 && !syscall(SYS_tgkill, getpid(), pool->bg_tid, 0); i++)
+		nanosleep(&ts, NULL);
+	return true;
+}
+
+int mrp_bg_resume(struct mrp_pool *pool)
+{
+	int ret;
+
+	if (!pool->bg_paused || mrp_forked(pool))
+		return 0;
+	ret = mrp_bg_spawn(pool);
+	if (!ret)
+		pool->bg_paused = false;
+	return ret;
 }
 
 static void mrp_classes_init(struct mrp_pool *pool)

@@ -48,12 +48,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -473,6 +475,59 @@ struct mrp_pool *mrp_pl_pool_peek(void)
 	    mrp_forked(mrp_pl_the_pool))
 		return NULL;
 	return mrp_pl_the_pool;
+}
+
+/*
+ * unshare() and setns(): the kernel refuses a new user namespace (also
+ * CLONE_VM, CLONE_SIGHAND, CLONE_THREAD) and joining a user or mount
+ * namespace to a process of more than one thread. The pool's thread would
+ * make every program under the shim one once its pool opened, so for these
+ * calls it is stopped and started again after (mrp_bg_pause(), pool.c): a
+ * program of one thread of its own gets what it would without the shim.
+ * The system call itself, as glibc makes it. One caller at a time pauses
+ * (two are two threads, refused by the kernel anyway). From a signal
+ * handler that interrupted one of its thread's calls into the library
+ * (or this one) the call goes straight to the kernel: the pool thread
+ * could be waiting for a lock the interrupted call holds.
+ */
+#define MRP_PL_EXPORT	__attribute__((visibility("default")))
+
+static pthread_mutex_t mrp_pl_ns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long mrp_pl_single_threaded(long nr, long a, long b)
+{
+	struct mrp_pool *pool = mrp_pl_inside() ? NULL : mrp_pl_pool_peek();
+	bool paused;
+	long ret;
+	int err;
+
+	if (!pool)
+		return syscall(nr, a, b);
+	mrp_pl_enter_outer();
+	pthread_mutex_lock(&mrp_pl_ns_lock);
+	paused = mrp_bg_pause(pool);
+	ret = syscall(nr, a, b);
+	err = errno;
+	if (paused)
+		mrp_bg_resume(pool);
+	pthread_mutex_unlock(&mrp_pl_ns_lock);
+	mrp_pl_leave_outer();
+	errno = err;
+	return ret;
+}
+
+MRP_PL_EXPORT int unshare(int flags)
+{
+	if (!(flags & (CLONE_NEWUSER | CLONE_VM | CLONE_SIGHAND | CLONE_THREAD)))
+		return (int)syscall(SYS_unshare, flags);
+	return (int)mrp_pl_single_threaded(SYS_unshare, flags, 0);
+}
+
+MRP_PL_EXPORT int setns(int fd, int nstype)
+{
+	if (nstype && !(nstype & (CLONE_NEWUSER | CLONE_NEWNS)))
+		return (int)syscall(SYS_setns, fd, nstype);
+	return (int)mrp_pl_single_threaded(SYS_setns, fd, nstype);
 }
 
 static void mrp_pl_fork_prepare(void)

@@ -5,6 +5,7 @@
  * fallback, PD registration (against the recording fake verbs), fork, and
  * the sampled latency histogram.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -164,6 +165,69 @@ TEST(background_trim)
 	/* seen trimmed, so trimmed, so the delay had passed (ms rounding) */
 	EXPECT_LE(399, dt);
 	EXPECT_EQ(0, mrp_pool_close(pool));
+}
+
+/* Threads of this process (/proc/self/task entries). */
+static int task_count(void)
+{
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/*
+ * mrp_bg_pause() (the preload shim's unshare() and setns()) leaves the
+ * process with its own threads only, work pending or not; after
+ * mrp_bg_resume() the new pool thread trims what was freed meanwhile,
+ * which nothing trimmed before. A pool closed while paused has no thread
+ * to join.
+ */
+TEST(background_pause_resume)
+{
+	struct mrp_pool_attr a = {
+		.comp_mask = MRP_POOL_ATTR_BACKGROUND | MRP_POOL_ATTR_TRIM_DELAY,
+		.background = 1, .trim_delay_ms = 50,
+	};
+	struct mrp_pool *pool = test_pool(&a);
+	struct mrp_stats st;
+	pthread_t t;
+	void *ret;
+	int n;
+
+	ASSERT_NE(NULL, pool);
+	n = task_count();
+	ASSERT_LE(2, n);
+	ASSERT_TRUE(mrp_bg_pause(pool));
+	EXPECT_EQ(n - 1, task_count());
+	EXPECT_FALSE(mrp_bg_pause(pool));
+	/* freed while paused, idle for longer than the delay: the trim waits */
+	ASSERT_EQ(0, pthread_create(&t, NULL, alloc_free_exit, pool));
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	ASSERT_EQ(NULL, ret);
+	sleep_ms(200);
+	st = test_stats(pool);
+	EXPECT_EQ(1, st.arenas);
+	EXPECT_EQ(0, st.arenas_trimmed);
+	ASSERT_EQ(0, mrp_bg_resume(pool));
+	EXPECT_EQ(n, task_count());
+	for (int i = 0; i < 3000; i++) {
+		st = test_stats(pool);
+		if (st.arenas_trimmed)
+			break;
+		sleep_ms(20);
+	}
+	EXPECT_EQ(0, st.arenas);
+	EXPECT_EQ(1, st.arenas_trimmed);
+	ASSERT_TRUE(mrp_bg_pause(pool));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(n - 1, task_count());
 }
 
 /* Below the low-water mark the pool thread adds an arena by itself. */
