@@ -132,7 +132,8 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 	mrp_bin_set_count(bin, got);
 	mrp_add(&c->refills, 1);
 	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
-	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)
+	if (atomic_load_explicit(&pool->bg_running, memory_order_relaxed) &&
+	    atomic_load(&c->free_blocks) < c->low_water)
 		mrp_bg_kick(pool);
 	return 0;
 }

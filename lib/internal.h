@@ -614,7 +614,15 @@ struct mrp_pool {
 
 	/* background thread */
 	pthread_t bg;
-	bool bg_running;
+	/*
+	 * Set once the thread is started, cleared after it is joined, both by
+	 * open and close, which no other call of the pool races; read by every
+	 * thread's slow paths (mrp_depot_refill(), the alloc slow path,
+	 * mrp_trim()) for a hint only: whether to kick the thread or do its
+	 * work themselves. Relaxed: nothing is read through it, and a stale
+	 * value costs one kick or one publish more or less.
+	 */
+	_Atomic bool bg_running;
 	pthread_mutex_t bg_lock;
 	pthread_cond_t bg_cond;
 	bool bg_stop, bg_kick;

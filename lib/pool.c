@@ -266,19 +266,19 @@ static int mrp_bg_start(struct mrp_pool *pool)
 	if (ret)
 		return -ret;
 	pthread_setname_np(pool->bg, "mrpool-bg");
-	pool->bg_running = true;
+	atomic_store_explicit(&pool->bg_running, true, memory_order_relaxed);
 	return 0;
 }
 
 static void mrp_bg_stop(struct mrp_pool *pool)
 {
-	if (pool->bg_running) {
+	if (atomic_load_explicit(&pool->bg_running, memory_order_relaxed)) {
 		pthread_mutex_lock(&pool->bg_lock);
 		pool->bg_stop = true;
 		pthread_cond_signal(&pool->bg_cond);
 		pthread_mutex_unlock(&pool->bg_lock);
 		pthread_join(pool->bg, NULL);
-		pool->bg_running = false;
+		atomic_store_explicit(&pool->bg_running, false, memory_order_relaxed);
 	}
 }
 
@@ -546,7 +546,7 @@ MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	if (flags & MRP_TRIM_FLUSH)
 		mrp_tcache_flush_self(pool);
-	if (!pool->bg_running)
+	if (!atomic_load_explicit(&pool->bg_running, memory_order_relaxed))
 		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(),
 					 (uint64_t)pool->cfg.trim_delay_ms * 1000000ull);
 	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);
