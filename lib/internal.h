@@ -946,6 +946,7 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
+void mrp_reg_resolve(void);
 void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
 void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
 int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot);

@@ -356,6 +356,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_cond_init(&pool->created, NULL);
 	mrp_os_unmap_resolve();
+	mrp_reg_resolve();	/* no lock held: see reg.c */
 
 	ret = mrp_backend_init(pool);
 	if (ret)

@@ -10,7 +10,9 @@
  * asks for its keys (mrp_reg_lazy); a PD marked dead (mrp_pd_dead) is no
  * longer registered in and its keys are never handed out again.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +20,50 @@
 #include <infiniband/verbs.h>
 
 #include "internal.h"
+
+/*
+ * ibv_reg_dmabuf_mr() came with rdma-core 34 (IBVERBS_1.12): a direct
+ * call would make the library need that version of libibverbs to load at
+ * all, where it only ever needs it for the kernel backend's slices on a
+ * device that takes dma-bufs. So it is looked up, once, at the first pool
+ * open (where the library holds no lock: dlsym() takes the dynamic
+ * linker's, see os.c), in the global scope, else in the libibverbs the
+ * library was loaded with (a dlopen() with RTLD_LOCAL keeps it out of the
+ * global scope). Without it every arena takes ibv_reg_mr, as for a device
+ * that refuses dma-bufs. Read with acquire after the once: constant then.
+ */
+typedef struct ibv_mr *mrp_reg_dmabuf_fn(struct ibv_pd *pd, uint64_t offset,
+					 size_t length, uint64_t iova, int fd,
+					 int access);
+static mrp_reg_dmabuf_fn *_Atomic mrp_reg_dmabuf;
+static pthread_once_t mrp_reg_dmabuf_once = PTHREAD_ONCE_INIT;
+
+static void mrp_reg_dmabuf_lookup(void)
+{
+	mrp_reg_dmabuf_fn *fn;
+	void *h;
+
+	*(void **)&fn = dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr");
+	if (!fn) {
+		h = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			*(void **)&fn = dlsym(h, "ibv_reg_dmabuf_mr");
+			dlclose(h);
+		}
+	}
+	atomic_store_explicit(&mrp_reg_dmabuf, fn, memory_order_release);
+}
+
+void mrp_reg_resolve(void)
+{
+	pthread_once(&mrp_reg_dmabuf_once, mrp_reg_dmabuf_lookup);
+}
+
+/* Can the PD's registrations go through dma-bufs at all (see above)? */
+static bool mrp_reg_dmabuf_ok(void)
+{
+	return atomic_load_explicit(&mrp_reg_dmabuf, memory_order_acquire) != NULL;
+}
 
 /*
  * Register [addr, addr + len) in the PD of slot with access (through
@@ -34,7 +80,8 @@ static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot
 
 	errno = 0;
 	if (dmabuf_fd >= 0)
-		mr = ibv_reg_dmabuf_mr(pd, 0, len, (uintptr_t)addr, dmabuf_fd, access);
+		mr = atomic_load_explicit(&mrp_reg_dmabuf, memory_order_acquire)
+			(pd, 0, len, (uintptr_t)addr, dmabuf_fd, access);
 	else
 		mr = ibv_reg_mr(pd, addr, len, access);
 	err = errno;
@@ -94,6 +141,9 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 	struct ibv_mr *mr;
 	int fd, err, cancel;
 
+	/* a libibverbs older than rdma-core 34: as a device that refuses */
+	if (pool->cfg.dmabuf && pool->ops->export_dmabuf && !mrp_reg_dmabuf_ok())
+		pool->pd_dmabuf_error[slot] = ENOSYS;
 	if (pool->cfg.dmabuf && pool->ops->export_dmabuf &&
 	    !pool->pd_dmabuf_error[slot]) {
 		/* no fork while the fd exists: a child could map the slice */
