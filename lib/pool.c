@@ -147,6 +147,9 @@ static void mrp_pool_drop_inherited(struct mrp_pool *pool)
 	for (a = pool->creating; a; a = a->next)
 		if (a->size)
 			munmap((void *)a->base, a->size);
+	/* arenas a trim was deregistering (depot.c): the parent's as well */
+	for (a = pool->trimming; a; a = a->next)
+		munmap((void *)a->base, a->size);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		munmap(fb->addr, fb->len);
 }
@@ -483,10 +486,10 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_mw_release_all(pool, forked);
 	mrp_pdh_free_all(pool);
 	/*
-	 * Arenas still being made (arena.c): in the parent their creators
-	 * finish, and what they publish is torn down below with the rest; in
-	 * a child they are records of the parent's threads, whose ranges the
-	 * fork handler unmapped.
+	 * Arenas still being made (arena.c) or trimmed (depot.c): in the
+	 * parent their threads finish, and what they publish is torn down
+	 * below with the rest; in a child they are records of the parent's
+	 * threads, whose ranges the fork handler unmapped.
 	 */
 	if (forked) {
 		for (a = pool->creating; a; a = next) {
@@ -494,6 +497,11 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 			mrp_arena_free(a);
 		}
 		pool->creating = NULL;
+		for (a = pool->trimming; a; a = next) {
+			next = a->next;
+			mrp_arena_free(a);
+		}
+		pool->trimming = NULL;
 	} else {
 		pthread_mutex_lock(&pool->lock);
 		mrp_arenas_creating_wait(pool);
