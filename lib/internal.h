@@ -594,6 +594,7 @@ struct mrp_pool {
 	 */
 	struct ibv_pd *attaching[MRP_MAX_PDS];
 	_Atomic uint64_t attach_unlocked_regs;
+	_Atomic uint64_t detach_unlocked_deregs;	/* arenas, by detaches */
 	_Atomic uint64_t lazy_waits;
 	/*
 	 * Arenas trim deregisters and unmaps without the lock (depot.c),

@@ -508,7 +508,8 @@ int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int ac
 			ret = -EEXIST;
 			goto unlock;
 		}
-		if (!cur && !pool->attaching[s] && slot < 0)
+		if (!cur && !pool->attaching[s] && !(pool->pd_detaching & (1u << s)) &&
+		    slot < 0)
 			slot = s;
 	}
 	if (slot < 0) {
@@ -572,6 +573,15 @@ unlock:
 	return ret;
 }
 
+/* Until no unlocked (de)registration in slot is in flight; pool->lock held. */
+static void mrp_detach_wait(struct mrp_pool *pool, int slot)
+{
+	if (pool->reg_busy[slot])
+		mrp_add(&pool->detach_waits, 1);
+	while (pool->reg_busy[slot])
+		pthread_cond_wait(&pool->created, &pool->lock);
+}
+
 MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 {
 	struct mrp_fallback *fb;
@@ -600,27 +610,61 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	 */
 	pool->pd_detaching |= 1u << slot;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	if (pool->reg_busy[slot])
-		mrp_add(&pool->detach_waits, 1);
-	while (pool->reg_busy[slot])
-		pthread_cond_wait(&pool->created, &pool->lock);
-	pthread_setcancelstate(cancel, NULL);
-	pool->pd_detaching &= ~(1u << slot);
+	mrp_detach_wait(pool, slot);
 	atomic_store(&pool->pds[slot], NULL);
 	mrp_pdh_detach(pool, slot);
 	mrp_mw_release_pd_locked(pool, pd);
 	/*
+	 * Each arena's MRs go without pool->lock (an ibv_dereg_mr unpins a
+	 * whole arena), the arena held against trim meanwhile; the slot stays
+	 * taken (pd_detaching: no attach reuses it, no creation registers in
+	 * it) until the last is gone. An arena trim took meanwhile is
+	 * deregistered by the trim, counted busy: waited for at the end.
+	 *
 	 * An MR that fails to go retires its arena: the PD's rkey may still
 	 * reach that memory, so it must not carry other buffers. Not so for a
 	 * PD marked dead: its device reaches nothing any more. The detach
 	 * itself completes (dereg_errors counts what failed).
 	 */
-	for (a = pool->arenas; a; a = a->next)
-		mrp_dereg_live(pool, a, slot);
+	for (;;) {
+		struct ibv_mr *mr, *bind_mr;
+		bool held;
+		int err = 0;
+
+		for (a = pool->arenas; a && !a->mr[slot]; a = a->next)
+			;
+		if (!a)
+			break;
+		/* not held: retired by a failed trim, listed until the close */
+		held = mrp_arena_hold(a);
+		/* the bit goes first: no fast path hands out these keys from now */
+		atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot), memory_order_release);
+		mr = a->mr[slot];
+		bind_mr = a->bind_mr[slot];
+		a->mr[slot] = NULL;
+		a->bind_mr[slot] = NULL;
+		a->keys[slot].lkey = 0;
+		a->keys[slot].rkey = 0;
+		pthread_mutex_unlock(&pool->lock);
+		if (bind_mr)
+			err = mrp_dereg_mr(pool, bind_mr, slot);
+		if (mrp_dereg_mr(pool, mr, slot))
+			err = -EIO;
+		pthread_mutex_lock(&pool->lock);
+		if (err && !mrp_slot_dead(pool, slot))
+			mrp_arena_retire(pool, a);
+		if (held)
+			mrp_arena_unhold(a);
+		mrp_add(&pool->detach_unlocked_deregs, 1);
+	}
+	mrp_detach_wait(pool, slot);
+	/* fallback buffers (rare: arenas ran out) under the lock */
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
 			fb->leak = true;
+	pool->pd_detaching &= ~(1u << slot);
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return 0;
 }
 

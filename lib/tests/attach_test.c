@@ -2,7 +2,8 @@
 /*
  * Host unit tests of the slow calls made without pool->lock besides
  * growth (growth_test): an attach registers every arena, a lazy
- * registration one, a trim deregisters and unmaps, each without the lock
+ * registration one, a trim deregisters and unmaps, a detach deregisters,
+ * each without the lock
  * (reg.c, depot.c), so that while one of them is held up another
  * thread's large free, mrp_stats, mrp_pd_dead and fork get through. The
  * holds are the fake verbs' (fake_hold(), fake_hold_dereg()) and, for the
@@ -508,6 +509,53 @@ TEST(trim_unmap_unlocked)
 	ASSERT_EQ(0, pthread_join(h.thr, NULL));
 	EXPECT_EQ(1, h.ret);
 	for (int i = 2; i < NBLK; i++)
+		EXPECT_EQ(0, mrp_free(pool, blk[i]));
+	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(2)));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(live0, fake_live);
+}
+
+/*
+ * A detach held in the deregistration of its PD's MR of an arena: the
+ * other thread's calls get through (mrp_pd_dead of another PD). Released,
+ * no MR of the PD is left in any arena, each arena's went unlocked
+ * (counted), and the slot is free again.
+ */
+TEST(detach_unlocked)
+{
+	struct mrp_pool *pool = pool_open();
+	struct holder d;
+	struct passer p;
+	void *blk[NBLK];
+	struct mrp_buf b;
+	int live0 = fake_live, got, i;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(2), ACCESS));
+	ASSERT_EQ(0, alloc_blocks(pool, blk));
+
+	fake_hold_dereg(FAKE_PD(1));
+	ASSERT_EQ(0, holder_start(&d, pool, HELD_DETACH, FAKE_PD(1), NULL));
+	ASSERT_EQ(0, fake_wait_held(1, HOLD_MS));
+	got = passer_run(&p, pool, blk[0], FAKE_PD(2));
+	EXPECT_EQ(PASSER_OPS, got);
+	TH_LOG("%d of %d calls got through while a detach was held", got, PASSER_OPS);
+	EXPECT_EQ(1, fake_held());
+	EXPECT_FALSE(atomic_load(&d.done));
+	fake_release();
+	passer_join(&p);
+	ASSERT_EQ(0, pthread_join(d.thr, NULL));
+	EXPECT_EQ(0, d.ret);
+	EXPECT_EQ(NBLK, atomic_load(&pool->detach_unlocked_deregs));
+	for (i = 0; i < NBLK; i++)
+		EXPECT_EQ(-1, fake_mr_access(FAKE_PD(1), blk[i]));
+	EXPECT_EQ(-EINVAL, mrp_lookup(pool, blk[1], FAKE_PD(1), &b));
+	/* the slot is free: attached again, every arena registered */
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
+	ASSERT_EQ(0, mrp_lookup(pool, blk[1], FAKE_PD(1), &b));
+	EXPECT_TRUE(fake_mr_covers(FAKE_PD(1), blk[1], 4 * MIB, b.lkey, b.rkey));
+	for (i = 1; i < NBLK; i++)
 		EXPECT_EQ(0, mrp_free(pool, blk[i]));
 	EXPECT_EQ(0, mrp_detach_pd(pool, FAKE_PD(2)));
 	EXPECT_EQ(0, mrp_pool_close(pool));
