@@ -145,7 +145,7 @@ static MRP_NOINLINE int mrp_alloc_slow(struct mrp_pool *pool, size_t size,
 	mrp_tcache_put(tc);
 	buf->size = mrp_class_size(cls);
 	/* no background thread to publish the counters: the slow path does */
-	if (!pool->bg_running)
+	if (!atomic_load_explicit(&pool->bg_running, memory_order_relaxed))
 		mrp_publish(pool, false);
 	return 0;
 

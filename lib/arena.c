@@ -200,9 +200,10 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
  *  2. unlocked, the backend maps it; under the lock for a moment its range
  *     is recorded (the fork child handler unmaps it, pool.c) and the
  *     address map's pages for it are made writable; unlocked again, it is
- *     registered in the chosen slots.
+ *     registered in the chosen slots, and then, unlocked as well, in PDs
+ *     attached meanwhile (chosen and counted busy in the same way, until a
+ *     look under the lock finds none left).
  *  3. publish (pool->lock): what changed meanwhile is caught up with (a PD
- *     attached: registered now, best effort as for any new arena; a PD
  *     marked dead: its bit cleared, the MR left to the detach as in every
  *     arena), the application's domain is told (arena_ops), then the
  *     arena goes into the map, the arena list and the depot (a class) or
@@ -217,8 +218,9 @@ int mrp_map_set(struct mrp_map *m, uintptr_t base, size_t size, struct mrp_arena
  * cold start of N threads. max_bytes counts arenas in flight, so together
  * they never pass it. Nothing else waits for a creation: large
  * frees, stats, mrp_pd_dead, attach, trim and fork take pool->lock, which
- * a creator holds only for list and counter updates, and the registrations
- * under it that only attach and lazy registration make as before. Two
+ * a creator holds only for list and counter updates (attach and lazy
+ * registration register without it too, reg.c; trim deregisters and
+ * unmaps without it, depot.c). Two
  * waits remain, both for a step, never for a whole growth loop:
  * mrp_detach_pd() for creations registering in the PD it detaches, and
  * close for creations in flight (a thread still inside a call close races
@@ -365,11 +367,11 @@ static int mrp_arena_place(struct mrp_arena *a, const struct mrp_region *r)
 }
 
 /*
- * Step 3, pool->lock held: the arena, mapped and registered in slots,
+ * Step 3, pool->lock held: the arena, mapped and registered,
  * becomes the pool's. 0, or the error of the application's add(), which
  * leaves it unpublished.
  */
-static int mrp_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
+static int mrp_arena_publish(struct mrp_pool *pool, struct mrp_arena *a)
 {
 	int ret;
 
@@ -377,7 +379,7 @@ static int mrp_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_
 	ret = mrp_arena_announce(pool, a);
 	if (ret)
 		return ret;
-	mrp_reg_arena_publish(pool, a, slots);
+	mrp_reg_arena_publish(pool, a);
 	/* reserved in step 2: in range, cannot fail */
 	mrp_map_set(&mrp_map, a->base, a->size, a);
 	mrp_list_add(&pool->arenas, a);
@@ -426,11 +428,24 @@ static int mrp_arena_make(struct mrp_pool *pool, size_t size, size_t align,
 	pthread_mutex_lock(&pool->lock);
 	if (!ret)
 		ret = mrp_arena_place(a, &r);
-	if (!ret) {
-		pthread_mutex_unlock(&pool->lock);
-		/* best effort: a PD that refuses the arena only lacks its keys */
-		mrp_reg_arena(pool, a, slots);
-		pthread_mutex_lock(&pool->lock);
+	/*
+	 * Best effort: a PD that refuses the arena only lacks its keys. PDs
+	 * attached meanwhile are registered in unlocked as well, counted
+	 * busy as the first ones, until none is left for the publish.
+	 */
+	for (uint32_t more = slots; !ret;) {
+		if (more) {
+			pthread_mutex_unlock(&pool->lock);
+			mrp_reg_arena(pool, a, more);
+			pthread_mutex_lock(&pool->lock);
+		}
+		more = mrp_reg_arena_missing(pool, slots);
+		if (!more)
+			break;
+		for (int s = 0; s < MRP_MAX_PDS; s++)
+			if (more & (1u << s))
+				pool->reg_busy[s]++;
+		slots |= more;
 	}
 	/*
 	 * Off pool->creating before it goes on pool->arenas (the same links).
@@ -439,7 +454,7 @@ static int mrp_arena_make(struct mrp_pool *pool, size_t size, size_t align,
 	 */
 	mrp_arena_end(pool, a, size, slots);
 	if (!ret) {
-		ret = mrp_arena_publish(pool, a, slots);
+		ret = mrp_arena_publish(pool, a);
 		if (ret && mrp_dereg_arena(pool, a))
 			keep = true;	/* a device may still reach it: never unmapped */
 	}
@@ -474,7 +489,8 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 }
 
 /*
- * Close, pool->lock held: wait for the creations in flight to end. The
+ * Close, pool->lock held: wait for the creations and trims in flight to
+ * end. The
  * wait is a cancellation point, and the lock must not be left held.
  */
 void mrp_arenas_creating_wait(struct mrp_pool *pool)
@@ -482,7 +498,7 @@ void mrp_arenas_creating_wait(struct mrp_pool *pool)
 	int cancel;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	while (pool->creating)
+	while (pool->creating || pool->trimming)
 		pthread_cond_wait(&pool->created, &pool->lock);
 	pthread_setcancelstate(cancel, NULL);
 }
@@ -508,6 +524,86 @@ void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a)
 	if (a->locked)
 		pool->locked_bytes -= a->size;
 	pool->narenas--;
+	mrp_arena_free(a);
+}
+
+/*
+ * Trim without pool->lock (depot.c mrp_trim_idle()): what it claimed goes
+ * in three steps, as a creation comes, so that the deregistrations (each
+ * ibv_dereg_mr unpins a whole arena) and munmap() hold up no large free,
+ * stats, mrp_pd_dead, attach nor fork:
+ *
+ *  1. begin (pool->lock): the application's domain is told (arena_ops,
+ *     under the lock as always), the arena leaves the map and
+ *     pool->arenas for pool->trimming, and each PD slot it has an MR in is
+ *     counted in reg_busy[] (a detach waits for the deregistration, as
+ *     for a creation's registration: the caller may deallocate the PD
+ *     once the detach returns). Still counted in mapped and narenas.
+ *  2. unlocked, every MR goes; in a pool whose children get the arenas
+ *     (MRP_FORK_COPY) the range is made DONTFORK first, so that a fork
+ *     from here on leaves the child nothing of it.
+ *  3. end (pool->lock): off pool->trimming and its slots released; gone
+ *     from the counts, or back on the list, retired, if a deregistration
+ *     failed (a device may still reach it: never unmapped, never reused).
+ *     Then, unlocked, unmapped (mrp_arena_trim_unmap()).
+ *
+ * A fork child unmaps what it got of an arena on pool->trimming (pool.c),
+ * as of one on pool->creating; close waits for both lists to empty.
+ */
+void mrp_arena_trim_begin(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	mrp_arena_unannounce(pool, a);
+	mrp_map_set(&mrp_map, a->base, a->size, NULL);
+	mrp_list_del(&pool->arenas, a);
+	mrp_list_add(&pool->trimming, a);
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (a->mr[s]) {
+			a->trim_slots |= 1u << s;
+			pool->reg_busy[s]++;
+		}
+}
+
+/* Step 2, unlocked: true if every MR went. */
+bool mrp_arena_trim_dereg(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	if (pool->fork_copy)
+		madvise((void *)a->base, a->size, MADV_DONTFORK);
+	return !mrp_dereg_arena(pool, a);
+}
+
+/*
+ * Step 3, pool->lock held: false if it was kept, retired (see above);
+ * then the caller's pool->created broadcast wakes a waiting detach.
+ */
+bool mrp_arena_trim_end(struct mrp_pool *pool, struct mrp_arena *a, bool deregistered)
+{
+	mrp_list_del(&pool->trimming, a);
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (a->trim_slots & (1u << s))
+			pool->reg_busy[s]--;
+	a->trim_slots = 0;
+	if (!deregistered) {
+		a->retired = true;
+		mrp_list_add(&pool->arenas, a);
+		mrp_map_set(&mrp_map, a->base, a->size, a);
+		return false;
+	}
+	pool->mapped -= a->size;
+	if (a->locked)
+		pool->locked_bytes -= a->size;
+	pool->narenas--;
+	return true;
+}
+
+/* After step 3, unlocked: the memory and the struct of a trimmed arena. */
+void mrp_arena_trim_unmap(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	struct mrp_region r = {
+		.base = a->base, .size = a->size, .handle = a->handle,
+		.locked = a->locked,
+	};
+
+	pool->ops->unmap(pool, &r);
 	mrp_arena_free(a);
 }
 

@@ -132,7 +132,8 @@ int mrp_depot_refill(struct mrp_pool *pool, unsigned int cls, struct mrp_bin *bi
 	mrp_bin_set_count(bin, got);
 	mrp_add(&c->refills, 1);
 	atomic_store_explicit(&c->last_refill, mrp_now_ns(), memory_order_relaxed);
-	if (pool->bg_running && atomic_load(&c->free_blocks) < c->low_water)
+	if (atomic_load_explicit(&pool->bg_running, memory_order_relaxed) &&
+	    atomic_load(&c->free_blocks) < c->low_water)
 		mrp_bg_kick(pool);
 	return 0;
 }
@@ -247,19 +248,22 @@ void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a)
  * no hold on them (a served MR of the preload shim's pointing in). With
  * keep_reserve (background trim), a class used within the trim delay keeps
  * its low-water reserve so growth and trim do not undo each other.
+ *
+ * The victims are claimed and unpublished under pool->lock, deregistered
+ * and unmapped without it (arena.c mrp_arena_trim_begin()); the count of
+ * arenas and of those trimmed move together under the lock at the end.
  */
 int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 		  bool keep_reserve)
 {
-	struct mrp_arena *a, *next, *victims, **pp;
-	int n = 0;
+	struct mrp_arena *a, *next, *victims = NULL, **pp;
+	int n = 0, cancel;
 
 	pthread_mutex_lock(&pool->lock);
 	for (unsigned int cls = 0; cls < MRP_NCLASSES; cls++) {
 		struct mrp_class *c = &pool->cls[cls];
 		bool busy = !mrp_elapsed(now, atomic_load(&c->last_refill), delay_ns);
 
-		victims = NULL;
 		pthread_mutex_lock(&c->lock);
 		for (a = c->avail; a; a = next) {
 			next = a->av_next;
@@ -277,13 +281,6 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			victims = a;
 		}
 		pthread_mutex_unlock(&c->lock);
-		for (a = victims; a; a = next) {
-			next = a->av_next;
-			a->av_next = NULL;
-			/* a failed deregistration retires it: kept, never reused */
-			if (!mrp_arena_destroy(pool, a))
-				n++;
-		}
 	}
 	for (pp = &pool->large_free; (a = *pp);) {
 		if (!mrp_elapsed(now, a->idle_since, delay_ns) || !mrp_arena_claim(a)) {
@@ -291,12 +288,41 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 			continue;
 		}
 		*pp = a->av_next;
-		a->av_next = NULL;
-		if (!mrp_arena_destroy(pool, a))
+		a->av_next = victims;
+		victims = a;
+	}
+	for (a = victims; a; a = a->av_next)
+		mrp_arena_trim_begin(pool, a);
+	pthread_mutex_unlock(&pool->lock);
+	if (!victims)
+		return 0;
+
+	/* not a cancellation point: the victims would stay on pool->trimming */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	for (a = victims; a; a = a->av_next)
+		a->trim_ok = mrp_arena_trim_dereg(pool, a);
+
+	pthread_mutex_lock(&pool->lock);
+	for (pp = &victims; (a = *pp);) {
+		/* a failed deregistration retires it: kept, never reused */
+		if (mrp_arena_trim_end(pool, a, a->trim_ok)) {
 			n++;
+			pp = &a->av_next;
+			continue;
+		}
+		*pp = a->av_next;
+		a->av_next = NULL;
 	}
 	/* with the arena count, under the lock: stats see both or neither */
 	mrp_add(&pool->trimmed, (uint64_t)n);
+	/* a detach waiting for the slots, close for the list */
+	pthread_cond_broadcast(&pool->created);
 	pthread_mutex_unlock(&pool->lock);
+
+	for (a = victims; a; a = next) {
+		next = a->av_next;
+		mrp_arena_trim_unmap(pool, a);
+	}
+	pthread_setcancelstate(cancel, NULL);
 	return n;
 }

@@ -228,6 +228,15 @@ struct mrp_arena {
 	 * paths' lines: taking and dropping one writes it.
 	 */
 	_Atomic uint32_t holds;
+	/*
+	 * pool->lock: bit s, an MR of slot s is being made for the listed
+	 * arena without the lock, by an attach or a lazy registration
+	 * (reg.c); a second lazy registration waits for it.
+	 */
+	uint32_t reg_pending;
+	/* slots counted busy while trim deregisters it unlocked (arena.c) */
+	uint32_t trim_slots;
+	bool trim_ok;			/* trim: every MR went (unlocked step) */
 };
 
 #define MRP_ARENA_TRIMMED	(1u << 31)	/* holds: trim took the arena */
@@ -561,11 +570,13 @@ struct mrp_pool {
 	/*
 	 * Arena creation without the lock (arena.c), all pool->lock: arenas
 	 * being made, in no map, list nor depot yet; their bytes, held
-	 * against max_bytes with mapped; per PD slot, how many of them
-	 * register in it unlocked (mrp_detach_pd() waits for 0 before the
-	 * PD's MRs go); slots a detach is waiting on, which no creation
-	 * starts to register in; and the condition those waits sleep on,
-	 * broadcast whenever a creation ends. detach_waits counts the
+	 * against max_bytes with mapped; per PD slot, how many of them,
+	 * lazy registrations (reg.c) and trimmed arenas (depot.c) register
+	 * or deregister in it unlocked (mrp_detach_pd() waits for 0 before
+	 * the PD's MRs go); slots a detach is waiting on, which no creation
+	 * nor lazy registration starts to register in; and the condition
+	 * those waits sleep on, broadcast whenever one of those ends (and a
+	 * lazy registration waits on for another's). detach_waits counts the
 	 * detaches that found registrations in flight and slept (for tests:
 	 * that a detach waited, not only that it returned late).
 	 */
@@ -575,6 +586,23 @@ struct mrp_pool {
 	uint32_t pd_detaching;
 	pthread_cond_t created;
 	_Atomic uint64_t detach_waits;
+	/*
+	 * The PD an attach in flight registers the arenas in, per slot
+	 * (pool->lock): the slot is taken, the PD not in pds[] yet (reg.c).
+	 * For tests: arenas registered by attaches without the lock, and lazy
+	 * registrations that waited for another's.
+	 */
+	struct ibv_pd *attaching[MRP_MAX_PDS];
+	_Atomic uint64_t attach_unlocked_regs;
+	_Atomic uint64_t detach_unlocked_deregs;	/* arenas, by detaches */
+	_Atomic uint64_t lazy_waits;
+	/*
+	 * Arenas trim deregisters and unmaps without the lock (depot.c),
+	 * off the map and pool->arenas, still counted in mapped and narenas
+	 * until they are gone; pool->lock. A fork child unmaps them as it
+	 * does creations, close waits for them.
+	 */
+	struct mrp_arena *trimming;
 	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
 	struct mrp_fallback *fallbacks;
 	struct mrp_mw *mws;		/* bound memory windows */
@@ -614,7 +642,15 @@ struct mrp_pool {
 
 	/* background thread */
 	pthread_t bg;
-	bool bg_running;
+	/*
+	 * Set once the thread is started, cleared after it is joined, both by
+	 * open and close, which no other call of the pool races; read by every
+	 * thread's slow paths (mrp_depot_refill(), the alloc slow path,
+	 * mrp_trim()) for a hint only: whether to kick the thread or do its
+	 * work themselves. Relaxed: nothing is read through it, and a stale
+	 * value costs one kick or one publish more or less.
+	 */
+	_Atomic bool bg_running;
 	pthread_mutex_t bg_lock;
 	pthread_cond_t bg_cond;
 	bool bg_stop, bg_kick;
@@ -922,6 +958,10 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 		     unsigned int cls, size_t large_len, struct mrp_arena **out);
 void mrp_arenas_creating_wait(struct mrp_pool *pool);
 int mrp_arena_destroy(struct mrp_pool *pool, struct mrp_arena *a);
+void mrp_arena_trim_begin(struct mrp_pool *pool, struct mrp_arena *a);
+bool mrp_arena_trim_dereg(struct mrp_pool *pool, struct mrp_arena *a);
+bool mrp_arena_trim_end(struct mrp_pool *pool, struct mrp_arena *a, bool deregistered);
+void mrp_arena_trim_unmap(struct mrp_pool *pool, struct mrp_arena *a);
 void mrp_arena_forget(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_arena_announce(struct mrp_pool *pool, struct mrp_arena *a);
 void mrp_arena_unannounce(struct mrp_pool *pool, struct mrp_arena *a);
@@ -941,8 +981,10 @@ int mrp_trim_idle(struct mrp_pool *pool, uint64_t now, uint64_t delay_ns,
 void mrp_arena_retire(struct mrp_pool *pool, struct mrp_arena *a);
 
 /* reg.c */
+void mrp_reg_resolve(void);
 void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
-void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots);
+void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a);
+uint32_t mrp_reg_arena_missing(struct mrp_pool *pool, uint32_t slots);
 int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot);
 int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a);
 int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access,

@@ -36,7 +36,8 @@
  * which runs its handlers for an unmapping without unmapping. libfabric's
  * monitors have no such call and rely on their hooks.
  *
- * mrp_os_unmap() runs under pool->lock (trim, close), so it must not call
+ * mrp_os_unmap() may run under pool->lock (close; trim unmaps without
+ * it, depot.c, but must not depend on that), so it must not call
  * dlsym(): dlsym takes the dynamic linker's lock, and a thread in dlopen()
  * holds that lock while constructors allocate, which may need pool->lock
  * (the preload shim's malloc): a lock order inversion. The entry point is

@@ -148,6 +148,9 @@ static void mrp_pool_drop_inherited(struct mrp_pool *pool)
 	for (a = pool->creating; a; a = a->next)
 		if (a->size)
 			munmap((void *)a->base, a->size);
+	/* arenas a trim was deregistering (depot.c): the parent's as well */
+	for (a = pool->trimming; a; a = a->next)
+		munmap((void *)a->base, a->size);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		munmap(fb->addr, fb->len);
 }
@@ -278,7 +281,7 @@ static int mrp_bg_start(struct mrp_pool *pool)
 	ret = mrp_bg_spawn(pool);
 	if (ret)
 		return ret;
-	pool->bg_running = true;
+	atomic_store_explicit(&pool->bg_running, true, memory_order_relaxed);
 	return 0;
 }
 
@@ -295,10 +298,10 @@ static void mrp_bg_join(struct mrp_pool *pool)
 
 static void mrp_bg_stop(struct mrp_pool *pool)
 {
-	if (pool->bg_running) {
+	if (atomic_load_explicit(&pool->bg_running, memory_order_relaxed)) {
 		if (!pool->bg_paused)
 			mrp_bg_join(pool);
-		pool->bg_running = false;
+		atomic_store_explicit(&pool->bg_running, false, memory_order_relaxed);
 	}
 }
 
@@ -323,7 +326,8 @@ bool mrp_bg_pause(struct mrp_pool *pool)
 {
 	struct timespec ts = { .tv_nsec = 100000 };
 
-	if (!pool->bg_running || pool->bg_paused || mrp_forked(pool))
+	if (!atomic_load_explicit(&pool->bg_running, memory_order_relaxed) ||
+	    pool->bg_paused || mrp_forked(pool))
 		return false;
 	mrp_bg_join(pool);
 	pool->bg_paused = true;
@@ -425,6 +429,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_cond_init(&pool->created, NULL);
 	mrp_os_unmap_resolve();
+	mrp_reg_resolve();	/* no lock held: see reg.c */
 
 	ret = mrp_backend_init(pool);
 	if (ret)
@@ -551,10 +556,10 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 	mrp_mw_release_all(pool, forked);
 	mrp_pdh_free_all(pool);
 	/*
-	 * Arenas still being made (arena.c): in the parent their creators
-	 * finish, and what they publish is torn down below with the rest; in
-	 * a child they are records of the parent's threads, whose ranges the
-	 * fork handler unmapped.
+	 * Arenas still being made (arena.c) or trimmed (depot.c): in the
+	 * parent their threads finish, and what they publish is torn down
+	 * below with the rest; in a child they are records of the parent's
+	 * threads, whose ranges the fork handler unmapped.
 	 */
 	if (forked) {
 		for (a = pool->creating; a; a = next) {
@@ -562,6 +567,11 @@ MRP_EXPORT int mrp_pool_close_flags(struct mrp_pool *pool, unsigned int flags)
 			mrp_arena_free(a);
 		}
 		pool->creating = NULL;
+		for (a = pool->trimming; a; a = next) {
+			next = a->next;
+			mrp_arena_free(a);
+		}
+		pool->trimming = NULL;
 	} else {
 		pthread_mutex_lock(&pool->lock);
 		mrp_arenas_creating_wait(pool);
@@ -615,7 +625,7 @@ MRP_EXPORT int mrp_trim(struct mrp_pool *pool, unsigned int flags)
 	mrp_os_unmap_resolve();		/* before pool->lock: see os.c */
 	if (flags & MRP_TRIM_FLUSH)
 		mrp_tcache_flush_self(pool);
-	if (!pool->bg_running)
+	if (!atomic_load_explicit(&pool->bg_running, memory_order_relaxed))
 		mrp_tcaches_reclaim_idle(pool, mrp_now_ns(),
 					 (uint64_t)pool->cfg.trim_delay_ms * 1000000ull);
 	return mrp_trim_idle(pool, mrp_now_ns(), 0, false);

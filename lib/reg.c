@@ -10,7 +10,9 @@
  * asks for its keys (mrp_reg_lazy); a PD marked dead (mrp_pd_dead) is no
  * longer registered in and its keys are never handed out again.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +20,50 @@
 #include <infiniband/verbs.h>
 
 #include "internal.h"
+
+/*
+ * ibv_reg_dmabuf_mr() came with rdma-core 34 (IBVERBS_1.12): a direct
+ * call would make the library need that version of libibverbs to load at
+ * all, where it only ever needs it for the kernel backend's slices on a
+ * device that takes dma-bufs. So it is looked up, once, at the first pool
+ * open (where the library holds no lock: dlsym() takes the dynamic
+ * linker's, see os.c), in the global scope, else in the libibverbs the
+ * library was loaded with (a dlopen() with RTLD_LOCAL keeps it out of the
+ * global scope). Without it every arena takes ibv_reg_mr, as for a device
+ * that refuses dma-bufs. Read with acquire after the once: constant then.
+ */
+typedef struct ibv_mr *mrp_reg_dmabuf_fn(struct ibv_pd *pd, uint64_t offset,
+					 size_t length, uint64_t iova, int fd,
+					 int access);
+static mrp_reg_dmabuf_fn *_Atomic mrp_reg_dmabuf;
+static pthread_once_t mrp_reg_dmabuf_once = PTHREAD_ONCE_INIT;
+
+static void mrp_reg_dmabuf_lookup(void)
+{
+	mrp_reg_dmabuf_fn *fn;
+	void *h;
+
+	*(void **)&fn = dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr");
+	if (!fn) {
+		h = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			*(void **)&fn = dlsym(h, "ibv_reg_dmabuf_mr");
+			dlclose(h);
+		}
+	}
+	atomic_store_explicit(&mrp_reg_dmabuf, fn, memory_order_release);
+}
+
+void mrp_reg_resolve(void)
+{
+	pthread_once(&mrp_reg_dmabuf_once, mrp_reg_dmabuf_lookup);
+}
+
+/* Can the PD's registrations go through dma-bufs at all (see above)? */
+static bool mrp_reg_dmabuf_ok(void)
+{
+	return atomic_load_explicit(&mrp_reg_dmabuf, memory_order_acquire) != NULL;
+}
 
 /*
  * Register [addr, addr + len) in the PD of slot with access (through
@@ -34,7 +80,8 @@ static struct ibv_mr *mrp_reg(struct mrp_pool *pool, struct ibv_pd *pd, int slot
 
 	errno = 0;
 	if (dmabuf_fd >= 0)
-		mr = ibv_reg_dmabuf_mr(pd, 0, len, (uintptr_t)addr, dmabuf_fd, access);
+		mr = atomic_load_explicit(&mrp_reg_dmabuf, memory_order_acquire)
+			(pd, 0, len, (uintptr_t)addr, dmabuf_fd, access);
 	else
 		mr = ibv_reg_mr(pd, addr, len, access);
 	err = errno;
@@ -94,6 +141,9 @@ static struct ibv_mr *mrp_reg_arena_mr(struct mrp_pool *pool, struct ibv_pd *pd,
 	struct ibv_mr *mr;
 	int fd, err, cancel;
 
+	/* a libibverbs older than rdma-core 34: as a device that refuses */
+	if (pool->cfg.dmabuf && pool->ops->export_dmabuf && !mrp_reg_dmabuf_ok())
+		pool->pd_dmabuf_error[slot] = ENOSYS;
 	if (pool->cfg.dmabuf && pool->ops->export_dmabuf &&
 	    !pool->pd_dmabuf_error[slot]) {
 		/* no fork while the fd exists: a child could map the slice */
@@ -130,10 +180,12 @@ static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr, int slot);
 /*
  * The arena's MR in the PD of slot, and its bind MR where the slot has
  * bind_access (both or neither: a failure of the second takes the first
- * back, its keys never handed out).
+ * back, its keys never handed out), made and returned, stored nowhere:
+ * with or without pool->lock.
  */
-static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
-		       struct mrp_arena *a, int slot)
+static int mrp_reg_make(struct mrp_pool *pool, struct ibv_pd *pd,
+			struct mrp_arena *a, int slot, struct ibv_mr **mrp,
+			struct ibv_mr **bind_mrp)
 {
 	struct ibv_mr *mr = mrp_reg_arena_mr(pool, pd, a, slot, pool->access[slot]);
 	struct ibv_mr *bind_mr = NULL;
@@ -149,13 +201,37 @@ static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
 			return ret;
 		}
 	}
+	*mrp = mr;
+	*bind_mrp = bind_mr;
+	return 0;
+}
+
+/*
+ * Store an arena's MRs of slot; with live, its keys may be handed out
+ * (not for a PD marked dead meanwhile: the MRs stay for the detach).
+ */
+static void mrp_reg_set(struct mrp_pool *pool, struct mrp_arena *a, int slot,
+			struct ibv_mr *mr, struct ibv_mr *bind_mr, bool live)
+{
 	a->mr[slot] = mr;
 	a->bind_mr[slot] = bind_mr;
 	a->keys[slot].lkey = mr->lkey;
 	a->keys[slot].rkey = mrp_rkey(pool, slot, mr);
 	/* release: a fast path that sees the bit sees these keys */
-	atomic_fetch_or_explicit(&a->reg_mask, 1u << slot, memory_order_release);
-	return 0;
+	if (live)
+		atomic_fetch_or_explicit(&a->reg_mask, 1u << slot, memory_order_release);
+}
+
+/* Both, on an arena nobody else writes the slot of (see the callers). */
+static int mrp_reg_one(struct mrp_pool *pool, struct ibv_pd *pd,
+		       struct mrp_arena *a, int slot)
+{
+	struct ibv_mr *mr, *bind_mr;
+	int ret = mrp_reg_make(pool, pd, a, slot, &mr, &bind_mr);
+
+	if (!ret)
+		mrp_reg_set(pool, a, slot, mr, bind_mr, true);
+	return ret;
 }
 
 /*
@@ -224,46 +300,103 @@ void mrp_reg_arena(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
 }
 
 /*
- * The same arena being published, pool->lock held: what changed while it
- * was registered unlocked in slots. A PD attached since gets it now, best
- * effort as above (attach registered only the arenas it found listed); one
- * marked dead since loses its bit, its MR left to the detach as in every
- * arena (mrp_pd_dead()). A slot a detach is waiting on gets nothing new.
+ * PD slots attached since a creation chose slots, to register its arena
+ * in before it is published (arena.c catches up with them unlocked, then
+ * asks again): not dead, not being detached. pool->lock held.
  */
-void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a, uint32_t slots)
+uint32_t mrp_reg_arena_missing(struct mrp_pool *pool, uint32_t slots)
 {
-	uint32_t dead = atomic_load(&pool->pd_dead);
+	uint32_t skip = slots | atomic_load(&pool->pd_dead) | pool->pd_detaching;
+	uint32_t more = 0;
 
-	for (int s = 0; s < MRP_MAX_PDS; s++) {
-		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
-		uint32_t bit = 1u << s;
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (atomic_load(&pool->pds[s]) && !(skip & (1u << s)))
+			more |= 1u << s;
+	return more;
+}
 
-		if (pd && !((slots | dead | pool->pd_detaching) & bit))
-			mrp_reg_one(pool, pd, a, s);
-	}
-	atomic_fetch_and_explicit(&a->reg_mask, ~dead, memory_order_release);
+/*
+ * The same arena being published, pool->lock held: a PD marked dead since
+ * it was registered loses its bit, its MR left to the detach as in every
+ * arena (mrp_pd_dead()). Every PD attached meanwhile was caught up with
+ * unlocked (mrp_reg_arena_missing()), and an attach in flight registers
+ * the arena itself once it is listed.
+ */
+void mrp_reg_arena_publish(struct mrp_pool *pool, struct mrp_arena *a)
+{
+	atomic_fetch_and_explicit(&a->reg_mask, ~atomic_load(&pool->pd_dead),
+				  memory_order_release);
 }
 
 /*
  * A caller wants keys of slot from an arena that lacks them: register it
  * now (the slow paths only). Returns 0 with the keys in place, -ENODEV if
- * the PD is dead, -EINVAL if it was detached meanwhile, or the error of
- * the registration (counted, the arena stays without that PD).
+ * the PD is dead, -EINVAL if it was detached meanwhile (or is being),
+ * -ENOENT if trim took the arena, or the error of the registration
+ * (counted, the arena stays without that PD).
+ *
+ * The registration runs without pool->lock, as a creation's does
+ * (arena.c): the slot is counted in reg_busy[] (a detach waits for it),
+ * the arena is held (trim leaves it) and marked reg_pending (a second
+ * caller for the same keys waits for these instead of making its own),
+ * and the MRs are stored under the lock after it, where a PD marked dead
+ * meanwhile gets no bit (its MRs go with the detach). Not a cancellation
+ * point: a caller cancelled inside would leave the slot busy for ever.
  */
 int mrp_reg_lazy(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 {
+	struct ibv_mr *mr = NULL, *bind_mr = NULL;
+	uint32_t bit = 1u << slot;
 	struct ibv_pd *pd;
-	int ret = 0;
+	int ret, cancel;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		pd = atomic_load(&pool->pds[slot]);
+		if (!pd || (pool->pd_detaching & bit)) {
+			ret = -EINVAL;
+			break;
+		}
+		if (mrp_slot_dead(pool, slot)) {
+			ret = -ENODEV;
+			break;
+		}
+		ret = 0;
+		if (mrp_arena_has(a, slot) || a->mr[slot])
+			break;
+		if (!(a->reg_pending & bit))
+			break;
+		/* another caller is registering it: its MRs serve this one */
+		mrp_add(&pool->lazy_waits, 1);
+		pthread_cond_wait(&pool->created, &pool->lock);
+	}
+	if (ret || mrp_arena_has(a, slot) || a->mr[slot])
+		goto unlock;
+	if (!mrp_arena_hold(a)) {
+		ret = -ENOENT;
+		goto unlock;
+	}
+	a->reg_pending |= bit;
+	pool->reg_busy[slot]++;
+	pthread_mutex_unlock(&pool->lock);
+
+	ret = mrp_reg_make(pool, pd, a, slot, &mr, &bind_mr);
 
 	pthread_mutex_lock(&pool->lock);
-	pd = atomic_load(&pool->pds[slot]);
-	if (!pd)
-		ret = -EINVAL;
-	else if (mrp_slot_dead(pool, slot))
-		ret = -ENODEV;
-	else if (!mrp_arena_has(a, slot) && !a->mr[slot])
-		ret = mrp_reg_one(pool, pd, a, slot);
+	a->reg_pending &= ~bit;
+	pool->reg_busy[slot]--;
+	if (!ret) {
+		mrp_reg_set(pool, a, slot, mr, bind_mr, !mrp_slot_dead(pool, slot));
+		if (mrp_slot_dead(pool, slot))
+			ret = -ENODEV;
+	}
+	mrp_arena_unhold(a);
+	/* a detach waiting for the slot, callers waiting for these keys */
+	pthread_cond_broadcast(&pool->created);
+unlock:
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return ret;
 }
 
@@ -340,33 +473,51 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
  * mrp_attach_pd(), and with bind_access not 0 each arena gets a second MR
  * in pd with it, the bind MR (struct mrp_arena), for the preload shim's
  * windows: the arenas' keys handed out stay those of access alone.
+ *
+ * Every listed arena is registered in pd, each without pool->lock (one
+ * ibv_reg_mr pins and translates a whole arena): the slot is taken
+ * under the lock (attaching[], so a second attach of pd finds it), the
+ * PD is not in pds[] yet (no creation, lazy registration, detach nor
+ * mrp_pd_dead reaches the slot), each arena is held while its
+ * registration runs (trim leaves it), and arenas listed meanwhile by
+ * growth are found by the next walk. The slot is published in the same
+ * section as the walk that found every arena registered. Fallback buffers
+ * (rare: arenas ran out) are registered in that section still. Not a
+ * cancellation point.
  */
 int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access,
 		       unsigned int bind_access)
 {
+	struct ibv_mr *mr, *bind_mr;
 	struct mrp_fallback *fb;
 	struct mrp_arena *a;
-	int slot = -1, ret = 0;
+	int slot = -1, ret = 0, cancel;
+	uint32_t bit;
+	bool held;
 
 	if (!pool || !pd)
 		return -EINVAL;
 	if (mrp_forked(pool))
 		return -ECHILD;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&pool->lock);
 	for (int s = 0; s < MRP_MAX_PDS; s++) {
 		struct ibv_pd *cur = atomic_load(&pool->pds[s]);
 
-		if (cur == pd) {
+		if (cur == pd || pool->attaching[s] == pd) {
 			ret = -EEXIST;
 			goto unlock;
 		}
-		if (!cur && slot < 0)
+		if (!cur && !pool->attaching[s] && !(pool->pd_detaching & (1u << s)) &&
+		    slot < 0)
 			slot = s;
 	}
 	if (slot < 0) {
 		ret = -ENOSPC;
 		goto unlock;
 	}
+	bit = 1u << slot;
+	pool->attaching[slot] = pd;
 	/*
 	 * The slot is published last (release): whoever finds the PD in
 	 * pds[] finds its keys in every arena.
@@ -374,16 +525,38 @@ int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int ac
 	pool->access[slot] = access;
 	pool->bind_access[slot] = bind_access;
 	/* a slot starts live, with counters of its own */
-	atomic_fetch_and(&pool->pd_dead, ~(1u << slot));
+	atomic_fetch_and(&pool->pd_dead, ~bit);
 	atomic_store(&pool->pd_reg_failures[slot], 0);
 	atomic_store(&pool->pd_dereg_errors[slot], 0);
 	atomic_store(&pool->pd_dmabuf_regs[slot], 0);
 	pool->pd_dmabuf_error[slot] = 0;
-	for (a = pool->arenas; a && !ret; a = a->next)
-		ret = mrp_reg_one(pool, pd, a, slot);
+	for (;;) {
+		for (a = pool->arenas; a && a->mr[slot]; a = a->next)
+			;
+		if (!a)
+			break;
+		/*
+		 * Listed and not held only when a failed trim retired it
+		 * (claimed for good): then it stays listed until the close.
+		 */
+		held = mrp_arena_hold(a);
+		a->reg_pending |= bit;
+		pthread_mutex_unlock(&pool->lock);
+		ret = mrp_reg_make(pool, pd, a, slot, &mr, &bind_mr);
+		pthread_mutex_lock(&pool->lock);
+		a->reg_pending &= ~bit;
+		if (!ret)
+			mrp_reg_set(pool, a, slot, mr, bind_mr, true);
+		if (held)
+			mrp_arena_unhold(a);
+		if (ret)
+			break;
+		mrp_add(&pool->attach_unlocked_regs, 1);
+	}
 	for (fb = pool->fallbacks; fb && !ret; fb = fb->next)
 		ret = mrp_fb_reg(pool, pd, fb, slot);
 	if (ret) {
+		/* the failure path: its deregistrations under the lock */
 		for (a = pool->arenas; a; a = a->next)
 			mrp_dereg_live(pool, a, slot);
 		for (fb = pool->fallbacks; fb; fb = fb->next)
@@ -393,9 +566,20 @@ int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int ac
 		atomic_store(&pool->pds[slot], pd);
 		mrp_numa_attach(pool, pd);
 	}
+	pool->attaching[slot] = NULL;
 unlock:
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return ret;
+}
+
+/* Until no unlocked (de)registration in slot is in flight; pool->lock held. */
+static void mrp_detach_wait(struct mrp_pool *pool, int slot)
+{
+	if (pool->reg_busy[slot])
+		mrp_add(&pool->detach_waits, 1);
+	while (pool->reg_busy[slot])
+		pthread_cond_wait(&pool->created, &pool->lock);
 }
 
 MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
@@ -416,35 +600,71 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 		return -ENOENT;
 	}
 	/*
-	 * Creations registering in the PD without pool->lock (arena.c) end
-	 * first: the caller may deallocate the PD once this returns, and their
-	 * MRs in it, published by then, go below with the others. No new one
-	 * starts to meanwhile (pd_detaching), so the wait is for the
-	 * registrations in flight only; the slot stays taken through it.
+	 * Creations and lazy registrations registering in the PD without
+	 * pool->lock (arena.c, mrp_reg_lazy()), and trims deregistering from
+	 * it (depot.c), end first: the caller may deallocate the PD once this
+	 * returns, and the MRs made, published by then, go below with the
+	 * others. No new registration starts meanwhile (pd_detaching), so the
+	 * wait is for the calls in flight only; the slot stays taken through
+	 * it.
 	 */
 	pool->pd_detaching |= 1u << slot;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	if (pool->reg_busy[slot])
-		mrp_add(&pool->detach_waits, 1);
-	while (pool->reg_busy[slot])
-		pthread_cond_wait(&pool->created, &pool->lock);
-	pthread_setcancelstate(cancel, NULL);
-	pool->pd_detaching &= ~(1u << slot);
+	mrp_detach_wait(pool, slot);
 	atomic_store(&pool->pds[slot], NULL);
 	mrp_pdh_detach(pool, slot);
 	mrp_mw_release_pd_locked(pool, pd);
 	/*
+	 * Each arena's MRs go without pool->lock (an ibv_dereg_mr unpins a
+	 * whole arena), the arena held against trim meanwhile; the slot stays
+	 * taken (pd_detaching: no attach reuses it, no creation registers in
+	 * it) until the last is gone. An arena trim took meanwhile is
+	 * deregistered by the trim, counted busy: waited for at the end.
+	 *
 	 * An MR that fails to go retires its arena: the PD's rkey may still
 	 * reach that memory, so it must not carry other buffers. Not so for a
 	 * PD marked dead: its device reaches nothing any more. The detach
 	 * itself completes (dereg_errors counts what failed).
 	 */
-	for (a = pool->arenas; a; a = a->next)
-		mrp_dereg_live(pool, a, slot);
+	for (;;) {
+		struct ibv_mr *mr, *bind_mr;
+		bool held;
+		int err = 0;
+
+		for (a = pool->arenas; a && !a->mr[slot]; a = a->next)
+			;
+		if (!a)
+			break;
+		/* not held: retired by a failed trim, listed until the close */
+		held = mrp_arena_hold(a);
+		/* the bit goes first: no fast path hands out these keys from now */
+		atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot), memory_order_release);
+		mr = a->mr[slot];
+		bind_mr = a->bind_mr[slot];
+		a->mr[slot] = NULL;
+		a->bind_mr[slot] = NULL;
+		a->keys[slot].lkey = 0;
+		a->keys[slot].rkey = 0;
+		pthread_mutex_unlock(&pool->lock);
+		if (bind_mr)
+			err = mrp_dereg_mr(pool, bind_mr, slot);
+		if (mrp_dereg_mr(pool, mr, slot))
+			err = -EIO;
+		pthread_mutex_lock(&pool->lock);
+		if (err && !mrp_slot_dead(pool, slot))
+			mrp_arena_retire(pool, a);
+		if (held)
+			mrp_arena_unhold(a);
+		mrp_add(&pool->detach_unlocked_deregs, 1);
+	}
+	mrp_detach_wait(pool, slot);
+	/* fallback buffers (rare: arenas ran out) under the lock */
 	for (fb = pool->fallbacks; fb; fb = fb->next)
 		if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
 			fb->leak = true;
+	pool->pd_detaching &= ~(1u << slot);
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return 0;
 }
 

@@ -5,16 +5,21 @@
  * alive, dlclose, and only then let the thread exit (which runs the
  * library's thread-exit destructor); twice. Also the pool thread: named
  * "mrpool-bg", and every signal blocked in it. And the version the
- * library, its file name and mrpool.pc give.
+ * library, its file name and mrpool.pc give, and the libibverbs versions
+ * it needs to load.
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -224,6 +229,82 @@ TEST(version_everywhere)
 			break;
 	fclose(f);
 	EXPECT_STREQ(want, pc);
+}
+
+/*
+ * The version names the shared object at path needs of the library named
+ * lib (its .gnu.version_r), each passed to fn; the count of them, or -1
+ * if the file is no 64-bit ELF with such a section.
+ */
+static int elf_needs(const char *path, const char *lib,
+		     void (*fn)(const char *name, void *arg), void *arg)
+{
+	const Elf64_Ehdr *eh;
+	const Elf64_Shdr *sh;
+	const unsigned char *p;
+	struct stat stb;
+	int fd, n = -1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &stb) || (size_t)stb.st_size < sizeof(*eh)) {
+		close(fd);
+		return -1;
+	}
+	p = mmap(NULL, (size_t)stb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -1;
+	eh = (const Elf64_Ehdr *)p;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64)
+		goto out;
+	sh = (const Elf64_Shdr *)(p + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const char *str = (const char *)(p + sh[sh[i].sh_link].sh_offset);
+		const unsigned char *v = p + sh[i].sh_offset;
+
+		if (sh[i].sh_type != SHT_GNU_verneed)
+			continue;
+		n = 0;
+		for (Elf64_Word k = 0; k < sh[i].sh_info; k++) {
+			const Elf64_Verneed *vn = (const Elf64_Verneed *)v;
+			const unsigned char *x = v + vn->vn_aux;
+
+			for (int j = 0; j < vn->vn_cnt; j++) {
+				const Elf64_Vernaux *va = (const Elf64_Vernaux *)x;
+
+				if (!strcmp(str + vn->vn_file, lib)) {
+					fn(str + va->vna_name, arg);
+					n++;
+				}
+				x += va->vna_next;
+			}
+			v += vn->vn_next;
+		}
+	}
+out:
+	munmap((void *)p, (size_t)stb.st_size);
+	return n;
+}
+
+static void count_ibverbs_1_12(const char *name, void *arg)
+{
+	*(int *)arg += !strcmp(name, "IBVERBS_1.12");
+}
+
+/*
+ * The library loads with a libibverbs older than rdma-core 34: it needs
+ * no IBVERBS_1.12 (ibv_reg_dmabuf_mr() is looked up at run time, reg.c),
+ * while it does need some version of libibverbs (the check reads what it
+ * should). The library linked the call directly before.
+ */
+TEST(no_ibverbs_1_12)
+{
+	int n12 = 0;
+
+	EXPECT_LT(0, elf_needs(MRP_SO_PATH, "libibverbs.so.1", count_ibverbs_1_12, &n12));
+	EXPECT_EQ(0, n12);
 }
 
 TEST_HARNESS_MAIN

@@ -127,20 +127,29 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
  */
 static pthread_mutex_t fake_hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fake_hold_cond = PTHREAD_COND_INITIALIZER;
-static struct ibv_pd *fake_hold_pd;
+static struct ibv_pd *fake_hold_pd, *fake_hold_dereg_pd;
 static int fake_waiting;
 
 void fake_hold(struct ibv_pd *pd)
 {
 	pthread_mutex_lock(&fake_hold_lock);
-	fake_hold_pd = pd;
+	__atomic_store_n(&fake_hold_pd, pd, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fake_hold_lock);
+}
+
+/* The same for every ibv_dereg_mr of an MR in pd (attach_test: trim). */
+void fake_hold_dereg(struct ibv_pd *pd)
+{
+	pthread_mutex_lock(&fake_hold_lock);
+	__atomic_store_n(&fake_hold_dereg_pd, pd, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&fake_hold_lock);
 }
 
 void fake_release(void)
 {
 	pthread_mutex_lock(&fake_hold_lock);
-	fake_hold_pd = NULL;
+	__atomic_store_n(&fake_hold_pd, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&fake_hold_dereg_pd, NULL, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&fake_hold_cond);
 	pthread_mutex_unlock(&fake_hold_lock);
 }
@@ -177,17 +186,25 @@ int fake_wait_held(int n, int timeout_ms)
 	return ret ? -1 : 0;
 }
 
-static void fake_hold_point(struct ibv_pd *pd)
+static void fake_hold_at(struct ibv_pd *pd, struct ibv_pd **held)
 {
+	/* nothing held (the benchmarks' case): no lock taken */
+	if (!__atomic_load_n(held, __ATOMIC_ACQUIRE))
+		return;
 	pthread_mutex_lock(&fake_hold_lock);
-	if (pd == fake_hold_pd) {
+	if (pd == *held) {
 		fake_waiting++;
 		pthread_cond_broadcast(&fake_hold_cond);
-		while (fake_hold_pd && pd == fake_hold_pd)
+		while (*held && pd == *held)
 			pthread_cond_wait(&fake_hold_cond, &fake_hold_lock);
 		fake_waiting--;
 	}
 	pthread_mutex_unlock(&fake_hold_lock);
+}
+
+static void fake_hold_point(struct ibv_pd *pd)
+{
+	fake_hold_at(pd, &fake_hold_pd);
 }
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
@@ -258,6 +275,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	struct fake_mr **pp, *f;
 	int ret = 0;
 
+	fake_hold_at(mr->pd, &fake_hold_dereg_pd);
 	pthread_mutex_lock(&fake_lock);
 	if (fake_dereg_fail_next) {
 		fake_dereg_fail_next--;

@@ -35,6 +35,8 @@ int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 		   uint32_t lkey, uint32_t rkey);
 /* registrations in pd wait until fake_release() (growth_test) */
 void fake_hold(struct ibv_pd *pd);
+/* deregistrations of MRs in pd wait until fake_release() (attach_test) */
+void fake_hold_dereg(struct ibv_pd *pd);
 void fake_release(void);
 int fake_held(void);
 int fake_wait_held(int n, int timeout_ms);
