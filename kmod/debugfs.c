@@ -32,8 +32,9 @@
  *                     (forkcopy.c)
  *   next_slice_id     the id the next ALLOC tries first (tests of the
  *                     wrap at MRPOOL_MAX_SLICE_ID)
- *   hold_pool_lock    1: the next ALLOC that takes the pool lock keeps it,
- *                     asleep, until 0 is written (tests of what must not
+ *   hold_pool_lock    1: the next take from the pool (a user's ALLOC, or
+ *                     a kernel buffer lent: mrpool_pool_take()) keeps
+ *                     the pool lock, asleep, until 0 is written (tests of what must not
  *                     wait for that lock); reads 1 armed, 2 holding, 3
  *                     when a hold ended on its own after
  *                     MRPOOL_HOLD_MAX_SEC (a hang catcher), else 0
@@ -254,9 +255,10 @@ DEFINE_DEBUGFS_ATTRIBUTE(next_slice_id_fops, next_slice_id_get,
 /**
  * mrpool_debug_hold_pool_lock - sleep here, the pool lock held, if armed
  *
- * Called by ALLOC (mrpool_pool_take()) right after it took the pool lock.
- * One ALLOC per arming holds, until hold_pool_lock is written 0, its task
- * is killed, or MRPOOL_HOLD_MAX_SEC pass. Disarmed: one atomic read.
+ * Called by mrpool_pool_take() (a user's ALLOC, a kernel buffer's lend)
+ * right after it took the pool lock. One take per arming holds, until
+ * hold_pool_lock is written 0, its task is killed, or MRPOOL_HOLD_MAX_SEC
+ * pass. Disarmed: one atomic read.
  */
 void mrpool_debug_hold_pool_lock(void)
 {

@@ -353,11 +353,17 @@ static int __init mrpool_init(void)
 	return 0;
 
 undo_ib:
-	/* Prefill may have armed the trim and defrag workers: stop them first. */
+	/*
+	 * Prefill may have armed the trim and defrag workers: stop them
+	 * first, once no debugfs knob can kick one again (as mrpool_exit()).
+	 */
+	mrpool_debugfs_exit();
 	mrpool_pool_quiesce();
 	mrpool_ib_exit();
+	goto undo_nl;
 undo_debugfs:
 	mrpool_debugfs_exit();
+undo_nl:
 	mrpool_nl_exit();
 	/* Netlink may have set quotas meanwhile. */
 	mrpool_quotas_exit();
