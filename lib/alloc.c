@@ -213,22 +213,26 @@ int mrp_bin_pop(struct mrp_bin *bin, struct mrp_ent **e)
  * A top below the guard entry (two pops abandoned in a row, each after
  * its store of top: tcache.c) also goes to the slow path, which writes
  * from base on and so puts top back; a push there would write into the
- * previous bin's entries, or before the first bin's allocation.
+ * previous bin's entries, or before the first bin's allocation. That test
+ * is the pop's, on the top the push would store: below lim (base, or all
+ * ones while marked, when end sends the push to the slow path anyway).
+ * It costs a compare and a branch, not a load of base and a subtraction.
  */
 static inline __attribute__((always_inline))
 int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 {
 	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
+	uintptr_t next = t + sizeof(struct mrp_ent);
 	struct mrp_ent *e = (struct mrp_ent *)t;
 
-	if (unlikely(t >= mrp_peek(&bin->end) || t < (uintptr_t)(bin->base - 1)))
+	if (unlikely(t >= mrp_peek(&bin->end) || next < mrp_peek(&bin->lim)))
 		return 1;
 	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
 	e->p = addr;
 	__asm__("" : "+m"(e->p));	/* two plain stores, not a vector pair */
 	e->a = a;
 	/* release: an idle reclaim that reads this top reads the entry */
-	atomic_store_explicit(&bin->top, t + sizeof(*e), memory_order_release);
+	atomic_store_explicit(&bin->top, next, memory_order_release);
 	mrp_inc(&bin->frees);
 	return 0;
 }
