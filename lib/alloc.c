@@ -276,7 +276,7 @@ static inline __attribute__((always_inline))
 int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		   struct mrp_buf *buf)
 {
-	struct mrp_bin *bin = mrp_bin_at(mrp_tls[pool->idx],
+	struct mrp_bin *bin = mrp_bin_at(mrp_tls_get(pool->tls_off),
 					 pool->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
 	struct mrp_ent *e;
 	uint64_t keys = 0;
@@ -446,7 +446,7 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
 		goto slow;
 	/* fast_pool is the caller's pool: a real one */
-	bin = mrp_bin_at(mrp_tls[h->idx], h->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
+	bin = mrp_bin_at(mrp_tls_get(h->tls_off), h->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_pop(bin, &e)))
 		goto slow;
@@ -563,7 +563,7 @@ static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a
 	 * depot.
 	 */
 	if (i >= a->nblocks || a->base + i * a->bsize != p ||
-	    mrp_bin_push(mrp_bin_at(mrp_tls[pool->idx], a->bin_off), addr, a))
+	    mrp_bin_push(mrp_bin_at(mrp_tls_get(pool->tls_off), a->bin_off), addr, a))
 		goto slow;
 	return 0;
 slow:
@@ -594,7 +594,7 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);
 	if (unlikely(p & mask))
 		return mrp_free_fine(pool, a, addr, mask);
-	bin = mrp_bin_at(mrp_tls[pool->idx], a->bin_off);
+	bin = mrp_bin_at(mrp_tls_get(pool->tls_off), a->bin_off);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_push(bin, addr, a)))
 		goto slow;
