@@ -242,11 +242,13 @@ int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
  * test, and on a miss the slow path every caller of mrp_alloc_fast() takes
  * then (mrp_alloc_slow() with no alignment): never 1, so that the fast
  * path reaches here by a tail call and needs no frame. Out of line, so
- * that the slot-0 path keeps its keys' offset a constant.
+ * that the slot-0 path keeps its keys' offset a constant. The arguments
+ * mrp_alloc() has come first, in its order: the tail call leaves them
+ * where they are, and the fast path copies none aside to free registers.
  */
 static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, size_t size,
-					    struct mrp_bin *bin, struct mrp_ent *e,
-					    struct ibv_pd *pd, struct mrp_buf *buf)
+					    struct ibv_pd *pd, struct mrp_buf *buf,
+					    struct mrp_bin *bin, struct mrp_ent *e)
 {
 	struct mrp_arena *a = e->a;
 	int slot = mrp_pd_slot(pool, pd);
@@ -288,7 +290,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	if (pd) {
 		/* most programs attach one PD: its slot here, the others apart */
 		if (unlikely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) != pd)) {
-			int ret = mrp_alloc_fast_slot(pool, size, bin, e, pd, buf);
+			int ret = mrp_alloc_fast_slot(pool, size, pd, buf, bin, e);
 
 			if (ret > 0)
 				__builtin_unreachable();	/* 0 or an error */
@@ -369,6 +371,19 @@ static MRP_NOINLINE int mrp_alloc_hooked(struct mrp_pool *pool, size_t size,
 	return ret;
 }
 
+/*
+ * mrp_alloc() off its fast path. Out of line with mrp_alloc()'s own
+ * arguments, so that the fast path reaches it by a plain jump and keeps
+ * pd and buf where they came, with no copies to free those registers.
+ */
+static MRP_NOINLINE int mrp_alloc_miss(struct mrp_pool *pool, size_t size,
+				       struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	if (pool && buf && pool->hooked && size - 1 < MRP_MAX_CLASS)
+		return mrp_alloc_hooked(pool, size, pd, buf);
+	return mrp_alloc_slow(pool, size, 0, pd, buf);
+}
+
 MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 			 struct mrp_buf *buf)
 {
@@ -381,9 +396,7 @@ MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	if (likely(ret <= 0))
 		return ret;
 slow:
-	if (pool && buf && pool->hooked && size - 1 < MRP_MAX_CLASS)
-		return mrp_alloc_hooked(pool, size, pd, buf);
-	return mrp_alloc_slow(pool, size, 0, pd, buf);
+	return mrp_alloc_miss(pool, size, pd, buf);
 }
 
 MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t align,
