@@ -165,7 +165,7 @@ stress: deps
 slice: deps
 	tools/slices.sh $(if $(filter ci,$(SLICE)),ci,run $(SLICE))
 
-# alloc, reg, rdma and odp in one VM run, odp in the 7.3 guest (its
+# alloc, reg, rdma, odp and served (on rxe0) in one VM run, odp in the 7.3 guest (its
 # modules: make modules-new), fastpath and served on the host (served
 # preloads the shim with the host tests' fake verbs), then the report
 # (tools/bench/bench.sh). Figures only: nothing asserted, not in check.

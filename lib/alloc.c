@@ -213,22 +213,26 @@ int mrp_bin_pop(struct mrp_bin *bin, struct mrp_ent **e)
  * A top below the guard entry (two pops abandoned in a row, each after
  * its store of top: tcache.c) also goes to the slow path, which writes
  * from base on and so puts top back; a push there would write into the
- * previous bin's entries, or before the first bin's allocation.
+ * previous bin's entries, or before the first bin's allocation. That test
+ * is the pop's, on the top the push would store: below lim (base, or all
+ * ones while marked, when end sends the push to the slow path anyway).
+ * It costs a compare and a branch, not a load of base and a subtraction.
  */
 static inline __attribute__((always_inline))
 int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
 {
 	uintptr_t t = atomic_load_explicit(&bin->top, memory_order_relaxed);
+	uintptr_t next = t + sizeof(struct mrp_ent);
 	struct mrp_ent *e = (struct mrp_ent *)t;
 
-	if (unlikely(t >= mrp_peek(&bin->end) || t < (uintptr_t)(bin->base - 1)))
+	if (unlikely(t >= mrp_peek(&bin->end) || next < mrp_peek(&bin->lim)))
 		return 1;
 	MRP_TEST_HOOK(MRP_HOOK_FREE_CAP_SEEN);
 	e->p = addr;
 	__asm__("" : "+m"(e->p));	/* two plain stores, not a vector pair */
 	e->a = a;
 	/* release: an idle reclaim that reads this top reads the entry */
-	atomic_store_explicit(&bin->top, t + sizeof(*e), memory_order_release);
+	atomic_store_explicit(&bin->top, next, memory_order_release);
 	mrp_inc(&bin->frees);
 	return 0;
 }
@@ -238,11 +242,13 @@ int mrp_bin_push(struct mrp_bin *bin, void *addr, struct mrp_arena *a)
  * test, and on a miss the slow path every caller of mrp_alloc_fast() takes
  * then (mrp_alloc_slow() with no alignment): never 1, so that the fast
  * path reaches here by a tail call and needs no frame. Out of line, so
- * that the slot-0 path keeps its keys' offset a constant.
+ * that the slot-0 path keeps its keys' offset a constant. The arguments
+ * mrp_alloc() has come first, in its order: the tail call leaves them
+ * where they are, and the fast path copies none aside to free registers.
  */
 static MRP_NOINLINE int mrp_alloc_fast_slot(struct mrp_pool *pool, size_t size,
-					    struct mrp_bin *bin, struct mrp_ent *e,
-					    struct ibv_pd *pd, struct mrp_buf *buf)
+					    struct ibv_pd *pd, struct mrp_buf *buf,
+					    struct mrp_bin *bin, struct mrp_ent *e)
 {
 	struct mrp_arena *a = e->a;
 	int slot = mrp_pd_slot(pool, pd);
@@ -272,7 +278,7 @@ static inline __attribute__((always_inline))
 int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 		   struct mrp_buf *buf)
 {
-	struct mrp_bin *bin = mrp_bin_at(mrp_tls[pool->idx],
+	struct mrp_bin *bin = mrp_bin_at(mrp_tls_get(pool->tls_off),
 					 pool->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
 	struct mrp_ent *e;
 	uint64_t keys = 0;
@@ -284,7 +290,7 @@ int mrp_alloc_fast(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	if (pd) {
 		/* most programs attach one PD: its slot here, the others apart */
 		if (unlikely(atomic_load_explicit(&pool->pds[0], memory_order_acquire) != pd)) {
-			int ret = mrp_alloc_fast_slot(pool, size, bin, e, pd, buf);
+			int ret = mrp_alloc_fast_slot(pool, size, pd, buf, bin, e);
 
 			if (ret > 0)
 				__builtin_unreachable();	/* 0 or an error */
@@ -365,6 +371,19 @@ static MRP_NOINLINE int mrp_alloc_hooked(struct mrp_pool *pool, size_t size,
 	return ret;
 }
 
+/*
+ * mrp_alloc() off its fast path. Out of line with mrp_alloc()'s own
+ * arguments, so that the fast path reaches it by a plain jump and keeps
+ * pd and buf where they came, with no copies to free those registers.
+ */
+static MRP_NOINLINE int mrp_alloc_miss(struct mrp_pool *pool, size_t size,
+				       struct ibv_pd *pd, struct mrp_buf *buf)
+{
+	if (pool && buf && pool->hooked && size - 1 < MRP_MAX_CLASS)
+		return mrp_alloc_hooked(pool, size, pd, buf);
+	return mrp_alloc_slow(pool, size, 0, pd, buf);
+}
+
 MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 			 struct mrp_buf *buf)
 {
@@ -377,9 +396,7 @@ MRP_EXPORT int mrp_alloc(struct mrp_pool *pool, size_t size, struct ibv_pd *pd,
 	if (likely(ret <= 0))
 		return ret;
 slow:
-	if (pool && buf && pool->hooked && size - 1 < MRP_MAX_CLASS)
-		return mrp_alloc_hooked(pool, size, pd, buf);
-	return mrp_alloc_slow(pool, size, 0, pd, buf);
+	return mrp_alloc_miss(pool, size, pd, buf);
 }
 
 MRP_EXPORT int mrp_alloc_aligned(struct mrp_pool *pool, size_t size, size_t align,
@@ -442,7 +459,7 @@ MRP_EXPORT int mrp_alloc_pdh(struct mrp_pool *pool, size_t size, struct mrp_pdh 
 	if (unlikely(!h || !buf || h->fast_pool != pool || size - 1 >= MRP_MAX_CLASS))
 		goto slow;
 	/* fast_pool is the caller's pool: a real one */
-	bin = mrp_bin_at(mrp_tls[h->idx], h->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
+	bin = mrp_bin_at(mrp_tls_get(h->tls_off), h->bin_off[(size - 1) >> MRP_BIN_TAB_SHIFT]);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_pop(bin, &e)))
 		goto slow;
@@ -559,7 +576,7 @@ static MRP_NOINLINE int mrp_free_fine(struct mrp_pool *pool, struct mrp_arena *a
 	 * depot.
 	 */
 	if (i >= a->nblocks || a->base + i * a->bsize != p ||
-	    mrp_bin_push(mrp_bin_at(mrp_tls[pool->idx], a->bin_off), addr, a))
+	    mrp_bin_push(mrp_bin_at(mrp_tls_get(pool->tls_off), a->bin_off), addr, a))
 		goto slow;
 	return 0;
 slow:
@@ -590,7 +607,7 @@ MRP_EXPORT int mrp_free(struct mrp_pool *pool, void *addr)
 	mask = atomic_load_explicit(&a->block_mask, memory_order_relaxed);
 	if (unlikely(p & mask))
 		return mrp_free_fine(pool, a, addr, mask);
-	bin = mrp_bin_at(mrp_tls[pool->idx], a->bin_off);
+	bin = mrp_bin_at(mrp_tls_get(pool->tls_off), a->bin_off);
 	__asm__("" : "+r"(bin));	/* as in mrp_alloc_fast() */
 	if (unlikely(mrp_bin_push(bin, addr, a)))
 		goto slow;

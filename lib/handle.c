@@ -57,6 +57,7 @@ MRP_EXPORT struct mrp_pdh *mrp_pd_handle(struct mrp_pool *pool, struct ibv_pd *p
 	memset(h, 0, sizeof(*h));
 	h->fast_pool = pool->hooked ? (struct mrp_pool *)&mrp_pdh_no_pool : pool;
 	h->idx = pool->idx;
+	h->tls_off = pool->tls_off;
 	memcpy(h->bin_off, pool->bin_off, sizeof(h->bin_off));
 	h->key_off = offsetof(struct mrp_arena, keys) + (size_t)slot * sizeof(struct mrp_key);
 	h->pool = pool;

@@ -528,6 +528,7 @@ struct mrp_pdh {
 	/* 1 << slot while attached, 0 once detached; pool->lock */
 	_Atomic uint32_t bit;
 	uintptr_t key_off;		/* offsetof(struct mrp_arena, keys[slot]) */
+	uintptr_t tls_off;		/* pool->tls_off */
 	struct mrp_pool *pool;		/* the owner, for the slow path's checks */
 	struct ibv_pd *pd;		/* the PD of this attachment */
 	struct mrp_pdh *next;		/* pool->pdhs, pool->lock */
@@ -543,6 +544,7 @@ struct mrp_pool {
 	bool hooked;			/* sampling or debug: allocations take
 					 * mrp_alloc_hooked() */
 	bool debug;			/* cfg.debug */
+	uintptr_t tls_off;		/* mrp_tls_off(idx): the fast paths' */
 	struct ibv_pd *_Atomic pds[MRP_MAX_PDS];	/* attached, by slot */
 	/*
 	 * Sizes mrp_alloc() serves from the caches: size - 1 below it, which
@@ -868,6 +870,41 @@ extern void (*_Atomic mrp_test_hooks[MRP_HOOK_N])(void);
 /* tcache.c */
 extern __thread struct mrp_tcache *mrp_tls[MRP_MAX_POOLS]
 	__attribute__((tls_model("initial-exec")));
+
+/*
+ * The fast paths reach the calling thread's cache of a pool by
+ * mrp_tls_get(pool->tls_off). On x86-64, tls_off is the offset of
+ * mrp_tls[idx] from the thread pointer, the same in every thread (static
+ * TLS: initial-exec), so the load is one %fs-relative move with no load
+ * of mrp_tls's offset from the GOT first (GCC's named address space,
+ * hence -std=gnu11). Elsewhere, and under the sanitizers (which do not
+ * follow __seg_fs), it is the index. Every object of one build agrees.
+ */
+#if defined(__x86_64__) && defined(__SEG_FS) && \
+	!defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#ifdef __STRICT_ANSI__
+#error "internal.h on x86-64: __seg_fs needs -std=gnu11"
+#endif
+static inline uintptr_t mrp_tls_off(uint32_t idx)
+{
+	return (uintptr_t)&mrp_tls[idx] - (uintptr_t)__builtin_thread_pointer();
+}
+
+static inline struct mrp_tcache *mrp_tls_get(uintptr_t off)
+{
+	return *(struct mrp_tcache *const __seg_fs *)off;
+}
+#else
+static inline uintptr_t mrp_tls_off(uint32_t idx)
+{
+	return idx;
+}
+
+static inline struct mrp_tcache *mrp_tls_get(uintptr_t off)
+{
+	return mrp_tls[off];
+}
+#endif
 
 extern struct mrp_tcache mrp_tcache_empty;
 extern pthread_mutex_t mrp_global_lock;

@@ -466,6 +466,7 @@ MRP_EXPORT struct mrp_pool *mrp_pool_open(const struct mrp_pool_attr *attr)
 		goto fini_backend;
 	}
 	pool->idx = (uint32_t)idx;
+	pool->tls_off = mrp_tls_off(pool->idx);
 
 	ret = mrp_bg_start(pool);
 	if (ret)

@@ -3,7 +3,9 @@
 #
 # `make bench`: the alloc, reg, rdma and odp scenarios in one VM run
 # (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko;
-# rxe there has no ODP: the odp rows say SKIP and why), the startup
+# rxe there has no ODP: the odp rows say SKIP and why), with the served
+# step there too (a mode-B program's served 1 MiB pair under the shim
+# against a real one on rxe0, tools/bench/served-pair.c modeb), the startup
 # scenario in a 6.1 guest of its own with 8 GiB (MRPOOL_BENCH_STARTUP_SIZE
 # bytes made ready for RDMA, default 2 GiB, up to about 4 GiB fits;
 # results/bench/vm-startup/), the odp scenario
@@ -40,7 +42,7 @@ say() { printf '[bench] %s\n' "$*"; }
 } >"$res/host.txt"
 
 st=0
-say "VM: alloc, reg, rdma (results/bench/vm/)"
+say "VM: alloc, reg, rdma, odp, served (results/bench/vm/)"
 # No slub_debug/page poisoning: they add kernel work to every page freed.
 # max_mb: the reg scenario takes a 256 MiB slice next to the alloc buffers.
 t0=$SECONDS

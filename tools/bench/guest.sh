@@ -3,11 +3,13 @@
 #
 # The VM half of `make bench` (tools/bench/bench.sh starts it with
 # tools/vm/run): runs the scenarios of mrpool-scenarios named in
-# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp; startup runs in a
-# guest of its own, see bench.sh) on rxe0 with mrpool.ko loaded, and
-# records what the report must say about the guest and the peers'
-# settings. Writes to $MRPOOL_RESULTS (the run's results folder):
-# SCENARIO.csv for each, guest.txt, peers.txt (when alloc runs).
+# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp served; startup
+# runs in a guest of its own, see bench.sh) on rxe0 with mrpool.ko loaded,
+# and records what the report must say about the guest and the peers'
+# settings. served is not mrpool-scenarios': served-pair modeb --device
+# under libmrpool-preload (run_served below). Writes to $MRPOOL_RESULTS
+# (the run's results folder): SCENARIO.csv for each, guest.txt, peers.txt
+# (when alloc runs).
 # startup makes $MRPOOL_BENCH_STARTUP_SIZE bytes ready (default 2 GiB),
 # $MRPOOL_BENCH_STARTUP_ROUNDS times (default 3).
 # Exit status: 0, or 1 if a scenario failed (the others still run).
@@ -37,7 +39,7 @@ echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
 	echo "cmdline: $(cat /proc/cmdline)"
 } >>"$out/guest.txt"
 
-read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp}"
+read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp served}"
 
 [[ " ${scens[*]} " == *" alloc "* ]] && {
 	echo "## UCX"
@@ -80,6 +82,26 @@ run_alloc() {
 	done
 }
 
+# served: issue 32's mode-B program (malloc 1 MiB, then ibv_reg_mr +
+# ibv_dereg_mr of all of it per use) under the shim on rxe0, its pairs
+# served from the pool against real pairs of 1 MiB the shim passes on to
+# rxe (anonymous mmap memory), in one process, rounds interleaved
+# (tools/bench/served-pair.c). Per pair, best of 5 rounds; the last column
+# is the real pair's wall time over the served one's. MRPOOL_BENCH_SERVED_PAIRS
+# served pairs a round (default 20000), a hundredth as many real ones.
+run_served() {
+	local r
+	r=$(LD_PRELOAD=$PWD/lib/libmrpool-preload.so tools/bench/served-pair --device \
+		-n "${MRPOOL_BENCH_SERVED_PAIRS:-20000}" modeb) || return 1
+	echo "scenario,registration,memory,bytes,ns_per_pair_wall,ns_per_pair_cpu,real_vs_served"
+	awk -v OFS=, '$1 == "served" { sw = $2; sc = $3 } $1 == "real" { rw = $2; rc = $3 }
+		END {
+			if (!(sw > 0) || !(rw > 0)) exit 1
+			print "served", "served", "pool buffer (malloc)", 1048576, sw, sc, "1.0"
+			print "served", "real", "anonymous mmap", 1048576, rw, rc, sprintf("%.1f", rw / sw)
+		}' <<<"$r"
+}
+
 for scen in "${scens[@]}"; do
 	echo "[bench] $scen (budget ${budget} s a measurement)"
 	t0=$SECONDS
@@ -91,6 +113,8 @@ for scen in "${scens[@]}"; do
 	esac
 	if [ "$scen" = alloc ]; then
 		run_alloc >"$out/alloc.csv"
+	elif [ "$scen" = served ]; then
+		run_served >"$out/served.csv" 2>"$out/served.err"
 	else
 		"$bin" "${args[@]}" "$scen" >"$out/$scen.csv" 2>"$out/$scen.err"
 	fi || {

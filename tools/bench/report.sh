@@ -4,7 +4,7 @@
 # Turns one `make bench` run into DIR/report.md: every table is also
 # written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
 #   report.sh DIR
-# DIR holds vm/{alloc,reg,rdma,odp}.csv, vm-startup/startup.csv, vm-7.3/odp.csv,
+# DIR holds vm/{alloc,reg,rdma,odp,served}.csv, vm-startup/startup.csv, vm-7.3/odp.csv,
 # vm/guest.txt, vm/peers.txt (from
 # tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv and
 # host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
@@ -161,6 +161,12 @@ fastpath_table() {
 served_table() {
 	awk -F, -v OFS=, 'NR == 1 { print "registration,memory,instructions/pair,ns/pair (CPU),instructions ÷ passed"; next }
 		{ print $2, $3, $4, $5, $6 }' "$dir/host-served.csv"
+}
+
+# served on rxe0 (guest.sh run_served): the real pair's time over the served one's.
+served_device_table() {
+	awk -F, -v OFS=, 'NR == 1 { print "registration,memory,bytes,us/pair (wall),us/pair (CPU),real ÷ served (wall)"; next }
+		{ print $2, $3, $4, sprintf("%.2f", $5 / 1000), sprintf("%.2f", $6 / 1000), $7 "x" }' "$vm/served.csv"
 }
 
 # Plots: one data file per series (gnuplot reads whitespace columns).
@@ -495,6 +501,22 @@ GP
 		csv_md "$dir/served.csv"
 	else
 		echo "No served figures: served.sh did not run or failed."
+	fi
+	echo
+	echo "### served on rxe0, in the 6.1 guest"
+	echo
+	echo "tools/bench/guest.sh run_served: issue 32's mode-B program under libmrpool-preload (malloc"
+	echo "1 MiB, then ibv_reg_mr + ibv_dereg_mr of all of it per use, local write) on rxe0 with"
+	echo "mrpool.ko: \`served\`, the malloc'd 1 MiB, a pool buffer the shim answers from its arena's MR;"
+	echo "\`real\`, 1 MiB of anonymous mmap memory, which the shim passes on to rxe. One process, rounds"
+	echo "interleaved, per pair the best of 5 rounds; the ratio is within that run (QEMU TCG: the"
+	echo "guest's times are slow, their ratio is the figure)."
+	echo
+	if have "$vm/served.csv"; then
+		served_device_table >"$dir/served-device.csv"
+		csv_md "$dir/served-device.csv"
+	else
+		echo "No device served figures: the guest's served step did not run or failed (vm/served.err)."
 	fi
 } >"$md"
 rm -f "$dir"/.plot-*.dat

@@ -23,12 +23,23 @@
  * and divide Ir by N. One pair before the loop attaches the PD, registers
  * the arena in it and sets up the thread's state, which is not counted.
  *
+ * modeb: issue 32's mode-B program, the same size both ways in one run: a
+ * malloc of 1 MiB (a pool buffer) registered whole and deregistered, per
+ * use, served by the shim, against a real pair of 1 MiB the shim passes on
+ * (anonymous mmap memory, not the pool's), rounds interleaved; -n pairs
+ * served a round, n / 100 (at least 1) real ones. Prints per pair
+ *   served WALL_NS CPU_NS
+ *   real WALL_NS CPU_NS
+ * (best of 5 rounds each). With --device (tools/bench/guest.sh: rxe0 in
+ * the 6.1 guest) the real pair is the device's registration.
+ *
  * Without a device the PD is the program's own struct with a context
  * (as preload_test's), and no verbs call wakes the shim before the buffer
  * is allocated: hence MRPOOL_PRELOAD_INHERIT=all. --device opens the first
  * device (which wakes it) and allocates a real PD instead.
  */
 #include <getopt.h>
+#include <sys/mman.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,16 +51,17 @@
 #define SERVED_SIZE	(128 * 1024)	/* a pool buffer under the default settings */
 #define PASSED_SIZE	4096		/* glibc's: below MRPOOL_PRELOAD_MIN */
 #define REG_LEN		4096
+#define MODEB_SIZE	(1024 * 1024)	/* issue 32's mode-B program */
 
 typedef long (*loop_fn)(struct ibv_pd *pd, char *buf, long n);
 
-/* n pairs, the registration's lkey summed so that nothing is dropped */
-static long pairs(struct ibv_pd *pd, char *buf, long n)
+/* n pairs of len bytes, the registration's lkey summed so that nothing is dropped */
+static long pairs_len(struct ibv_pd *pd, char *buf, size_t len, long n)
 {
 	long sum = 0;
 
 	for (long i = 0; i < n; i++) {
-		struct ibv_mr *mr = ibv_reg_mr(pd, buf, REG_LEN, IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
 
 		if (!mr)
 			return -1;
@@ -58,6 +70,11 @@ static long pairs(struct ibv_pd *pd, char *buf, long n)
 			return -1;
 	}
 	return sum;
+}
+
+static long pairs(struct ibv_pd *pd, char *buf, long n)
+{
+	return pairs_len(pd, buf, REG_LEN, n);
 }
 
 /* One function per memory, for callgrind's --toggle-collect. */
@@ -71,12 +88,63 @@ static __attribute__((noinline)) long loop_passed(struct ibv_pd *pd, char *buf, 
 	return pairs(pd, buf, n);
 }
 
-static double cpu_ns(void)
+static double clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	clock_gettime(id, &ts);
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double cpu_ns(void)
+{
+	return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+/* One round of n mode-B pairs on buf: best[0] wall, best[1] CPU ns per pair. */
+static int modeb_round(struct ibv_pd *pd, char *buf, long n, bool first, double best[2])
+{
+	double w0 = clock_ns(CLOCK_MONOTONIC), c0 = cpu_ns(), w, c;
+
+	if (pairs_len(pd, buf, MODEB_SIZE, n) < 0)
+		return -1;
+	w = (clock_ns(CLOCK_MONOTONIC) - w0) / (double)n;
+	c = (cpu_ns() - c0) / (double)n;
+	if (first || w < best[0])
+		best[0] = w;
+	if (first || c < best[1])
+		best[1] = c;
+	return 0;
+}
+
+/* modeb (top of file): served and real pairs of 1 MiB, rounds interleaved. */
+static int modeb(struct ibv_pd *pd, long n)
+{
+	long n_real = n / 100 > 0 ? n / 100 : 1;
+	double served[2] = { 0, 0 }, real[2] = { 0, 0 };
+	char *pool = malloc(MODEB_SIZE);
+	char *anon = mmap(NULL, MODEB_SIZE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (!pool || anon == MAP_FAILED)
+		return 1;
+	memset(pool, 1, MODEB_SIZE);
+	memset(anon, 1, MODEB_SIZE);
+	/* set-up, not counted: the PD attached, the arena registered in it */
+	if (pairs_len(pd, pool, MODEB_SIZE, 1) < 0 || pairs_len(pd, anon, MODEB_SIZE, 1) < 0) {
+		fprintf(stderr, "served-pair: ibv_reg_mr of 1 MiB failed\n");
+		return 1;
+	}
+	for (int r = 0; r < 5; r++) {
+		if (modeb_round(pd, pool, n, !r, served) ||
+		    modeb_round(pd, anon, n_real, !r, real))
+			return 1;
+	}
+	printf("served %.1f %.1f\n", served[0], served[1]);
+	printf("real %.1f %.1f\n", real[0], real[1]);
+	munmap(anon, MODEB_SIZE);
+	free(pool);
+	return 0;
 }
 
 static struct ibv_pd *open_pd(bool device)
@@ -130,12 +198,14 @@ int main(int argc, char **argv)
 	}
 	what = optind < argc ? argv[optind] : "";
 	served = !strcmp(what, "served");
-	if ((!served && strcmp(what, "passed")) || n <= 0) {
-		fprintf(stderr, "usage: served-pair [-n PAIRS] [--once] [--device] served|passed\n");
+	if ((!served && strcmp(what, "passed") && strcmp(what, "modeb")) || n <= 0) {
+		fprintf(stderr, "usage: served-pair [-n PAIRS] [--once] [--device] served|passed|modeb\n");
 		return 2;
 	}
 	loop = served ? loop_served : loop_passed;
 	pd = open_pd(device);
+	if (pd && !strcmp(what, "modeb"))
+		return modeb(pd, n);
 	buf = malloc(served ? SERVED_SIZE : PASSED_SIZE);
 	if (!pd || !buf)
 		return 1;
