@@ -188,6 +188,12 @@ ok "cdi --update with MRPOOL_CDI_RDMA=\"yes\" (quoted, among comments): rdma wit
 echo "MRPOOL_CDI_RDMA=no" >>"$cfg"
 "$tool" cdi --update && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
 ok "cdi --update: the last MRPOOL_CDI_RDMA line counts (no)" $?
+# a line longer than any buffer is one line: its tail is no setting (4080:
+# a multiple of 255, where a 256-byte fgets would start a "line")
+printf 'OTHER=%s' "$(head -c 4074 /dev/zero | tr '\0' x)" >>"$cfg"
+echo "MRPOOL_CDI_RDMA=yes" >>"$cfg"
+"$tool" cdi --update && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --update: MRPOOL_CDI_RDMA=yes after 4080 bytes of a line is not a setting (no)" $?
 cp "$spec" "$root/spec.before"
 echo "MRPOOL_CDI_RDMA=maybe" >"$cfg"
 "$tool" cdi --update 2>"$root/err"
