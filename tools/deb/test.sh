@@ -45,13 +45,14 @@ snapshot() {
 purge() { dpkg --purge "${pkgs[@]}" >>"$out/purge.log" 2>&1; }
 purge	# what an earlier, interrupted run left
 snapshot >"$out/before.txt"
-# The spec earlier builds' postinst wrote, "default" alone: this one's
-# removes it, and /etc/cdi with it (made here only where there is none,
-# so the snapshots above and below stay alike).
+# The spec earlier builds' postinst wrote, "default" alone, byte for byte
+# (mrpoolctl cdi --no-rdma): this one's removes it on a first install,
+# and /etc/cdi with it, now empty (made here only where there is none, so
+# the snapshots above and below stay alike).
 old_spec=0
 if [ ! -e /etc/cdi ]; then
 	mkdir /etc/cdi &&
-		echo '{"cdiVersion": "0.3.0", "kind": "mrpool.io/pool", "devices": [{"name": "default", "containerEdits": {"deviceNodes": [{"path": "/dev/mrpool"}]}}]}' \
+		printf '{\n\t"cdiVersion": "0.3.0",\n\t"kind": "mrpool.io/pool",\n\t"devices": [\n\t\t{\n\t\t\t"name": "default",\n\t\t\t"containerEdits": {\n\t\t\t\t"deviceNodes": [\n\t\t\t\t\t{ "path": "/dev/mrpool" }\n\t\t\t\t]\n\t\t\t}\n\t\t}\n\t]\n}\n' \
 			>/etc/cdi/mrpool.json && old_spec=1
 fi
 

@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -43,6 +44,10 @@
 #define CTL_CDI_RUNTIME	CTL_CDI_RUNDIR "/mrpool.json"
 #define CTL_CDI_CONFIG	"/etc/default/mrpool-cdi"
 #define CTL_CDI_RDMA	"MRPOOL_CDI_RDMA"
+/* --update's writers' lock (ctl_cdi_lock()) and how long it waits, s */
+#define CTL_CDI_LOCKDIR	"/run/mrpool"
+#define CTL_CDI_LOCKNAME	"cdi.lock"
+#define CTL_CDI_LOCK_WAIT	30
 
 /* uverbsN and rdma_cm: the nodes a verbs program or librdmacm opens. */
 static bool ctl_cdi_rdma_node(const char *name)
@@ -127,38 +132,93 @@ static int ctl_cdi_nodes(char ***names, size_t *count)
 }
 
 /*
- * Lock the folder @out is written to (flock() on the folder itself: no
- * lock file beside the spec): the fd to close to unlock, or -1. Writers
- * run side by side (udev runs one per event, in parallel workers), and
- * each reads the nodes under the lock, so the last to rename its spec
- * read them after every node that came or went before it started.
+ * The writers' lock of --update: CTL_CDI_LOCK, a file in CTL_CDI_LOCKDIR
+ * (made 0700; refused unless a directory of ours, not a symlink, that no
+ * group or other may write), so that no other user can open it, let alone
+ * hold it (/run/cdi is 0755, and a flock() needs only a read-only fd; a
+ * user holding one would stall every udev worker that runs --update, and
+ * dpkg). Writers run side by side (udev runs one per event, in parallel
+ * workers), and each reads the nodes under the lock, so the last to rename
+ * its spec read them after every node that came or went before it started.
+ * The wait is bounded, CTL_CDI_LOCK_WAIT seconds (well under udev's 180 s
+ * event timeout), then it fails, said why; MRPOOLCTL_CDI_LOCK_WAIT (in
+ * seconds, 0: no wait) overrides it, for the host tests alone. Returns the
+ * fd to close to unlock, or -1 (said why).
  */
-static int ctl_cdi_lock(const char *out)
+static volatile sig_atomic_t ctl_cdi_timed_out;
+
+static void ctl_cdi_alarm(int sig)
+{
+	(void)sig;
+	ctl_cdi_timed_out = 1;
+}
+
+static int ctl_cdi_lock(void)
 {
 	char dir[CTL_PATH_MAX];
-	char *slash;
-	int fd;
+	unsigned int wait_s = CTL_CDI_LOCK_WAIT;
+	struct sigaction sa = { 0 }, old;
+	const char *env;
+	struct stat st;
+	int dfd, fd;
 
-	snprintf(dir, sizeof(dir), "%s", out);
-	slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
+	env = getenv("MRPOOLCTL_CDI_LOCK_WAIT");
+	if (env && *env)
+		wait_s = strtoul(env, NULL, 10);
+	ctl_path(dir, sizeof(dir), CTL_CDI_LOCKDIR);
+	if (mkdir(dir, 0700) && errno != EEXIST) {
 		ctl_errno(errno, "%s", dir);
 		return -1;
 	}
-	while (flock(fd, LOCK_EX)) {
-		if (errno == EINTR)
-			continue;
-		ctl_errno(errno, "lock %s", dir);
-		close(fd);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		ctl_errno(errno, "%s", dir);
 		return -1;
 	}
+	if (fstat(dfd, &st)) {
+		ctl_errno(errno, "%s", dir);
+		close(dfd);
+		return -1;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+		ctl_err("%s: owned by uid %u, mode %04o: not the lock's folder "
+			"(made by root, mode 0700)", dir, (unsigned int)st.st_uid,
+			(unsigned int)(st.st_mode & 07777));
+		close(dfd);
+		return -1;
+	}
+	fd = openat(dfd, CTL_CDI_LOCKNAME,
+		    O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ctl_errno(errno, "%s/" CTL_CDI_LOCKNAME, dir);
+		close(dfd);
+		return -1;
+	}
+	close(dfd);
+	/*
+	 * A blocking flock() (so a waiter is listed in /proc/locks) that
+	 * SIGALRM interrupts when the time is up: no SA_RESTART.
+	 */
+	sa.sa_handler = ctl_cdi_alarm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old);
+	ctl_cdi_timed_out = 0;
+	alarm(wait_s);
+	while (flock(fd, wait_s ? LOCK_EX : LOCK_EX | LOCK_NB)) {
+		if (errno == EINTR && !ctl_cdi_timed_out)
+			continue;
+		if (errno == EINTR || errno == EWOULDBLOCK)
+			ctl_err("%s/" CTL_CDI_LOCKNAME ": still locked after %u s "
+				"(another mrpoolctl cdi --update stuck?): "
+				CTL_CDI_RUNTIME " not written", dir, wait_s);
+		else
+			ctl_errno(errno, "lock %s/" CTL_CDI_LOCKNAME, dir);
+		close(fd);
+		fd = -1;
+		break;
+	}
+	alarm(0);
+	sigaction(SIGALRM, &old, NULL);
 	return fd;
 }
 
@@ -215,8 +275,9 @@ remove_tmp:
  */
 static int ctl_cdi_config(const char *path, bool *rdma)
 {
-	char line[256], *p, *v, *end;
+	char *line = NULL, *p, *v, *end;
 	int lineno = 0, ret = CTL_OK;
+	size_t size = 0;
 	FILE *f;
 
 	*rdma = false;
@@ -227,7 +288,8 @@ static int ctl_cdi_config(const char *path, bool *rdma)
 		ctl_errno(errno, "%s", path);
 		return CTL_FAIL;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	/* getline: a line of any length is one line (no tail read as one) */
+	while (getline(&line, &size, f) >= 0) {
 		lineno++;
 		for (p = line; *p == ' ' || *p == '\t'; p++)
 			;
@@ -252,22 +314,24 @@ static int ctl_cdi_config(const char *path, bool *rdma)
 			ret = CTL_FAIL;
 		}
 	}
+	free(line);
 	fclose(f);
 	return ret;
 }
 
 /*
  * The spec to @out (stdout when NULL), with "rdma" when @rdma (and the
- * host has a uverbs node; @quiet: no note when it has none).
+ * host has a uverbs node). @update: --update's, under its writers' lock,
+ * and no note for a host with no uverbs node yet.
  */
-static int ctl_cdi_emit(const char *out, bool rdma, bool quiet)
+static int ctl_cdi_emit(const char *out, bool rdma, bool update)
 {
 	char **nodes = NULL;
 	int lock = -1, ret;
 	size_t n = 0;
 
-	if (out) {
-		lock = ctl_cdi_lock(out);
+	if (update) {
+		lock = ctl_cdi_lock();
 		if (lock < 0)
 			return CTL_FAIL;
 	}
@@ -277,7 +341,7 @@ static int ctl_cdi_emit(const char *out, bool rdma, bool quiet)
 		ret = CTL_FAIL;
 		goto unlock;
 	}
-	if (rdma && !n && !quiet)
+	if (rdma && !n && !update)
 		ctl_err("no RDMA device nodes in %s: the spec has no 'rdma' device",
 			CTL_IB_DIR);
 	if (out) {

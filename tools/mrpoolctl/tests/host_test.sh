@@ -188,6 +188,12 @@ ok "cdi --update with MRPOOL_CDI_RDMA=\"yes\" (quoted, among comments): rdma wit
 echo "MRPOOL_CDI_RDMA=no" >>"$cfg"
 "$tool" cdi --update && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
 ok "cdi --update: the last MRPOOL_CDI_RDMA line counts (no)" $?
+# a line longer than any buffer is one line: its tail is no setting (4080:
+# a multiple of 255, where a 256-byte fgets would start a "line")
+printf 'OTHER=%s' "$(head -c 4074 /dev/zero | tr '\0' x)" >>"$cfg"
+echo "MRPOOL_CDI_RDMA=yes" >>"$cfg"
+"$tool" cdi --update && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --update: MRPOOL_CDI_RDMA=yes after 4080 bytes of a line is not a setting (no)" $?
 cp "$spec" "$root/spec.before"
 echo "MRPOOL_CDI_RDMA=maybe" >"$cfg"
 "$tool" cdi --update 2>"$root/err"
@@ -196,19 +202,62 @@ ok "cdi --update with MRPOOL_CDI_RDMA=maybe: exit 1, file and line said, the spe
 "$tool" cdi --update --no-rdma >/dev/null 2>&1
 [ $? = 2 ]
 ok "cdi --update --no-rdma: usage error (2): the choice is the file's" $?
-# The writers lock run/cdi and read the nodes under the lock: one
-# started while the lock is held waits (a waiter in /proc/locks, no spec
-# written), and once it has the lock its spec has the node that came
-# meanwhile.
+# The writers lock run/mrpool/cdi.lock (run/mrpool made 0700, the lock
+# 0600: no other user can open it) and read the nodes under the lock.
+lockdir=$root/run/mrpool lock=$root/run/mrpool/cdi.lock
+[ "$(stat -c %a "$lockdir")" = 700 ] && [ "$(stat -c %a "$lock")" = 600 ]
+ok "cdi --update: its lock run/mrpool/cdi.lock, mode 0600, in run/mrpool, mode 0700" $?
+# flocked INODE [->]: an flock on the file numbered INODE is held (with
+# "->", waited for) by someone, in /proc/locks ("N: FLOCK ... MAJ:MIN:INO").
+flocked() {
+	grep -qE "^[0-9]+: ${2:+$2 }FLOCK .* [0-9a-f]+:[0-9a-f]+:$1 " /proc/locks
+}
+# Another user holding an flock on run/cdi (which anyone may open, as
+# /run/cdi is 0755) delays no writer: nobody, through setpriv, as root.
+if [ "$(id -u)" = 0 ]; then
+	chmod 755 "$root" "$root/run"
+	holder=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+else
+	holder=()
+fi
+# shellcheck disable=SC2016 # $1 is the inner shell's
+"${holder[@]}" sh -c 'exec 9<"$1" && flock 9 && exec sleep 1000' sh "$root/run/cdi" &
+hpid=$!
+held=1
+for _ in $(seq 200); do
+	flocked "$(stat -c %i "$root/run/cdi")" && { held=0; break; }
+	sleep 0.05
+done
+echo "MRPOOL_CDI_RDMA=no" >"$cfg"
+rm -f "$spec"
+MRPOOLCTL_CDI_LOCK_WAIT=3 timeout 20 "$tool" cdi --update 2>"$root/err"
+st=$?
+kill "$hpid"; wait "$hpid" 2>/dev/null
+[ "$held" = 0 ] && [ "$st" = 0 ] && [ ! -s "$root/err" ] && spec_check "$spec" '[d["name"] for d in doc["devices"]] == ["default"]'
+ok "cdi --update while another user (nobody, or the caller not root) holds an flock on run/cdi: done, not delayed" $?
+# A holder of the lock past the bound (MRPOOLCTL_CDI_LOCK_WAIT, the
+# tests' shorter wait): exit 1, said, the spec left as it was.
+cp "$spec" "$root/spec.before"
+exec 9<"$lock"
+flock 9
+MRPOOLCTL_CDI_LOCK_WAIT=1 timeout 20 "$tool" cdi --update 2>"$root/err"
+st=$?
+flock -u 9
+exec 9<&-
+[ "$st" = 1 ] && grep -q 'cdi.lock: still locked after 1 s.*not written' "$root/err" && cmp -s "$spec" "$root/spec.before"
+ok "cdi --update with its lock held past the bound: exit 1, says the lock is still held, the spec as it was" $?
+# One started while the lock is held waits (a waiter on the lock's inode
+# in /proc/locks, no spec written), and once it has the lock its spec has
+# the node that came meanwhile.
 echo "MRPOOL_CDI_RDMA=yes" >"$cfg"
 rm -f "$spec"
-exec 9<"$root/run/cdi"
+exec 9<"$lock"
 flock 9
 "$tool" cdi --update &
 upd=$!
 waiting=1
 for _ in $(seq 200); do
-	grep -q -- '-> FLOCK' /proc/locks && { waiting=0; break; }
+	flocked "$(stat -c %i "$lock")" '->' && { waiting=0; break; }
 	sleep 0.05
 done
 [ ! -e "$spec" ]
@@ -218,7 +267,7 @@ flock -u 9
 exec 9<&-
 wait "$upd" && [ "$waiting" = 0 ] && [ "$nospec" = 0 ] &&
 	spec_check "$spec" '"/dev/infiniband/uverbs7" in [x["path"] for x in doc["devices"][1]["containerEdits"]["deviceNodes"]]'
-ok "cdi --update waits for the lock on run/cdi, then reads the nodes: uverbs7, added meanwhile, is in its spec" $?
+ok "cdi --update waits for its lock, then reads the nodes: uverbs7, added meanwhile, is in its spec" $?
 pids=()
 for _ in $(seq 16); do "$tool" cdi --update & pids+=($!); done
 st=0
