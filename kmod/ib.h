@@ -50,7 +50,10 @@
  * attempt; then it registers what the device is missing
  * (mrpool_ib_reg_all(): chunks that came while it was FAILED, or whose
  * registration failed) and only then makes the device READY again, with a
- * DEV_READY event. It is never queued after a drain that failed, and
+ * DEV_READY event, and walks the registry once more: a chunk added while
+ * the device is not READY skips it without taking d->lock (which an
+ * attempt holds through its work requests), so growth never waits for a
+ * failed device. It is never queued after a drain that failed, and
  * never attempted while an MR of the device's own loops is on d->stuck:
  * such an MR may still be written by the lost work request, and the QP
  * that could run it is the one a rebuild would destroy; such a device

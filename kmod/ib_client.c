@@ -336,18 +336,26 @@ void mrpool_ib_recover_work(struct work_struct *work)
 		    d->loop[MRPOOL_IB_LEND].broken)
 			ret = -EIO;
 	}
-	d->recovering = false;
 	if (!ret) {
 		/* recover_delay_ms is kept: see mrpool_ib_recover_queue(). */
 		d->ready_at = jiffies;
 		d->recovered = true;
 		atomic64_inc(&d->recoveries);
+		d->recovering = false;
 		mrpool_ib_set_state(d, MRPOOL_IB_READY, "%s", "");
+		/*
+		 * A chunk added during the attempt skipped the device (not
+		 * READY, see mrpool_ib_chunk_added()) and may have been put
+		 * in the registry after the walk passed its place: walk again
+		 * now that every later one finds the device READY.
+		 */
+		mrpool_ib_reg_all(d);
 		if (__ratelimit(&d->recover_rs))
 			pr_info("%s: recovered: ready, %d chunks registered\n",
 				d->name, atomic_read(&d->nr_mrs));
 		goto unlock;
 	}
+	d->recovering = false;
 	atomic64_inc(&d->recover_failures);
 	if (mrpool_ib_dev_stuck(d)) {
 		pr_info("%s: recovery failed (%d); not retried: a lost work request may still use one of its MRs\n",
@@ -508,6 +516,7 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 	struct mrpool_ib_dev *d;
 	unsigned int noio;
 	int ret, err = 0;
+	bool skip;
 
 	/* A registry node: never through IO or FS reclaim (see ib.h). */
 	noio = memalloc_noio_save();
@@ -520,6 +529,19 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 		return ret;
 
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
+		/*
+		 * A device that is not READY is skipped without its lock,
+		 * which a recovery attempt holds through its work requests
+		 * (seconds, if one is lost): the chunk is in the registry
+		 * already (inserted before this read, both under
+		 * mrpool_ib_lock), and an attempt that makes the device
+		 * READY walks the registry once more after it did.
+		 */
+		mutex_lock(&mrpool_ib_lock);
+		skip = d->state != MRPOOL_IB_READY;
+		mutex_unlock(&mrpool_ib_lock);
+		if (skip)
+			continue;
 		noio = mrpool_ib_dev_lock(d);
 		if (d->state == MRPOOL_IB_READY) {
 			ret = mrpool_ib_reg_chunk(d, c);

@@ -561,6 +561,48 @@ TEST_F_TIMEOUT(rec, failing_lends_not_recovered_without_proof, 300)
 }
 
 /*
+ * DEV's recovery attempt waits for a work request that never completes
+ * (its first, swallowed; the wait 20 s): an ALLOC that grows the pool
+ * meanwhile does not wait for DEV's lock behind it but skips the failed
+ * device (review of the recovery, 2026-12-07: it waited out the attempt)
+ * and returns while the attempt still waits; the next attempt, READY,
+ * has the new chunk registered too.
+ */
+TEST_F_TIMEOUT(rec, growth_not_held_by_running_attempt, 300)
+{
+	struct mrpool_alloc one, two;
+	unsigned long pfn1, pfn2;
+	int before;
+
+	ASSERT_EQ(0, pool_set_knob("recover_ms", 100));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", 4 * WR_TIMEOUT_MS));
+	add_and_fill(_metadata, self->fd);
+	before = ib_ready_devices(DEV);
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc_after", before));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", before + 1));
+	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 1));
+	pfn1 = grow_one(_metadata, self->fd, &one);
+	ASSERT_TRUE(POOL_WAIT(ib_stat("wr_waits") >= 1, 60000))
+		TH_LOG("no recovery attempt waited");
+
+	pfn2 = grow_one(_metadata, self->fd, &two);
+	EXPECT_EQ(1, ib_stat("wr_waits")) TH_LOG("the growth waited for it");
+	EXPECT_TRUE(dev_in_state("failed"));
+	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
+
+	ASSERT_TRUE(POOL_WAIT(dev_in_state("ready"), 120000));
+	EXPECT_EQ(1, dev_ll(DEV, "recoveries"));
+	EXPECT_EQ(1, dev_ll(DEV, "recover_failures"));
+	EXPECT_TRUE(mrs_has(pfn1, DEV));
+	EXPECT_TRUE(mrs_has(pfn2, DEV));
+	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
+	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
+	EXPECT_EQ(0, pool_free(self->fd, two.slice_id));
+	expect_dev_gone(_metadata, &self->base);
+}
+
+/*
  * After DEV's removal (or the module's unload) with its recovery queued
  * recover_ms (3 s) after its failure: DEV, failed the same way, recovers
  * after the same wait, so later than the first attempt would have run.
