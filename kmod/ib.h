@@ -40,13 +40,20 @@
  * ours is left in flight (the post failed, the completion came back, or
  * the drain did), the device's recovery work (d->recover, ib_client.c) is
  * queued after mrpool_ib_recover_ms, doubling after each failed attempt up
- * to mrpool_ib_recover_max_ms and back to the start after a success. An
- * attempt destroys the QPs of the device's broken loops (cache, lend) and
- * makes new ones in the same PDs, whose MRs (cached chunks, lends still
- * out) stay valid; then it registers what the device is missing
+ * to mrpool_ib_recover_max_ms (taken as at least recover_ms and 100 ms),
+ * and back to the start only once the device stayed READY for
+ * recover_max_ms after its recovery (d->ready_at). An attempt destroys the
+ * QPs of the device's broken loops (cache, lend) and makes new ones in the
+ * same PDs, whose MRs (cached chunks, lends still out) stay valid; proves
+ * each own loop with a work request (mrpool_ib_loop_probe(): a LOCAL_INV
+ * of the loop's probe MR, which has no pages), whose failure fails the
+ * attempt; then it registers what the device is missing
  * (mrpool_ib_reg_all(): chunks that came while it was FAILED, or whose
  * registration failed) and only then makes the device READY again, with a
- * DEV_READY event. It is never queued after a drain that failed, and
+ * DEV_READY event, and walks the registry once more: a chunk added while
+ * the device is not READY skips it without taking d->lock (which an
+ * attempt holds through its work requests), so growth never waits for a
+ * failed device. It is never queued after a drain that failed, and
  * never attempted while an MR of the device's own loops is on d->stuck:
  * such an MR may still be written by the lost work request, and the QP
  * that could run it is the one a rebuild would destroy; such a device
@@ -100,6 +107,7 @@
 
 #include <linux/completion.h>
 #include <linux/kobject.h>
+#include <linux/ratelimit.h>
 #include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
 #include <linux/sched/mm.h>
@@ -147,6 +155,9 @@ struct mrpool_ib_loop {
 	enum ib_wc_status wc_status;	/* and how */
 	struct ib_cqe drain_cqe;	/* the marker behind a late WR */
 	struct completion drained;	/* the marker came back */
+	struct ib_mr *probe;		/* a recovery's proof (no pages), kept
+					 * until the QPs are destroyed
+					 */
 };
 
 struct mrpool_ib_dev {
@@ -184,6 +195,9 @@ struct mrpool_ib_dev {
 	unsigned int recover_delay_ms;	/* wait before the next attempt,
 					 * 0: mrpool_ib_recover_ms
 					 */
+	unsigned long ready_at;		/* jiffies a recovery made it READY */
+	bool recovered;			/* and it has not failed since */
+	struct ratelimit_state recover_rs; /* its attempts' log lines */
 	bool recovering;		/* an attempt holds the lock */
 	bool recover_off;		/* removal began: never queued again */
 	atomic64_t recoveries;		/* attempts that made it READY */
@@ -264,6 +278,7 @@ extern atomic_t mrpool_ib_fail_complete_after;
 extern atomic_t mrpool_ib_fail_dereg;
 extern atomic_t mrpool_ib_fail_dereg_final;
 extern atomic_t mrpool_ib_fail_wc;
+extern atomic_t mrpool_ib_fail_wc_after;
 extern u32 mrpool_ib_wr_timeout_ms;
 extern u32 mrpool_ib_recover_ms;
 extern u32 mrpool_ib_recover_max_ms;
@@ -303,6 +318,7 @@ int mrpool_ib_self_ah(struct ib_device *ibdev, u32 port,
 int mrpool_ib_dev_setup(struct mrpool_ib_dev *d);
 bool mrpool_ib_dev_usable(const struct mrpool_ib_dev *d);
 bool mrpool_ib_dev_stuck(struct mrpool_ib_dev *d);
+int mrpool_ib_loop_probe(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l);
 int mrpool_ib_dev_rebuild(struct mrpool_ib_dev *d,
 			  const struct rdma_ah_attr *ah);
 void mrpool_ib_dev_teardown(struct mrpool_ib_dev *d);

@@ -41,7 +41,8 @@ static int mrpool_ib_node_cached = NUMA_NO_NODE;
  * fail_ib_dereg_final: the next N last-chance deregistrations, made when a
  * device goes (or the module unloads), fail as a device that refuses them
  * would, leaking the MR; fail_ib_wc: the next N completions of work
- * requests report an error.
+ * requests report an error, after the first fail_ib_wc_after (a count of
+ * its own, so that both knobs can be armed together).
  */
 atomic_t mrpool_ib_fail_setup = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_reg = ATOMIC_INIT(0);
@@ -50,6 +51,7 @@ atomic_t mrpool_ib_fail_complete_after = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_dereg = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_dereg_final = ATOMIC_INIT(0);
 atomic_t mrpool_ib_fail_wc = ATOMIC_INIT(0);
+atomic_t mrpool_ib_fail_wc_after = ATOMIC_INIT(0);
 /* A local work request completes in microseconds; seconds mean never. */
 u32 mrpool_ib_wr_timeout_ms = 5000;
 /*
@@ -239,51 +241,73 @@ static void mrpool_ib_reg_all(struct mrpool_ib_dev *d)
  * @d: a device one of whose work requests just failed, leaving nothing of
  *	ours in flight; lock held
  *
- * Queues d->recover after the device's current backoff, unless it is
- * pending already, an attempt is running (it decides what comes next), the
+ * Queues d->recover after the device's current backoff (see below),
+ * unless it is pending already, an attempt is running (it decides what comes next), the
  * device is being removed, or recovery is off (recover_ms 0).
  */
 void mrpool_ib_recover_queue(struct mrpool_ib_dev *d)
 {
 	unsigned int ms = READ_ONCE(mrpool_ib_recover_ms);
+	unsigned int max_ms = READ_ONCE(mrpool_ib_recover_max_ms);
 
 	lockdep_assert_held(&d->lock);
-	if (d->recover_off || d->recovering || !ms)
+	if (READ_ONCE(d->recover_off) || d->recovering || !ms)
 		return;
+	/*
+	 * The backoff starts again only for a device that stayed READY for
+	 * recover_max_ms after its last recovery: one that fails again
+	 * sooner waits as long as the attempt that recovered it, then twice
+	 * as long, and so on.
+	 */
+	if (d->recovered) {
+		d->recovered = false;
+		if (time_after(jiffies, d->ready_at + msecs_to_jiffies(max_ms)))
+			d->recover_delay_ms = 0;
+	}
 	if (d->recover_delay_ms)
 		ms = d->recover_delay_ms;
 	queue_delayed_work(system_unbound_wq, &d->recover,
 			   msecs_to_jiffies(ms));
 }
 
-/* After a failed attempt: twice the last wait, at most recover_max_ms. */
+/* The shortest longest wait, whatever recover_max_ms says. */
+#define MRPOOL_IB_RECOVER_MAX_MIN_MS	100
+
+/*
+ * After a failed attempt: twice the last wait, at most recover_max_ms,
+ * which is taken as at least recover_ms and MRPOOL_IB_RECOVER_MAX_MIN_MS.
+ */
 static unsigned int mrpool_ib_recover_backoff(struct mrpool_ib_dev *d)
 {
-	unsigned int base = READ_ONCE(mrpool_ib_recover_ms);
+	unsigned int base = max(READ_ONCE(mrpool_ib_recover_ms), 1U);
 	unsigned int cap = READ_ONCE(mrpool_ib_recover_max_ms);
 	unsigned int ms = d->recover_delay_ms ? d->recover_delay_ms : base;
 
-	ms = ms > cap / 2 ? cap : ms * 2;
-	return max(ms, 1U);
+	cap = max3(cap, base, (unsigned int)MRPOOL_IB_RECOVER_MAX_MIN_MS);
+	return ms > cap / 2 ? cap : ms * 2;
 }
 
 /**
  * mrpool_ib_recover_work - one recovery attempt of a FAILED device
  * @work: d->recover
  *
- * Rebuilds the device's broken loops, registers the chunks it is missing
- * and makes it READY (a DEV_READY event, a log line), counted in
+ * Rebuilds the device's broken loops, proves each of its own loops with a
+ * work request (mrpool_ib_loop_probe()), registers the chunks it is
+ * missing and makes it READY (a DEV_READY event, a log line), counted in
  * recoveries; or counts a failed attempt in recover_failures and queues
- * the next one after a doubled wait. A device with a stuck MR in its own
- * loops is left FAILED, with no attempt made and none queued (see ib.h).
+ * the next one after a doubled wait (log lines of both ratelimited per device). A
+ * device with a stuck MR in its own loops is left FAILED, with no attempt
+ * made and none queued (see ib.h).
  *
  * Locking: the loopback address is found first with no lock held
  * (ib_query_port() may take rtnl_mutex; ib_core calls the client's remove,
  * which waits for this work, without it, and rxe and siw unregister from
  * their netdev notifiers through a queued work, not under it); d->ibdev is
  * safe to use without d->lock because mrpool_ib_remove() waits for this
- * work to return before its teardown clears it. Then d->lock for the whole attempt, which takes
- * mrpool_ib_lock inside (state, registry), as every holder of d->lock may.
+ * work to return before its teardown clears it. Then d->lock for the
+ * whole attempt, which takes mrpool_ib_lock inside (state, registry), as
+ * every holder of d->lock may. d->recover_off is read with READ_ONCE():
+ * the removal sets it before it waits for d->lock.
  */
 void mrpool_ib_recover_work(struct work_struct *work)
 {
@@ -291,11 +315,11 @@ void mrpool_ib_recover_work(struct work_struct *work)
 					       struct mrpool_ib_dev, recover);
 	struct rdma_ah_attr ah;
 	unsigned int noio;
-	int ret;
+	int i, ret;
 
 	ret = mrpool_ib_self_ah(d->ibdev, d->port, &ah);
 	noio = mrpool_ib_dev_lock(d);
-	if (d->recover_off || d->state != MRPOOL_IB_FAILED)
+	if (READ_ONCE(d->recover_off) || d->state != MRPOOL_IB_FAILED)
 		goto unlock;
 	if (mrpool_ib_dev_stuck(d)) {
 		pr_info("%s: not recovered: a lost work request may still use one of its MRs\n",
@@ -305,6 +329,13 @@ void mrpool_ib_recover_work(struct work_struct *work)
 	d->recovering = true;
 	if (!ret)
 		ret = mrpool_ib_dev_rebuild(d, &ah);
+	/*
+	 * Each own loop proves its QPs with a work request: a device that
+	 * fails every one must not come back READY because the attempt
+	 * happened to have nothing to register.
+	 */
+	for (i = 0; !ret && i < MRPOOL_IB_NR_LOOPS; i++)
+		ret = mrpool_ib_loop_probe(d, &d->loop[i]);
 	if (!ret) {
 		mrpool_ib_reg_all(d);
 		/* A work request failed again in there. */
@@ -312,29 +343,41 @@ void mrpool_ib_recover_work(struct work_struct *work)
 		    d->loop[MRPOOL_IB_LEND].broken)
 			ret = -EIO;
 	}
-	d->recovering = false;
 	if (!ret) {
-		d->recover_delay_ms = 0;
+		/* recover_delay_ms is kept: see mrpool_ib_recover_queue(). */
+		d->ready_at = jiffies;
+		d->recovered = true;
 		atomic64_inc(&d->recoveries);
+		d->recovering = false;
 		mrpool_ib_set_state(d, MRPOOL_IB_READY, "%s", "");
-		pr_info("%s: recovered: ready, %d chunks registered\n", d->name,
-			atomic_read(&d->nr_mrs));
+		/*
+		 * A chunk added during the attempt skipped the device (not
+		 * READY, see mrpool_ib_chunk_added()) and may have been put
+		 * in the registry after the walk passed its place: walk again
+		 * now that every later one finds the device READY.
+		 */
+		mrpool_ib_reg_all(d);
+		if (__ratelimit(&d->recover_rs))
+			pr_info("%s: recovered: ready, %d chunks registered\n",
+				d->name, atomic_read(&d->nr_mrs));
 		goto unlock;
 	}
+	d->recovering = false;
 	atomic64_inc(&d->recover_failures);
 	if (mrpool_ib_dev_stuck(d)) {
 		pr_info("%s: recovery failed (%d); not retried: a lost work request may still use one of its MRs\n",
 			d->name, ret);
 		goto unlock;
 	}
-	if (d->recover_off) {
+	if (READ_ONCE(d->recover_off)) {
 		pr_info("%s: recovery failed (%d); not retried: the device is going\n",
 			d->name, ret);
 		goto unlock;
 	}
 	d->recover_delay_ms = mrpool_ib_recover_backoff(d);
-	pr_info("%s: recovery failed (%d); next attempt in %u ms\n", d->name,
-		ret, d->recover_delay_ms);
+	if (__ratelimit(&d->recover_rs))
+		pr_info("%s: recovery failed (%d); next attempt in %u ms\n",
+			d->name, ret, d->recover_delay_ms);
 	mrpool_ib_recover_queue(d);
 unlock:
 	mrpool_ib_dev_unlock(d, noio);
@@ -409,13 +452,15 @@ static void mrpool_ib_remove(struct ib_device *ibdev, void *client_data)
 	unsigned int noio;
 
 	/*
-	 * No recovery from now on: none is queued once recover_off is set
-	 * (under the lock, as queueing is), and a pending or running one
-	 * is cancelled or waited for, with no lock held (it takes d->lock),
-	 * before the teardown frees what it uses.
+	 * No recovery from now on: recover_off is set before d->lock is
+	 * taken, so that an attempt running (holding it) sees it at its end
+	 * and queues no other; once we had the lock, every holder that may
+	 * have read it clear has queued what it queues, and a pending or
+	 * running attempt is cancelled or waited for, with no lock held (it
+	 * takes d->lock), before the teardown frees what it uses.
 	 */
+	WRITE_ONCE(d->recover_off, true);
 	noio = mrpool_ib_dev_lock(d);
-	d->recover_off = true;
 	mrpool_ib_dev_unlock(d, noio);
 	cancel_delayed_work_sync(&d->recover);
 
@@ -478,6 +523,7 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 	struct mrpool_ib_dev *d;
 	unsigned int noio;
 	int ret, err = 0;
+	bool skip;
 
 	if (WARN_ON_ONCE(!READ_ONCE(mrpool_ib_running)))
 		return -ENODEV;
@@ -492,6 +538,19 @@ int mrpool_ib_chunk_added(struct mrpool_chunk *c)
 		return ret;
 
 	for (d = mrpool_ib_dev_next(NULL); d; d = mrpool_ib_dev_next(d)) {
+		/*
+		 * A device that is not READY is skipped without its lock,
+		 * which a recovery attempt holds through its work requests
+		 * (seconds, if one is lost): the chunk is in the registry
+		 * already (inserted before this read, both under
+		 * mrpool_ib_lock), and an attempt that makes the device
+		 * READY walks the registry once more after it did.
+		 */
+		mutex_lock(&mrpool_ib_lock);
+		skip = d->state != MRPOOL_IB_READY;
+		mutex_unlock(&mrpool_ib_lock);
+		if (skip)
+			continue;
 		noio = mrpool_ib_dev_lock(d);
 		if (d->state == MRPOOL_IB_READY) {
 			ret = mrpool_ib_reg_chunk(d, c);

@@ -19,8 +19,8 @@ static struct dentry *mrpool_ib_debugfs_dir;
 static const char *const mrpool_ib_debugfs_files[] = {
 	"mrs", "ib_devices", "ib_stats", "fail_ib_setup", "fail_ib_reg",
 	"fail_ib_complete", "fail_ib_complete_after", "fail_ib_dereg",
-	"fail_ib_dereg_final", "fail_ib_wc", "wr_timeout_ms", "recover_ms",
-	"recover_max_ms",
+	"fail_ib_dereg_final", "fail_ib_wc", "fail_ib_wc_after", "wr_timeout_ms",
+	"recover_ms", "recover_max_ms",
 };
 
 /*
@@ -148,6 +148,8 @@ void mrpool_ib_debugfs_init(void)
 	debugfs_create_atomic_t("fail_ib_dereg_final", 0600, dir,
 				&mrpool_ib_fail_dereg_final);
 	debugfs_create_atomic_t("fail_ib_wc", 0600, dir, &mrpool_ib_fail_wc);
+	debugfs_create_atomic_t("fail_ib_wc_after", 0600, dir,
+				&mrpool_ib_fail_wc_after);
 	debugfs_create_u32("wr_timeout_ms", 0600, dir, &mrpool_ib_wr_timeout_ms);
 	debugfs_create_u32("recover_ms", 0600, dir, &mrpool_ib_recover_ms);
 	debugfs_create_u32("recover_max_ms", 0600, dir,

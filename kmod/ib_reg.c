@@ -50,14 +50,14 @@ static bool mrpool_ib_swallow(void)
 
 /*
  * debugfs fail_ib_wc: the next N completions of work requests (not drain
- * markers), after fail_ib_complete_after delivered ones, report an error,
+ * markers), after fail_ib_wc_after delivered ones, report an error,
  * as a device that failed them would: nothing is left in flight.
  */
 static bool mrpool_ib_bad_wc(void)
 {
 	if (atomic_read(&mrpool_ib_fail_wc) <= 0)
 		return false;
-	if (atomic_dec_if_positive(&mrpool_ib_fail_complete_after) >= 0)
+	if (atomic_dec_if_positive(&mrpool_ib_fail_wc_after) >= 0)
 		return false;
 	return mrpool_should_fail(&mrpool_ib_fail_wc);
 }
@@ -129,8 +129,8 @@ static bool mrpool_ib_drain(struct mrpool_ib_loop *l)
 /*
  * Post one signalled WR about @m on loop @l and wait for its completion.
  * Any failure marks the device failed and the loop broken. A timeout
- * drains the QP first; if the drain fails too, @m is marked stuck: the WR
- * may still run, so neither the MR nor its pages may be released. A
+ * drains the QP first; if the drain fails too, @m (if any) is marked stuck:
+ * the WR may still run, so neither the MR nor its pages may be released. A
  * failure that left nothing in flight queues the device's recovery.
  */
 static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
@@ -160,7 +160,9 @@ static int mrpool_ib_post(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l,
 					    "work request timed out, QP drained");
 			mrpool_ib_recover_queue(d);
 		} else {
-			m->stuck = true;
+			/* A probe's MR (no @m) has no pages to protect. */
+			if (m)
+				m->stuck = true;
 			mrpool_ib_set_state(d, MRPOOL_IB_FAILED,
 					    "work request timed out, QP not drained");
 		}
@@ -685,6 +687,39 @@ static void mrpool_ib_loop_qps_destroy(struct mrpool_ib_loop *l)
 		l->qp[i] = NULL;
 	}
 	l->broken = true;
+	/* No work request can use the probe's MR any more. */
+	if (l->probe && !ib_dereg_mr(l->probe))
+		l->probe = NULL;
+}
+
+/**
+ * mrpool_ib_loop_probe - prove a rebuilt loop with one work request
+ * @d: the device, lock held
+ * @l: one of its own loops, not broken
+ *
+ * A LOCAL_INV of the loop's probe MR: allocated in the loop's PD, one page
+ * long and never registered, so that it has no pages a late work request
+ * could write. Invalidating an STag that is invalid already is allowed by
+ * the verbs (siw says as much; rxe and mlx5 complete it), so the work
+ * request succeeds on a working QP. Its failure is any work request's
+ * (mrpool_ib_post(): the loop broken, the device FAILED).
+ *
+ * Return: 0 when it completed successfully, else a negative errno.
+ */
+int mrpool_ib_loop_probe(struct mrpool_ib_dev *d, struct mrpool_ib_loop *l)
+{
+	struct ib_send_wr wr = { .opcode = IB_WR_LOCAL_INV };
+	struct ib_mr *mr;
+
+	lockdep_assert_held(&d->lock);
+	if (!l->probe) {
+		mr = ib_alloc_mr(l->pd, IB_MR_TYPE_MEM_REG, 1);
+		if (IS_ERR(mr))
+			return PTR_ERR(mr);
+		l->probe = mr;
+	}
+	wr.ex.invalidate_rkey = l->probe->rkey;
+	return mrpool_ib_post(d, l, &wr, NULL);
 }
 
 /* After this no work request of ours runs on the device any more. */
@@ -699,11 +734,14 @@ static void mrpool_ib_qps_destroy(struct mrpool_ib_dev *d)
 		mrpool_ib_loop_qps_destroy(l);
 }
 
-/* A loop's QPs are gone: its PD goes too, if it is ours and not leaked. */
+/*
+ * A loop's QPs are gone: its PD goes too, if it is ours and not leaked
+ * (nor its probe MR, whose deregistration failed).
+ */
 static void mrpool_ib_loop_pd_put(struct mrpool_ib_dev *d,
 				  struct mrpool_ib_loop *l)
 {
-	if (l->pd && l->own_pd && !d->pd_leaked) {
+	if (l->pd && l->own_pd && !d->pd_leaked && !l->probe) {
 		ib_dealloc_pd(l->pd);
 		atomic_dec(&mrpool_ib_stats.pds);
 	}

@@ -156,6 +156,8 @@ struct mrpool_ib_dev *mrpool_ib_dev_alloc(struct ib_device *ibdev, int node)
 	INIT_LIST_HEAD(&d->stuck);
 	INIT_LIST_HEAD(&d->sessions);
 	INIT_DELAYED_WORK(&d->recover, mrpool_ib_recover_work);
+	ratelimit_state_init(&d->recover_rs, DEFAULT_RATELIMIT_INTERVAL,
+			     DEFAULT_RATELIMIT_BURST);
 	return d;
 }
 

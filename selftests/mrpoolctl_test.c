@@ -964,7 +964,7 @@ FIXTURE_TEARDOWN(mon)
 {
 	ctl_mon_cleanup(&self->m);
 	pool_set_knob("fail_ib_wc", 0);
-	pool_set_knob("fail_ib_complete_after", 0);
+	pool_set_knob("fail_ib_wc_after", 0);
 	pool_set_knob("recover_ms", 1000);
 	/* A reload that failed half-way: the module back as it was. */
 	if (self->ko[0] && access("/sys/module/mrpool", F_OK))
@@ -1028,7 +1028,7 @@ TEST_F(mon, sees_device_fail_and_recover)
 	/* The next chunk grows the pool; NLDEV's registration of it fails. */
 	if (pool_attr("free_bytes") > 0)
 		ASSERT_EQ(0, pool_alloc(self->fd, pool_attr("free_bytes"), &all));
-	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after",
+	ASSERT_EQ(0, pool_set_knob("fail_ib_wc_after",
 				   ib_ready_devices(NLDEV)));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 1));
 	ASSERT_EQ(0, pool_alloc(self->fd, self->q.chunk_size, &one));
