@@ -76,6 +76,30 @@ else
 	n=$((n + 1))
 	echo "ok $n # SKIP /etc/cdi existed before the install: no spec of an earlier build put there" | tee -a "$tap"
 fi
+# The same on an upgrade: dpkg runs the postinst with the version it
+# replaces. From a 0.1 build the spec it wrote goes; from 0.2 on, and one
+# naming "rdma" from any version, stays (the operator's to move). Run
+# where /etc/cdi was ours, so the snapshots stay alike.
+postinst=/var/lib/dpkg/info/mrpool-utils.postinst
+plant() { mkdir -p /etc/cdi && mrpoolctl cdi --no-rdma | sed "$1" >/etc/cdi/mrpool.json; }
+if [ "$old_spec" = 1 ]; then
+	plant "" && "$postinst" configure 0.1 >>"$out/install.log" 2>&1 &&
+		[ ! -e /etc/cdi ]
+	ok $? "an upgrade from 0.1 (postinst configure 0.1) removed the spec 0.1 wrote, and /etc/cdi"
+	plant "" && "$postinst" configure 0.2 >>"$out/install.log" 2>&1 &&
+		[ -f /etc/cdi/mrpool.json ]
+	ok $? "a configure from 0.2 left /etc/cdi/mrpool.json alone"
+	rm -rf /etc/cdi
+	plant 's/"name": "default"/"name": "rdma"/' && "$postinst" configure 0.1 2>"$out/rdma-spec.txt" &&
+		[ -f /etc/cdi/mrpool.json ] && grep -q "MRPOOL_CDI_RDMA=yes" "$out/rdma-spec.txt"
+	ok $? "an upgrade from 0.1 kept a spec naming rdma and said how to move the choice"
+	rm -rf /etc/cdi
+else
+	for what in "removal on an upgrade from 0.1" "no removal from 0.2" "an rdma spec kept"; do
+		n=$((n + 1))
+		echo "ok $n # SKIP $what: /etc/cdi existed before the install (not ours to change)" | tee -a "$tap"
+	done
+fi
 dpkg-query -W -f='${Conffiles}\n' mrpool-utils | grep -q '^ /etc/default/mrpool-cdi ' &&
 	grep -qx 'MRPOOL_CDI_RDMA=no' /etc/default/mrpool-cdi
 ok $? "/etc/default/mrpool-cdi: a conffile of mrpool-utils, MRPOOL_CDI_RDMA=no"
