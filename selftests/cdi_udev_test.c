@@ -187,7 +187,7 @@ FIXTURE(cdi) {
 FIXTURE_SETUP(cdi)
 {
 	const char *mounts[] = { RULES_ETC, RULES_LIB, "/etc/default", UDEV_RUN };
-	char tool[PATH_MAX], log[PATH_MAX];
+	char tool[PATH_MAX], log[PATH_MAX], cmd[PATH_MAX + 128];
 	const char *res = getenv("MRPOOL_RESULTS"), *rule;
 	char *text;
 	size_t i;
@@ -240,6 +240,18 @@ FIXTURE_SETUP(cdi)
 	ASSERT_TRUE(POOL_WAIT(!system("udevadm control --ping >/dev/null 2>&1"),
 			      WAIT_MS))
 		TH_LOG("udevd did not answer (its log: %s)", log);
+	/*
+	 * Its answer alone let a test's rdma link add go unseen once on a
+	 * loaded host (no event of it in udevd's log): wait until udevd has
+	 * processed a kernel uevent, a change of rxe0's node (the rule runs
+	 * on add and remove only, so no spec is written).
+	 */
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 20 udevadm trigger --settle --action=change "
+		 "/sys/class/infiniband_verbs/%s >/dev/null 2>&1", self->rxe0);
+	ASSERT_TRUE(POOL_WAIT(!system(cmd), WAIT_MS))
+		TH_LOG("udevd processed no uevent (its log: %s)", log);
+	ASSERT_NE(0, access(CDI_SPEC, F_OK));
 }
 
 FIXTURE_TEARDOWN(cdi)
