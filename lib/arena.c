@@ -490,7 +490,7 @@ int mrp_arena_create(struct mrp_pool *pool, size_t size, size_t align,
 
 /*
  * Close, pool->lock held: wait for the creations and trims in flight to
- * end. The
+ * end, and fallback buffers being made or freed (reg.c). The
  * wait is a cancellation point, and the lock must not be left held.
  */
 void mrp_arenas_creating_wait(struct mrp_pool *pool)
@@ -498,7 +498,7 @@ void mrp_arenas_creating_wait(struct mrp_pool *pool)
 	int cancel;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	while (pool->creating || pool->trimming)
+	while (pool->creating || pool->trimming || pool->fb_flight)
 		pthread_cond_wait(&pool->created, &pool->lock);
 	pthread_setcancelstate(cancel, NULL);
 }

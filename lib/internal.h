@@ -25,6 +25,10 @@
  * (mmap, mbind, mlock; the module's ALLOC) and the registrations in every
  * PD run between two short pool->lock sections, so nothing that takes
  * pool->lock (a large free, stats, mrp_pd_dead, a fork) waits for growth.
+ * Nor across any other mmap, munmap, mlock, ibv_reg_mr or ibv_dereg_mr:
+ * attach, detach, lazy registration and trim make theirs unlocked too
+ * (reg.c, depot.c), and fallback buffers are made, registered and freed
+ * by the same scheme (reg.c).
  * mrp_fork_lock is then taken for read alone, around one dma-buf export
  * and its registration.
  */
@@ -505,6 +509,16 @@ struct mrp_fallback {
 	size_t len;			/* of the mapping: size in whole pages */
 	bool leak;			/* a deregistration failed: never unmap */
 	struct ibv_mr *mr[MRP_MAX_PDS];
+	/*
+	 * pool->lock, as an arena's holds and reg_pending (reg.c): callers
+	 * registering it without the lock (an attach, a lookup, a detach
+	 * deregistering), which its free waits for; the slots they register
+	 * it in (a second lookup waits for that MR); and the slots counted in
+	 * pool->reg_busy[] for it while it is made or freed.
+	 */
+	uint32_t busy;
+	uint32_t reg_pending;
+	uint32_t slots;
 };
 
 /*
@@ -596,8 +610,11 @@ struct mrp_pool {
 	 */
 	struct ibv_pd *attaching[MRP_MAX_PDS];
 	_Atomic uint64_t attach_unlocked_regs;
-	_Atomic uint64_t detach_unlocked_deregs;	/* arenas, by detaches */
+	/* arenas, by detaches (and attaches undoing a failure) */
+	_Atomic uint64_t detach_unlocked_deregs;
 	_Atomic uint64_t lazy_waits;
+	/* frees of a fallback buffer that waited for its registration (reg.c) */
+	_Atomic uint64_t fb_free_waits;
 	/*
 	 * Arenas trim deregisters and unmaps without the lock (depot.c),
 	 * off the map and pool->arenas, still counted in mapped and narenas
@@ -607,6 +624,12 @@ struct mrp_pool {
 	struct mrp_arena *trimming;
 	struct mrp_arena *large_free;	/* large arenas waiting for reuse */
 	struct mrp_fallback *fallbacks;
+	/*
+	 * Fallback buffers being made or freed without the lock (reg.c),
+	 * on no list a lookup or free reaches; a fork child unmaps them as
+	 * it does creations, close waits for them.
+	 */
+	struct mrp_fallback *fb_flight;
 	struct mrp_mw *mws;		/* bound memory windows */
 	struct mrp_pdh *pdh[MRP_MAX_PDS];	/* handle of each slot's attachment, if asked */
 	struct mrp_pdh *pdhs;		/* every handle handed out, freed at close */

@@ -43,7 +43,7 @@
  * (the preload shim's malloc): a lock order inversion. The entry point is
  * looked up by mrp_os_unmap_resolve() instead, called where the library
  * holds no lock (pool open and close, mrp_trim(), each wakeup of the pool
- * thread, a fallback free): UCX dlopen()ed late is seen from the next one
+ * thread, a fallback buffer's making and free): UCX dlopen()ed late is seen from the next one
  * on, before any trim that could unmap memory it registered.
  */
 static void (*_Atomic mrp_ucm_vm_munmap)(void *, size_t);

@@ -65,7 +65,9 @@ MRP_EXPORT const char *mrp_strerror(int err)
  * mrp_global_lock, pool->lock, then mrp_fork_lock. An arena being made
  * holds none of them while it maps and registers (arena.c), so a fork
  * does not wait for growth; such an arena is on pool->creating, never on
- * the list, and the child drops it (mrp_pool_drop_inherited()).
+ * the list, and the child drops it (mrp_pool_drop_inherited()). So for a
+ * fallback buffer being made or freed (reg.c): it is on pool->fb_flight,
+ * marked DONTFORK here as the listed ones, dropped by the child.
  *
  * Under those locks every arena and fallback buffer is marked
  * MADV_DONTFORK again. The backends mark them once, when they map them
@@ -104,6 +106,9 @@ static void mrp_pool_fork_advice(struct mrp_pool *pool)
 	for (a = pool->arenas; a; a = a->next)
 		madvise((void *)a->base, a->size, arenas);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
+		madvise(fb->addr, fb->len, MADV_DONTFORK);
+	/* being made or freed without the lock (reg.c): mapped, not unmapped yet */
+	for (fb = pool->fb_flight; fb; fb = fb->next)
 		madvise(fb->addr, fb->len, MADV_DONTFORK);
 }
 
@@ -152,6 +157,9 @@ static void mrp_pool_drop_inherited(struct mrp_pool *pool)
 	for (a = pool->trimming; a; a = a->next)
 		munmap((void *)a->base, a->size);
 	for (fb = pool->fallbacks; fb; fb = fb->next)
+		munmap(fb->addr, fb->len);
+	/* fallback buffers being made or freed by the parent's threads (reg.c) */
+	for (fb = pool->fb_flight; fb; fb = fb->next)
 		munmap(fb->addr, fb->len);
 }
 

@@ -250,18 +250,6 @@ static int mrp_dereg_mr(struct mrp_pool *pool, struct ibv_mr *mr, int slot)
 	return ret > 0 ? -ret : -EIO;
 }
 
-/*
- * The MR of a PD marked dead may fail to go (its device is gone): counted,
- * not an error, since that device reaches no memory any more.
- */
-static int mrp_dereg_fb_mr(struct mrp_pool *pool, struct mrp_fallback *fb, int slot)
-{
-	int ret = mrp_dereg_mr(pool, fb->mr[slot], slot);
-
-	fb->mr[slot] = NULL;
-	return mrp_slot_dead(pool, slot) ? 0 : ret;
-}
-
 /* The arena's MR in slot, its bind MR first (the windows on it are gone). */
 static int mrp_dereg_one(struct mrp_pool *pool, struct mrp_arena *a, int slot)
 {
@@ -413,54 +401,225 @@ int mrp_dereg_arena(struct mrp_pool *pool, struct mrp_arena *a)
 	return ret;
 }
 
-/* A PD's MR of an arena in use: a failure retires the arena (not for a dead PD). */
-static void mrp_dereg_live(struct mrp_pool *pool, struct mrp_arena *a, int slot)
+/* Until no unlocked (de)registration in slot is in flight; pool->lock held. */
+static void mrp_detach_wait(struct mrp_pool *pool, int slot)
 {
-	if (mrp_dereg_one(pool, a, slot))
-		mrp_arena_retire(pool, a);
+	if (pool->reg_busy[slot])
+		mrp_add(&pool->detach_waits, 1);
+	while (pool->reg_busy[slot])
+		pthread_cond_wait(&pool->created, &pool->lock);
 }
 
-static int mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
-		      struct mrp_fallback *fb, int slot)
+/*
+ * Unmap unless a deregistration of it ever failed: then only forget it.
+ * Never under pool->lock, so UCX's hook is looked up here (os.c).
+ */
+static void mrp_fb_unmap(struct mrp_fallback *fb)
 {
-	fb->mr[slot] = mrp_reg(pool, pd, slot, fb->addr, fb->size, -1, (int)pool->access[slot]);
-	return fb->mr[slot] ? 0 : (errno ? -errno : -EIO);
+	mrp_os_unmap_resolve();
+	if (!fb->leak)
+		mrp_os_unmap(fb->addr, fb->len);
+	free(fb);
 }
 
-/* Keys of a fallback buffer in slot, registering it now if it lacks them. */
-static int mrp_fb_keys(struct mrp_pool *pool, struct mrp_fallback *fb, int slot,
-		       struct mrp_buf *buf)
+/*
+ * Fallback buffers (MRPOOL_FALLBACK: arenas ran out) are made, registered,
+ * deregistered and unmapped without pool->lock, as arenas are (arena.c,
+ * above), and by the same rules, so that a large free, mrp_stats,
+ * mrp_pd_dead, attach and fork do not wait for them either: one scheme
+ * for both, rather than a second one to reason about.
+ *
+ *  - Made (mrp_fallback_alloc()): mapped and marked DONTFORK unlocked,
+ *    then on pool->fb_flight (the fork child handler unmaps its range,
+ *    close waits for it) with the PD slots it is registered in counted in
+ *    reg_busy[] (fb->slots: a detach waits for them, as for a creation's),
+ *    registered unlocked, PDs attached meanwhile caught up with
+ *    (mrp_reg_arena_missing()), and published on pool->fallbacks with its
+ *    MRs in the section that releases the slots.
+ *  - Registered later (an attach, a lookup's lazy registration): under
+ *    the lock the listed buffer is held (fb->busy, as mrp_arena_hold())
+ *    and its slot marked reg_pending (a second lookup waits for that MR);
+ *    the MR is made unlocked and stored under the lock after.
+ *  - Freed (mrp_fallback_free()): claimed under the lock, off
+ *    pool->fallbacks onto pool->fb_flight, so no attach nor lookup finds
+ *    it any more; the free waits for the holders in flight (their MRs are
+ *    then stored in it), takes every MR, counts their slots busy (a
+ *    detach waits for those deregistrations), deregisters them unlocked,
+ *    and unmaps after leaving fb_flight (mrp_fb_release()).
+ *  - Detached (mrp_unreg_slot()): the MR is taken under the lock, the
+ *    buffer held, and deregistered unlocked, wherever the buffer is listed
+ *    (pool->fallbacks, or fb_flight while its free waits).
+ *
+ * An MR is always taken out of fb->mr[] under the lock by whoever
+ * deregisters it, so no MR goes twice, none is left behind, and the
+ * struct is freed only by the free once nobody holds it.
+ */
+
+/* Count slots busy for fb (those not counted yet); pool->lock held. */
+static void mrp_fb_busy(struct mrp_pool *pool, struct mrp_fallback *fb, uint32_t slots)
 {
-	struct ibv_pd *pd;
-	int ret;
-
-	buf->lkey = 0;
-	buf->rkey = 0;
-	if (slot < 0)
-		return 0;
-	if (mrp_slot_dead(pool, slot))
-		return -ENODEV;
-	pd = atomic_load(&pool->pds[slot]);
-	if (!pd)
-		return -EINVAL;
-	if (!fb->mr[slot]) {
-		ret = mrp_fb_reg(pool, pd, fb, slot);
-		if (ret)
-			return ret;
-	}
-	buf->lkey = fb->mr[slot]->lkey;
-	buf->rkey = mrp_rkey(pool, slot, fb->mr[slot]);
-	return 0;
-}
-
-static int mrp_fb_dereg(struct mrp_pool *pool, struct mrp_fallback *fb)
-{
-	int ret = 0;
-
 	for (int s = 0; s < MRP_MAX_PDS; s++)
-		if (fb->mr[s] && mrp_dereg_fb_mr(pool, fb, s))
-			ret = -EBUSY;
-	return ret;
+		if ((slots & ~fb->slots) & (1u << s))
+			pool->reg_busy[s]++;
+	fb->slots |= slots;
+}
+
+/* Release fb's busy slots; pool->lock held. Wakes a detach waiting for them. */
+static void mrp_fb_idle(struct mrp_pool *pool, struct mrp_fallback *fb)
+{
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (fb->slots & (1u << s))
+			pool->reg_busy[s]--;
+	fb->slots = 0;
+	pthread_cond_broadcast(&pool->created);
+}
+
+static void mrp_fb_unlink(struct mrp_fallback **head, struct mrp_fallback *fb)
+{
+	struct mrp_fallback **pp;
+
+	for (pp = head; *pp; pp = &(*pp)->next)
+		if (*pp == fb) {
+			*pp = fb->next;
+			break;
+		}
+	fb->next = NULL;
+}
+
+static void mrp_fb_push(struct mrp_fallback **head, struct mrp_fallback *fb)
+{
+	fb->next = *head;
+	*head = fb;
+}
+
+/*
+ * A fallback buffer with an MR in slot, listed or being freed (not one
+ * being made: its slots are counted busy until it is published, so a
+ * detach has waited for them); pool->lock held.
+ */
+static struct mrp_fallback *mrp_fb_with_mr(struct mrp_pool *pool, int slot)
+{
+	struct mrp_fallback *fb;
+
+	for (fb = pool->fallbacks; fb; fb = fb->next)
+		if (fb->mr[slot])
+			return fb;
+	for (fb = pool->fb_flight; fb; fb = fb->next)
+		if (fb->mr[slot])
+			return fb;
+	return NULL;
+}
+
+/* Its MR in the PD of slot, made without pool->lock (the slot kept attached). */
+static struct ibv_mr *mrp_fb_reg(struct mrp_pool *pool, struct ibv_pd *pd,
+				 struct mrp_fallback *fb, int slot)
+{
+	return mrp_reg(pool, pd, slot, fb->addr, fb->size, -1, (int)pool->access[slot]);
+}
+
+/*
+ * The end of a fallback buffer nobody holds (fb->busy 0), on
+ * pool->fb_flight: pool->lock held, dropped on return. Every MR is taken
+ * in that section and its slot counted busy, deregistered unlocked (a
+ * failure in a live PD leaves the memory mapped: the device may still
+ * reach it), then DONTFORK set again while the buffer is still on
+ * fb_flight (libibverbs' fork support may have cleared it at the
+ * deregistration: until the munmap no child must get the range), then off
+ * the list and its slots released, and unmapped unlocked.
+ */
+static void mrp_fb_release(struct mrp_pool *pool, struct mrp_fallback *fb)
+{
+	struct ibv_mr *mr[MRP_MAX_PDS];
+	bool leak = fb->leak;
+	uint32_t taken = 0;
+
+	for (int s = 0; s < MRP_MAX_PDS; s++) {
+		mr[s] = fb->mr[s];
+		fb->mr[s] = NULL;
+		if (mr[s])
+			taken |= 1u << s;
+	}
+	mrp_fb_busy(pool, fb, taken);
+	pthread_mutex_unlock(&pool->lock);
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (mr[s] && mrp_dereg_mr(pool, mr[s], s) && !mrp_slot_dead(pool, s))
+			leak = true;
+	if (taken && !leak)
+		madvise(fb->addr, fb->len, MADV_DONTFORK);
+	pthread_mutex_lock(&pool->lock);
+	mrp_fb_unlink(&pool->fb_flight, fb);
+	mrp_fb_idle(pool, fb);
+	pthread_mutex_unlock(&pool->lock);
+	fb->leak = leak;
+	mrp_fb_unmap(fb);
+}
+
+/*
+ * Every MR of slot, of arenas and fallback buffers, for a detach or a
+ * failed attach: each taken under pool->lock (held on entry and on
+ * return, dropped meanwhile) and deregistered without it (an ibv_dereg_mr
+ * unpins a whole arena), the arena held against trim, the buffer against
+ * its free; then a wait for deregistrations in slot others have in
+ * flight (a trim's, a fallback buffer's free). The slot stays taken
+ * meanwhile (pd_detaching or attaching[]), so nothing registers in it.
+ *
+ * An MR that fails to go retires its arena, or leaves its fallback buffer
+ * mapped for good: the PD's rkey may still reach that memory, so it must
+ * not carry other buffers. Not so for a PD marked dead: its device
+ * reaches nothing any more (dereg_errors counts what failed).
+ */
+static void mrp_unreg_slot(struct mrp_pool *pool, int slot)
+{
+	for (;;) {
+		struct ibv_mr *mr, *bind_mr = NULL;
+		struct mrp_fallback *fb = NULL;
+		struct mrp_arena *a;
+		bool held = false;
+		int err = 0;
+
+		for (a = pool->arenas; a && !a->mr[slot]; a = a->next)
+			;
+		if (a) {
+			/* not held: retired by a failed trim, listed until the close */
+			held = mrp_arena_hold(a);
+			/* the bit goes first: no fast path hands out these keys from now */
+			atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot),
+						  memory_order_release);
+			mr = a->mr[slot];
+			bind_mr = a->bind_mr[slot];
+			a->mr[slot] = NULL;
+			a->bind_mr[slot] = NULL;
+			a->keys[slot].lkey = 0;
+			a->keys[slot].rkey = 0;
+		} else {
+			fb = mrp_fb_with_mr(pool, slot);
+			if (!fb)
+				break;
+			fb->busy++;
+			mr = fb->mr[slot];
+			fb->mr[slot] = NULL;
+		}
+		pthread_mutex_unlock(&pool->lock);
+		if (bind_mr)
+			err = mrp_dereg_mr(pool, bind_mr, slot);
+		if (mrp_dereg_mr(pool, mr, slot))
+			err = -EIO;
+		pthread_mutex_lock(&pool->lock);
+		if (fb) {
+			if (err && !mrp_slot_dead(pool, slot))
+				fb->leak = true;
+			fb->busy--;
+			/* its free may be waiting for it */
+			pthread_cond_broadcast(&pool->created);
+			continue;
+		}
+		if (err && !mrp_slot_dead(pool, slot))
+			mrp_arena_retire(pool, a);
+		if (held)
+			mrp_arena_unhold(a);
+		mrp_add(&pool->detach_unlocked_deregs, 1);
+	}
+	mrp_detach_wait(pool, slot);
 }
 
 MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
@@ -480,9 +639,11 @@ MRP_EXPORT int mrp_attach_pd(struct mrp_pool *pool, struct ibv_pd *pd,
  * PD is not in pds[] yet (no creation, lazy registration, detach nor
  * mrp_pd_dead reaches the slot), each arena is held while its
  * registration runs (trim leaves it), and arenas listed meanwhile by
- * growth are found by the next walk. The slot is published in the same
- * section as the walk that found every arena registered. Fallback buffers
- * (rare: arenas ran out) are registered in that section still. Not a
+ * growth are found by the next walk. Listed fallback buffers are
+ * registered the same way, each held against its free (see above). The
+ * slot is published in the same section as the walk that found every
+ * arena and fallback buffer registered. A failure takes back what the
+ * attach registered, unlocked as a detach does (mrp_unreg_slot()). Not a
  * cancellation point.
  */
 int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int access,
@@ -533,8 +694,27 @@ int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int ac
 	for (;;) {
 		for (a = pool->arenas; a && a->mr[slot]; a = a->next)
 			;
-		if (!a)
-			break;
+		if (!a) {
+			for (fb = pool->fallbacks; fb && fb->mr[slot]; fb = fb->next)
+				;
+			if (!fb)
+				break;
+			/* held: its free waits for this MR, then takes it */
+			fb->busy++;
+			fb->reg_pending |= bit;
+			pthread_mutex_unlock(&pool->lock);
+			mr = mrp_fb_reg(pool, pd, fb, slot);
+			ret = mr ? 0 : errno ? -errno : -EIO;
+			pthread_mutex_lock(&pool->lock);
+			fb->reg_pending &= ~bit;
+			fb->busy--;
+			fb->mr[slot] = mr;
+			pthread_cond_broadcast(&pool->created);
+			if (ret)
+				break;
+			mrp_add(&pool->attach_unlocked_regs, 1);
+			continue;
+		}
 		/*
 		 * Listed and not held only when a failed trim retired it
 		 * (claimed for good): then it stays listed until the close.
@@ -553,15 +733,9 @@ int mrp_attach_pd_bind(struct mrp_pool *pool, struct ibv_pd *pd, unsigned int ac
 			break;
 		mrp_add(&pool->attach_unlocked_regs, 1);
 	}
-	for (fb = pool->fallbacks; fb && !ret; fb = fb->next)
-		ret = mrp_fb_reg(pool, pd, fb, slot);
 	if (ret) {
-		/* the failure path: its deregistrations under the lock */
-		for (a = pool->arenas; a; a = a->next)
-			mrp_dereg_live(pool, a, slot);
-		for (fb = pool->fallbacks; fb; fb = fb->next)
-			if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
-				fb->leak = true;
+		/* the failure path: what it made goes unlocked, the slot still taken */
+		mrp_unreg_slot(pool, slot);
 	} else {
 		atomic_store(&pool->pds[slot], pd);
 		mrp_numa_attach(pool, pd);
@@ -573,19 +747,8 @@ unlock:
 	return ret;
 }
 
-/* Until no unlocked (de)registration in slot is in flight; pool->lock held. */
-static void mrp_detach_wait(struct mrp_pool *pool, int slot)
-{
-	if (pool->reg_busy[slot])
-		mrp_add(&pool->detach_waits, 1);
-	while (pool->reg_busy[slot])
-		pthread_cond_wait(&pool->created, &pool->lock);
-}
-
 MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 {
-	struct mrp_fallback *fb;
-	struct mrp_arena *a;
 	int slot, cancel;
 
 	if (!pool || !pd)
@@ -601,12 +764,12 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	}
 	/*
 	 * Creations and lazy registrations registering in the PD without
-	 * pool->lock (arena.c, mrp_reg_lazy()), and trims deregistering from
-	 * it (depot.c), end first: the caller may deallocate the PD once this
-	 * returns, and the MRs made, published by then, go below with the
-	 * others. No new registration starts meanwhile (pd_detaching), so the
-	 * wait is for the calls in flight only; the slot stays taken through
-	 * it.
+	 * pool->lock (arena.c, mrp_reg_lazy(), fallback buffers being made
+	 * or looked up), and trims deregistering from it (depot.c), end
+	 * first: the caller may deallocate the PD once this returns, and the
+	 * MRs made, published by then, go below with the others. No new
+	 * registration starts meanwhile (pd_detaching), so the wait is for
+	 * the calls in flight only; the slot stays taken through it.
 	 */
 	pool->pd_detaching |= 1u << slot;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
@@ -615,53 +778,14 @@ MRP_EXPORT int mrp_detach_pd(struct mrp_pool *pool, struct ibv_pd *pd)
 	mrp_pdh_detach(pool, slot);
 	mrp_mw_release_pd_locked(pool, pd);
 	/*
-	 * Each arena's MRs go without pool->lock (an ibv_dereg_mr unpins a
-	 * whole arena), the arena held against trim meanwhile; the slot stays
-	 * taken (pd_detaching: no attach reuses it, no creation registers in
-	 * it) until the last is gone. An arena trim took meanwhile is
-	 * deregistered by the trim, counted busy: waited for at the end.
-	 *
-	 * An MR that fails to go retires its arena: the PD's rkey may still
-	 * reach that memory, so it must not carry other buffers. Not so for a
-	 * PD marked dead: its device reaches nothing any more. The detach
-	 * itself completes (dereg_errors counts what failed).
+	 * Each arena's and fallback buffer's MRs go without pool->lock
+	 * (mrp_unreg_slot()); the slot stays taken (pd_detaching: no attach
+	 * reuses it, no creation registers in it) until the last is gone,
+	 * those a trim or a fallback buffer's free deregisters meanwhile
+	 * included. The detach itself completes (dereg_errors counts what
+	 * failed).
 	 */
-	for (;;) {
-		struct ibv_mr *mr, *bind_mr;
-		bool held;
-		int err = 0;
-
-		for (a = pool->arenas; a && !a->mr[slot]; a = a->next)
-			;
-		if (!a)
-			break;
-		/* not held: retired by a failed trim, listed until the close */
-		held = mrp_arena_hold(a);
-		/* the bit goes first: no fast path hands out these keys from now */
-		atomic_fetch_and_explicit(&a->reg_mask, ~(1u << slot), memory_order_release);
-		mr = a->mr[slot];
-		bind_mr = a->bind_mr[slot];
-		a->mr[slot] = NULL;
-		a->bind_mr[slot] = NULL;
-		a->keys[slot].lkey = 0;
-		a->keys[slot].rkey = 0;
-		pthread_mutex_unlock(&pool->lock);
-		if (bind_mr)
-			err = mrp_dereg_mr(pool, bind_mr, slot);
-		if (mrp_dereg_mr(pool, mr, slot))
-			err = -EIO;
-		pthread_mutex_lock(&pool->lock);
-		if (err && !mrp_slot_dead(pool, slot))
-			mrp_arena_retire(pool, a);
-		if (held)
-			mrp_arena_unhold(a);
-		mrp_add(&pool->detach_unlocked_deregs, 1);
-	}
-	mrp_detach_wait(pool, slot);
-	/* fallback buffers (rare: arenas ran out) under the lock */
-	for (fb = pool->fallbacks; fb; fb = fb->next)
-		if (fb->mr[slot] && mrp_dereg_fb_mr(pool, fb, slot))
-			fb->leak = true;
+	mrp_unreg_slot(pool, slot);
 	pool->pd_detaching &= ~(1u << slot);
 	pthread_mutex_unlock(&pool->lock);
 	pthread_setcancelstate(cancel, NULL);
@@ -699,20 +823,45 @@ MRP_EXPORT int mrp_pd_dead(struct mrp_pool *pool, struct ibv_pd *pd)
 }
 
 /*
- * Unmap unless a deregistration of it ever failed: then only forget it.
- * Never under pool->lock, so UCX's hook is looked up here (os.c).
+ * PD slots a fallback buffer is made in: attached, neither dead nor being
+ * detached. pool->lock held.
  */
-static void mrp_fb_unmap(struct mrp_fallback *fb)
+static uint32_t mrp_fb_slots(struct mrp_pool *pool)
 {
-	mrp_os_unmap_resolve();
-	if (!fb->leak)
-		mrp_os_unmap(fb->addr, fb->len);
-	free(fb);
+	uint32_t skip = atomic_load(&pool->pd_dead) | pool->pd_detaching;
+	uint32_t slots = 0;
+
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (atomic_load(&pool->pds[s]) && !(skip & (1u << s)))
+			slots |= 1u << s;
+	return slots;
+}
+
+/*
+ * A new fallback buffer's MRs in slots, without pool->lock (the slots
+ * counted busy), into mr[]: first (the caller's PD, if in slots) must take
+ * it, else its error and no other is tried; the others best effort, as
+ * for arenas (a PD refusing lacks its keys, tried again on lookup).
+ */
+static int mrp_fb_reg_slots(struct mrp_pool *pool, struct mrp_fallback *fb,
+			    uint32_t slots, int first, struct ibv_mr *mr[MRP_MAX_PDS])
+{
+	if (first >= 0 && (slots & (1u << first))) {
+		mr[first] = mrp_fb_reg(pool, atomic_load(&pool->pds[first]), fb, first);
+		if (!mr[first])
+			return errno ? -errno : -EIO;
+	}
+	for (int s = 0; s < MRP_MAX_PDS; s++)
+		if (s != first && (slots & (1u << s)) && !mrp_slot_dead(pool, s))
+			mr[s] = mrp_fb_reg(pool, atomic_load(&pool->pds[s]), fb, s);
+	return 0;
 }
 
 /*
  * Arenas ran out and the caller allows it: a mapping of its own +
- * registration, counted. Like arenas, not inherited by a child.
+ * registration, counted. Like arenas, not inherited by a child, and made
+ * without pool->lock (see above). Not a cancellation point: a caller
+ * cancelled inside would leave its slots busy for ever.
  */
 int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		       int slot, struct mrp_buf *buf)
@@ -720,7 +869,7 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	size_t page = mrp_os_page_size();
 	size_t al = align > page ? align : page;
 	struct mrp_fallback *fb;
-	int ret = 0;
+	int ret = 0, cancel;
 
 	if (size <= MRP_MAX_CLASS && align <= MRP_MAX_CLASS) {
 		/*
@@ -751,102 +900,193 @@ int mrp_fallback_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		mrp_fb_unmap(fb);
 		return ret;
 	}
-	/*
-	 * Best effort per PD, as arenas: only the caller's PD must take it;
-	 * another refusing (or dead) lacks its keys, tried again on lookup.
-	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&pool->lock);
-	for (int s = 0; s < MRP_MAX_PDS; s++) {
-		struct ibv_pd *pd = atomic_load(&pool->pds[s]);
-		int err;
-
-		if (!pd || mrp_slot_dead(pool, s))
-			continue;
-		err = mrp_fb_reg(pool, pd, fb, s);
-		if (s == slot)
-			ret = err;
-	}
 	/* Dead, or detached since the caller looked it up: no keys to give. */
-	if (!ret && slot >= 0 && !fb->mr[slot])
-		ret = mrp_slot_dead(pool, slot) ? -ENODEV : -EINVAL;
+	if (slot >= 0 && mrp_slot_dead(pool, slot))
+		ret = -ENODEV;
+	else if (slot >= 0 && !(mrp_fb_slots(pool) & (1u << slot)))
+		ret = -EINVAL;
 	if (ret) {
 		pthread_mutex_unlock(&pool->lock);
-		if (mrp_fb_dereg(pool, fb))
-			fb->leak = true;
+		pthread_setcancelstate(cancel, NULL);
 		mrp_fb_unmap(fb);
 		return ret;
 	}
-	fb->next = pool->fallbacks;
-	pool->fallbacks = fb;
+	mrp_fb_push(&pool->fb_flight, fb);
+	mrp_fb_busy(pool, fb, mrp_fb_slots(pool));
+	/*
+	 * Registered unlocked; PDs attached meanwhile too, counted busy as
+	 * the first ones, until a look under the lock finds none left (an
+	 * attach publishes its PD in the section that found every listed
+	 * buffer registered: this one is not listed yet).
+	 */
+	for (uint32_t more = fb->slots; more;) {
+		struct ibv_mr *mr[MRP_MAX_PDS] = { NULL };
+
+		pthread_mutex_unlock(&pool->lock);
+		ret = mrp_fb_reg_slots(pool, fb, more, slot, mr);
+		pthread_mutex_lock(&pool->lock);
+		for (int s = 0; s < MRP_MAX_PDS; s++)
+			if (mr[s])
+				fb->mr[s] = mr[s];
+		if (ret)
+			break;
+		more = mrp_reg_arena_missing(pool, fb->slots);
+		mrp_fb_busy(pool, fb, more);
+	}
+	/* marked dead meanwhile: its MR stays for the detach, as in arenas */
+	if (!ret && slot >= 0 && mrp_slot_dead(pool, slot))
+		ret = -ENODEV;
+	if (ret) {
+		mrp_fb_release(pool, fb);
+		pthread_setcancelstate(cancel, NULL);
+		return ret;
+	}
+	mrp_fb_unlink(&pool->fb_flight, fb);
+	mrp_fb_idle(pool, fb);
+	mrp_fb_push(&pool->fallbacks, fb);
 	buf->addr = fb->addr;
 	buf->size = size;
 	buf->lkey = slot >= 0 ? fb->mr[slot]->lkey : 0;
 	buf->rkey = slot >= 0 ? mrp_rkey(pool, slot, fb->mr[slot]) : 0;
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	mrp_add(&pool->fb_allocs, 1);
 	mrp_add(&pool->fb_bytes, size);
 	return 0;
 }
 
+/*
+ * Claimed under pool->lock (of two frees of one buffer exactly one finds
+ * it), then released without it once no attach or lookup registering it
+ * holds it (see above). Not a cancellation point.
+ */
 int mrp_fallback_free(struct mrp_pool *pool, void *addr)
 {
-	struct mrp_fallback *fb, **pp;
+	struct mrp_fallback *fb;
+	int cancel;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&pool->lock);
-	for (pp = &pool->fallbacks; (fb = *pp); pp = &fb->next)
+	for (fb = pool->fallbacks; fb; fb = fb->next)
 		if (fb->addr == addr)
 			break;
-	if (fb)
-		*pp = fb->next;
-	pthread_mutex_unlock(&pool->lock);
-	if (!fb)
+	if (!fb) {
+		pthread_mutex_unlock(&pool->lock);
+		pthread_setcancelstate(cancel, NULL);
 		return -EINVAL;
-	if (mrp_fb_dereg(pool, fb))
-		fb->leak = true;
+	}
+	mrp_fb_unlink(&pool->fallbacks, fb);
+	mrp_fb_push(&pool->fb_flight, fb);
+	if (fb->busy)
+		mrp_add(&pool->fb_free_waits, 1);
+	while (fb->busy)
+		pthread_cond_wait(&pool->created, &pool->lock);
 	atomic_fetch_sub(&pool->fb_bytes, fb->size);
 	mrp_add(&pool->fb_frees, 1);
-	mrp_fb_unmap(fb);
+	mrp_fb_release(pool, fb);
+	pthread_setcancelstate(cancel, NULL);
 	return 0;
 }
 
-/* Fallback buffers are rare: a list walk, not the O(1) map. */
+/*
+ * Fallback buffers are rare: a list walk, not the O(1) map. Keys it lacks
+ * are registered now, without pool->lock, as mrp_reg_lazy() does for an
+ * arena: the buffer held against its free, the slot counted busy against
+ * a detach and marked reg_pending (a second caller waits for this MR and
+ * looks again); a PD marked dead meanwhile gets no keys (its MR stays for
+ * the detach). Not a cancellation point.
+ */
 int mrp_fallback_lookup(struct mrp_pool *pool, const void *addr, int slot,
 			struct mrp_buf *buf)
 {
 	uintptr_t p = (uintptr_t)addr;
+	struct ibv_pd *pd = NULL;
 	struct mrp_fallback *fb;
-	int ret = -ENOENT;
+	struct ibv_mr *mr;
+	int ret, cancel;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	pthread_mutex_lock(&pool->lock);
-	for (fb = pool->fallbacks; fb; fb = fb->next) {
-		if (p < (uintptr_t)fb->addr || p - (uintptr_t)fb->addr >= fb->size)
-			continue;
+	for (;;) {
+		for (fb = pool->fallbacks; fb; fb = fb->next)
+			if (p >= (uintptr_t)fb->addr && p - (uintptr_t)fb->addr < fb->size)
+				break;
+		ret = -ENOENT;
+		if (!fb)
+			break;
 		buf->addr = fb->addr;
 		buf->size = fb->size;
-		ret = mrp_fb_keys(pool, fb, slot, buf);
-		break;
+		buf->lkey = 0;
+		buf->rkey = 0;
+		ret = 0;
+		if (slot < 0)
+			break;
+		pd = atomic_load(&pool->pds[slot]);
+		if (mrp_slot_dead(pool, slot))
+			ret = -ENODEV;
+		else if (!pd || (pool->pd_detaching & (1u << slot)))
+			ret = -EINVAL;
+		if (ret || fb->mr[slot])
+			break;
+		if (!(fb->reg_pending & (1u << slot)))
+			break;
+		/* another caller is registering it: its MR serves this one */
+		mrp_add(&pool->lazy_waits, 1);
+		pthread_cond_wait(&pool->created, &pool->lock);
+	}
+	if (!ret && slot >= 0 && !fb->mr[slot]) {
+		fb->busy++;
+		fb->reg_pending |= 1u << slot;
+		pool->reg_busy[slot]++;
+		pthread_mutex_unlock(&pool->lock);
+		mr = mrp_fb_reg(pool, pd, fb, slot);
+		ret = mr ? 0 : errno ? -errno : -EIO;
+		pthread_mutex_lock(&pool->lock);
+		fb->mr[slot] = mr;
+		fb->reg_pending &= ~(1u << slot);
+		fb->busy--;
+		pool->reg_busy[slot]--;
+		if (!ret && mrp_slot_dead(pool, slot))
+			ret = -ENODEV;
+		/* its free, a detach, callers waiting for this MR */
+		pthread_cond_broadcast(&pool->created);
+	}
+	if (!ret && slot >= 0) {
+		buf->lkey = fb->mr[slot]->lkey;
+		buf->rkey = mrp_rkey(pool, slot, fb->mr[slot]);
 	}
 	pthread_mutex_unlock(&pool->lock);
+	pthread_setcancelstate(cancel, NULL);
 	return ret;
 }
 
 /*
- * Pool close. In a forked child the MRs belong to the parent and the
- * buffers were not inherited (their range may hold something else now):
- * just forget.
+ * Pool close, after the buffers in flight are done (mrp_arenas_creating_wait()).
+ * In a forked child the MRs belong to the parent and the buffers were not
+ * inherited (their range may hold something else now): just forget, those
+ * the parent's threads were making or freeing too.
  */
 void mrp_fallback_release_all(struct mrp_pool *pool, bool forked)
 {
 	struct mrp_fallback *fb, *next;
 
+	for (fb = pool->fb_flight; fb; fb = next) {
+		next = fb->next;
+		free(fb);
+	}
+	pool->fb_flight = NULL;
 	for (fb = pool->fallbacks; fb; fb = next) {
 		next = fb->next;
 		if (forked) {
 			free(fb);
 			continue;
 		}
-		if (mrp_fb_dereg(pool, fb))
-			fb->leak = true;
+		for (int s = 0; s < MRP_MAX_PDS; s++)
+			if (fb->mr[s] && mrp_dereg_mr(pool, fb->mr[s], s) &&
+			    !mrp_slot_dead(pool, s))
+				fb->leak = true;
 		mrp_fb_unmap(fb);
 	}
 	pool->fallbacks = NULL;

@@ -128,7 +128,20 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 static pthread_mutex_t fake_hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fake_hold_cond = PTHREAD_COND_INITIALIZER;
 static struct ibv_pd *fake_hold_pd, *fake_hold_dereg_pd;
+static size_t fake_hold_len;
 static int fake_waiting;
+
+/*
+ * Only calls over exactly len bytes are held from now on (0: any), so
+ * that a test holds a fallback buffer's call and not the arenas' beside
+ * it (attach_test); fake_release() clears it.
+ */
+void fake_hold_only_len(size_t len)
+{
+	pthread_mutex_lock(&fake_hold_lock);
+	__atomic_store_n(&fake_hold_len, len, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fake_hold_lock);
+}
 
 void fake_hold(struct ibv_pd *pd)
 {
@@ -150,6 +163,7 @@ void fake_release(void)
 	pthread_mutex_lock(&fake_hold_lock);
 	__atomic_store_n(&fake_hold_pd, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(&fake_hold_dereg_pd, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&fake_hold_len, 0, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&fake_hold_cond);
 	pthread_mutex_unlock(&fake_hold_lock);
 }
@@ -186,13 +200,13 @@ int fake_wait_held(int n, int timeout_ms)
 	return ret ? -1 : 0;
 }
 
-static void fake_hold_at(struct ibv_pd *pd, struct ibv_pd **held)
+static void fake_hold_at(struct ibv_pd *pd, size_t len, struct ibv_pd **held)
 {
 	/* nothing held (the benchmarks' case): no lock taken */
 	if (!__atomic_load_n(held, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&fake_hold_lock);
-	if (pd == *held) {
+	if (pd == *held && (!fake_hold_len || len == fake_hold_len)) {
 		fake_waiting++;
 		pthread_cond_broadcast(&fake_hold_cond);
 		while (*held && pd == *held)
@@ -202,16 +216,16 @@ static void fake_hold_at(struct ibv_pd *pd, struct ibv_pd **held)
 	pthread_mutex_unlock(&fake_hold_lock);
 }
 
-static void fake_hold_point(struct ibv_pd *pd)
+static void fake_hold_point(struct ibv_pd *pd, size_t len)
 {
-	fake_hold_at(pd, &fake_hold_pd);
+	fake_hold_at(pd, len, &fake_hold_pd);
 }
 
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct fake_mr *f;
 
-	fake_hold_point(pd);
+	fake_hold_point(pd, length);
 	fake_dontfork_range(addr, length);
 	pthread_mutex_lock(&fake_lock);
 	fake_reg_calls++;
@@ -275,7 +289,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	struct fake_mr **pp, *f;
 	int ret = 0;
 
-	fake_hold_at(mr->pd, &fake_hold_dereg_pd);
+	fake_hold_at(mr->pd, mr->length, &fake_hold_dereg_pd);
 	pthread_mutex_lock(&fake_lock);
 	if (fake_dereg_fail_next) {
 		fake_dereg_fail_next--;
@@ -577,7 +591,7 @@ static int fake_dealloc_mw(struct ibv_mw *mw)
 	struct fake_mw **pp, *w;
 
 	/* held while fake_hold() names its PD (preload_test), a cancellation point */
-	fake_hold_point(mw->pd);
+	fake_hold_point(mw->pd, 0);
 	pthread_testcancel();
 	pthread_mutex_lock(&fake_lock);
 	for (pp = &fake_mws; (w = *pp); pp = &w->next)

@@ -37,6 +37,8 @@ int fake_mr_covers(struct ibv_pd *pd, const void *addr, size_t len,
 void fake_hold(struct ibv_pd *pd);
 /* deregistrations of MRs in pd wait until fake_release() (attach_test) */
 void fake_hold_dereg(struct ibv_pd *pd);
+/* from now on only calls over exactly len bytes are held (0: any) */
+void fake_hold_only_len(size_t len);
 void fake_release(void);
 int fake_held(void);
 int fake_wait_held(int n, int timeout_ms);
