@@ -43,8 +43,8 @@ static void slurp(const char *path, char *buf, size_t len)
 	unlink(path);
 }
 
-/* MRP_PROG_PATH mode, with the shim when shim, env ("K=V") added. */
-static void run(const char *mode, bool shim, const char *env, struct run *r)
+/* argv (argv[0] the program's path), with the shim when shim, env ("K=V") added. */
+static void run_argv(char *const argv[], bool shim, const char *env, struct run *r)
 {
 	char out[] = "/tmp/mrp_prog_out.XXXXXX", rep[] = "/tmp/mrp_prog_rep.XXXXXX";
 	int ofd = mkstemp(out), rfd = mkstemp(rep);
@@ -66,7 +66,7 @@ static void run(const char *mode, bool shim, const char *env, struct run *r)
 		}
 		if (env)
 			putenv((char *)env);
-		execl(MRP_PROG_PATH, "prefork_server", mode, (char *)NULL);
+		execv(argv[0], argv);
 		_exit(127);
 	}
 	close(ofd);
@@ -74,6 +74,14 @@ static void run(const char *mode, bool shim, const char *env, struct run *r)
 		waitpid(pid, &r->status, 0);
 	slurp(out, r->out, sizeof(r->out));
 	slurp(rep, r->report, sizeof(r->report));
+}
+
+/* MRP_PROG_PATH mode, with the shim when shim, env ("K=V") added. */
+static void run(const char *mode, bool shim, const char *env, struct run *r)
+{
+	char *const argv[] = { MRP_PROG_PATH, (char *)mode, NULL };
+
+	run_argv(argv, shim, env, r);
 }
 
 /* The sum of a report field over every process's line. */
@@ -172,6 +180,57 @@ TEST(unshare_userns_with_pool)
 	/* the arenas were locked at the unshare, and trimmed after it */
 	EXPECT_LT(0, before);
 	EXPECT_LT(later, before) TH_LOG("%s", shim.out);
+}
+
+/* glibc-costs SCENARIO at small sizes (a few MiB in all) */
+static void costs(const char *scen, bool shim, const char *env, struct run *r)
+{
+	char *const argv[] = { MRP_COSTS_PATH, "-s", "256", "-m", "4", "-n", "8", "-b", "256",
+			       (char *)scen, NULL };
+
+	run_argv(argv, shim, env, r);
+}
+
+/*
+ * make bench's glibc-costs program at small sizes: realloc growth (and
+ * above MRPOOL_PRELOAD_MAX), a calloc, shrinking reallocs, fork with the
+ * child writing every page and with an idle child check their bytes and
+ * exit 0 without the shim and under it, where the pool served them (the
+ * forks counted with its blocks live).
+ */
+TEST(glibc_costs_checks)
+{
+	static const char *const scens[] = { "grow", "calloc", "shrink", "fork", "fork-idle" };
+	struct run plain, shim;
+
+	for (unsigned int i = 0; i < sizeof(scens) / sizeof(scens[0]); i++) {
+		costs(scens[i], false, NULL, &plain);
+		EXPECT_EQ(0, plain.status) TH_LOG("%s without the shim: %s", scens[i], plain.out);
+		EXPECT_NE(NULL, strstr(plain.out, " ok\n")) TH_LOG("%s", plain.out);
+		costs(scens[i], true, NULL, &shim);
+		EXPECT_EQ(0, shim.status) TH_LOG("%s under the shim: %s", scens[i], shim.out);
+		EXPECT_NE(NULL, strstr(shim.out, " ok\n")) TH_LOG("%s", shim.out);
+		EXPECT_NE(NULL, strstr(shim.report, ": backend anon,")) TH_LOG("%s", shim.report);
+		EXPECT_LT(0, report_sum(shim.report, "allocations from the pool "))
+			TH_LOG("%s: %s", scens[i], shim.report);
+		if (!strncmp(scens[i], "fork", 4))
+			EXPECT_EQ(1, report_sum(shim.report, "forks with pool blocks "))
+				TH_LOG("%s", shim.report);
+	}
+	/* the growth past the shim's maximum: from the pool to glibc's realloc */
+	costs("grow", true, "MRPOOL_PRELOAD_MAX=1M", &shim);
+	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
+	EXPECT_LT(0, report_sum(shim.report, "allocations from the pool ")) TH_LOG("%s", shim.report);
+}
+
+/* The fork check can tell: a child without the pool's memory fails it. */
+TEST(glibc_costs_fork_fails_without_copies)
+{
+	struct run shim;
+
+	costs("fork", true, "MRPOOL_FORK=none", &shim);
+	EXPECT_EQ(1, WEXITSTATUS(shim.status)) TH_LOG("%s", shim.out);
+	EXPECT_NE(NULL, strstr(shim.out, "FAIL the child")) TH_LOG("%s", shim.out);
 }
 
 TEST_HARNESS_MAIN
