@@ -38,6 +38,12 @@
  *            not seen). fork_s is the fork() call alone in the parent.
  *   fork-idle the same, but the child touches nothing and exits at once.
  *
+ * With -d (fork and fork-idle) the program is an RDMA one: it opens the
+ * first RDMA device and allocates a PD before its blocks, and registers
+ * every block (local write) before the fork, outside the figures, as a
+ * program holding its buffers registered does: their pages are pinned,
+ * which the kernel copies into the child in fork() (Linux 5.13 and
+ * later), glibc's or the pool's. No device: the line says skip, exit 4.
  * The fork child leaves with _exit(), as a forked worker does.
  */
 #include <errno.h>
@@ -52,6 +58,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <infiniband/verbs.h>
 
 #define KIB	1024ul
 #define MIB	(1024ul * 1024)
@@ -319,9 +327,33 @@ static void __attribute__((noreturn)) child(unsigned char **blk, unsigned int nb
 	_exit(st);
 }
 
-static int forked(unsigned int nblk, size_t size, bool touch)
+/* The first RDMA device's new PD, or exit 4 (skip) without a device. */
+static struct ibv_pd *pd_open(const char *scen)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list || !n) {
+		printf("%s skip: no RDMA device\n", scen);
+		exit(4);
+	}
+	ctx = ibv_open_device(list[0]);
+	if (!ctx)
+		die("ibv_open_device");
+	ibv_free_device_list(list);
+	pd = ibv_alloc_pd(ctx);
+	if (!pd)
+		die("ibv_alloc_pd");
+	return pd;
+}
+
+static int forked(unsigned int nblk, size_t size, bool touch, bool reg)
 {
 	const char *scen = touch ? "fork" : "fork-idle";
+	struct ibv_pd *pd = reg ? pd_open(scen) : NULL;
 	unsigned char **blk = calloc(nblk, sizeof(*blk));
 	size_t bad = 0;
 	double fork_s;
@@ -339,6 +371,9 @@ static int forked(unsigned int nblk, size_t size, bool touch)
 			die("malloc");
 		for (size_t off = 0; off < size; off += PAGE)
 			put(blk[b], b, off, SEED);
+		/* kept until exit, as the program's buffers are */
+		if (pd && !ibv_reg_mr(pd, blk[b], size, IBV_ACCESS_LOCAL_WRITE))
+			die("ibv_reg_mr");
 	}
 	start(&c);
 	pid = fork();
@@ -353,23 +388,25 @@ static int forked(unsigned int nblk, size_t size, bool touch)
 	for (unsigned int b = 0; b < nblk; b++)
 		for (size_t off = 0; off < size; off += PAGE)
 			bad += !is(blk[b], b, off, SEED);
-	snprintf(extra, sizeof(extra), "blocks=%u kib=%zu fork_s=%.6f child_status=0x%x ",
-		 nblk, size / KIB, fork_s, status);
+	snprintf(extra, sizeof(extra), "blocks=%u kib=%zu registered=%d fork_s=%.6f child_status=0x%x ",
+		 nblk, size / KIB, reg, fork_s, status);
 	if (status)
 		snprintf(fail, sizeof(fail), "the child saw other bytes than the parent's or died (status 0x%x)",
 			 status);
 	else
 		snprintf(fail, sizeof(fail), "%zu of the parent's words changed (the child's writes)", bad);
 	print(scen, &c, extra, bad || status ? fail : NULL);
-	for (unsigned int b = 0; b < nblk; b++)
-		free(blk[b]);
-	free(blk);
+	if (!pd) {
+		for (unsigned int b = 0; b < nblk; b++)
+			free(blk[b]);
+		free(blk);
+	}
 	return bad || status ? 1 : 0;
 }
 
 static void __attribute__((noreturn)) usage(void)
 {
-	fprintf(stderr, "usage: glibc-costs [-s KiB] [-m MiB] [-n BLOCKS] [-b KiB] [-u FILE] "
+	fprintf(stderr, "usage: glibc-costs [-s KiB] [-m MiB] [-n BLOCKS] [-b KiB] [-u FILE] [-d] "
 		"grow|calloc|shrink|fork|fork-idle\n");
 	exit(2);
 }
@@ -377,10 +414,11 @@ static void __attribute__((noreturn)) usage(void)
 int main(int argc, char **argv)
 {
 	long s = -1, m = -1, n = -1, b = -1;
+	bool reg = false;
 	const char *scen;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "s:m:n:b:u:")) != -1) {
+	while ((opt = getopt(argc, argv, "s:m:n:b:u:d")) != -1) {
 		switch (opt) {
 		case 's':
 			s = atol(optarg);
@@ -397,6 +435,9 @@ int main(int argc, char **argv)
 		case 'u':
 			used_file = optarg;
 			break;
+		case 'd':
+			reg = true;
+			break;
 		default:
 			usage();
 		}
@@ -412,6 +453,6 @@ int main(int argc, char **argv)
 	if (!strcmp(scen, "shrink"))
 		return shrink(n > 0 ? n : 8, (m > 0 ? m : 64) * MIB, (s > 0 ? s : 100) * KIB);
 	if (!strcmp(scen, "fork") || !strcmp(scen, "fork-idle"))
-		return forked(n > 0 ? n : 64, (b > 0 ? b : 4096) * KIB, !strcmp(scen, "fork"));
+		return forked(n > 0 ? n : 64, (b > 0 ? b : 4096) * KIB, !strcmp(scen, "fork"), reg);
 	usage();
 }

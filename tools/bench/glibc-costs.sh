@@ -4,7 +4,9 @@
 # Issue 32's glibc costs: tools/bench/glibc-costs's scenarios (realloc
 # growth, the same above MRPOOL_PRELOAD_MAX, a sparse calloc, shrinking
 # reallocs, fork with 64 x 4 MiB blocks live, the child writing a byte per
-# page or touching nothing) run without the shim and under it
+# page or touching nothing, and the same forks of an RDMA program whose
+# blocks are registered, where there is a device: -rdma rows, on the anon
+# backend too in the guest) run without the shim and under it
 # (mrpool-run --all: active from the start, as the program makes no verbs
 # call), one after the other in every round, the order swapped each round,
 # MRPOOL_GLIBC_ROUNDS rounds (default 5), each run a process of its own.
@@ -17,7 +19,7 @@
 # every run's own line on stderr. Nothing here asserts a time; a run whose
 # data check failed (the program's exit status), or a shim run the pool
 # served nothing (its MRPOOL_PRELOAD_REPORT line), makes the row's status
-# FAIL and the exit status 1.
+# FAIL and the exit status 1; a row without an RDMA device says skip.
 #   glibc-costs.sh [SCENARIO...]   (default: all of them)
 set -euo pipefail
 
@@ -44,7 +46,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 [ -x "$prog" ] || { echo "glibc-costs.sh: $prog missing (make -C tools/bench glibc-costs)" >&2; exit 1; }
 
-# NAME|program's scenario|the shim run's extra environment
+# NAME|program's arguments|the shim run's extra environment
 table=(
 	"grow|grow|"
 	"grow-above-max|grow|MRPOOL_PRELOAD_MAX=16M"
@@ -52,6 +54,9 @@ table=(
 	"shrink|shrink|"
 	"fork|fork|"
 	"fork-idle|fork-idle|"
+	"fork-rdma|-d fork|"
+	"fork-idle-rdma|-d fork-idle|"
+	"fork-rdma-anon|-d fork|MRPOOL_BACKEND=anon"
 )
 want=("$@")
 
@@ -81,19 +86,24 @@ used_kb() {
 	echo "; mrpool used_bytes glibc $(median "$g" file_kb) kB / shim $(median "$s" file_kb) kB"
 }
 
-# One run: out-file mode(glibc|shim) scenario env
+# One run: out-file mode(glibc|shim) arguments env backend
 one() {
-	local out=$1 mode=$2 scen=$3 env=$4 line rep=$tmp/rep st=0
-	local -a extra=()
+	local out=$1 mode=$2 args=$3 env=$4 be=$5 line rep=$tmp/rep st=0
+	local -a extra=() a
+	read -ra a <<<"$args"
 	rm -f "$rep"
 	if [ "$mode" = glibc ]; then
-		line=$("$prog" "${pargs[@]}" "$scen") || st=$?
+		line=$("$prog" "${pargs[@]}" "${a[@]}") || st=$?
 	else
 		[ -n "$env" ] && extra=("$env")
 		line=$(env MRPOOL_BACKEND="$backend" MRPOOL_PRELOAD_REPORT="$rep" "${extra[@]}" \
-			"$run" --all "$prog" "${pargs[@]}" "$scen") || st=$?
+			"$run" --all "$prog" "${pargs[@]}" "${a[@]}") || st=$?
 	fi
 	echo "[glibc-costs] $mode ${env:+$env }$line" >&2
+	if [ "$st" -eq 4 ] && [[ "$line" == *" skip: "* ]]; then
+		echo "skip: ${line#* skip: }" >>"$out.skip"
+		return
+	fi
 	if [ "$st" -ne 0 ] || [[ "$line" != *" ok" ]]; then
 		echo "$mode run exit $st: ${line:-no output}" >>"$out.fail"
 		return
@@ -101,12 +111,12 @@ one() {
 	if [ "$mode" = shim ]; then
 		# the parent's line (a forked child leaves by _exit: none)
 		local r
-		r=$(grep -m1 "backend $backend," "$rep" 2>/dev/null) || r=
+		r=$(grep -m1 "backend $be," "$rep" 2>/dev/null) || r=
 		echo "[glibc-costs] shim report: ${r:-none}" >&2
 		local allocs
 		allocs=$(sed -n 's/.*allocations from the pool \([0-9]*\).*/\1/p' <<<"$r")
 		if [ -z "$r" ] || [ "${allocs:-0}" -eq 0 ]; then
-			echo "shim run: the $backend pool served nothing ($(head -c 300 "$rep" 2>/dev/null))" >>"$out.fail"
+			echo "shim run: the $be pool served nothing ($(head -c 300 "$rep" 2>/dev/null))" >>"$out.fail"
 			return
 		fi
 		line+=" $(sed -n 's/.*(refused \([0-9]*\)).*realloc copies \([0-9]*\), bytes copied \([0-9]*\), calloc bytes zeroed \([0-9]*\).*/refused=\1 copies=\2 copied=\3 zeroed=\4/p' <<<"$r")"
@@ -117,7 +127,10 @@ one() {
 echo "scenario,backend,rounds,glibc_wall_s,shim_wall_s,wall_shim_vs_glibc,glibc_cpu_s,shim_cpu_s,cpu_shim_vs_glibc,detail,status"
 st=0
 for row in "${table[@]}"; do
-	IFS='|' read -r name scen env <<<"$row"
+	IFS='|' read -r name args env <<<"$row"
+	scen=${args##* }
+	be=$backend
+	[[ "$env" == MRPOOL_BACKEND=* ]] && be=${env#MRPOOL_BACKEND=}
 	if [ "${#want[@]}" -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then
 		continue
 	fi
@@ -126,12 +139,13 @@ for row in "${table[@]}"; do
 	: >"$f.shim"
 	for ((r = 1; r <= rounds; r++)); do
 		if ((r % 2)); then
-			one "$f" glibc "$scen" "$env"
-			one "$f" shim "$scen" "$env"
+			one "$f" glibc "$args" "$env" "$be"
+			one "$f" shim "$args" "$env" "$be"
 		else
-			one "$f" shim "$scen" "$env"
-			one "$f" glibc "$scen" "$env"
+			one "$f" shim "$args" "$env" "$be"
+			one "$f" glibc "$args" "$env" "$be"
 		fi
+		[ -s "$f.skip" ] && break
 	done
 	g=$f.glibc
 	s=$f.shim
@@ -146,16 +160,19 @@ for row in "${table[@]}"; do
 		detail="$(median "$g" blocks) x $(median "$g" mib) MiB to $(median "$g" keep_kib) KiB; then usable glibc $(median "$g" usable) / shim $(median "$s" usable); VmRSS glibc $(median "$g" vmrss_kb) kB / shim $(median "$s" vmrss_kb) kB; VmLck glibc $(median "$g" vmlck_kb) kB / shim $(median "$s" vmlck_kb) kB$(used_kb)"
 		;;
 	fork*)
-		detail="$(median "$g" blocks) x $(median "$g" kib) KiB live; the fork() call glibc $(median "$g" fork_s) s / shim $(median "$s" fork_s) s (shim vs glibc $(ratio "$g" "$s" fork_s))"
+		detail="$(median "$g" blocks) x $(median "$g" kib) KiB live$([ "$(median "$g" registered)" = 1 ] && echo "; each registered (local write) in a PD of the first device")${env:+; $env for the shim}; the fork() call glibc $(median "$g" fork_s) s / shim $(median "$s" fork_s) s (shim vs glibc $(ratio "$g" "$s" fork_s))"
 		;;
 	esac
-	if [ -s "$f.fail" ]; then
+	if [ -s "$f.skip" ]; then
+		status=$(head -n1 "$f.skip" | tr ',' ';')
+		detail=-
+	elif [ -s "$f.fail" ]; then
 		status="FAIL: $(head -n1 "$f.fail" | tr ',' ';')"
 		st=1
 	else
 		status=ok
 	fi
-	printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$name" "$backend" "$rounds" \
+	printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$name" "$be" "$rounds" \
 		"$(median "$g" wall_s)" "$(median "$s" wall_s)" "$(ratio "$g" "$s" wall_s)" \
 		"$(median "$g" cpu_s)" "$(median "$s" cpu_s)" "$(ratio "$g" "$s" cpu_s)" \
 		"$detail" "$status"
