@@ -165,9 +165,11 @@ stress: deps
 slice: deps
 	tools/slices.sh $(if $(filter ci,$(SLICE)),ci,run $(SLICE))
 
-# alloc, reg, rdma, odp and served (on rxe0) in one VM run, odp in the 7.3 guest (its
-# modules: make modules-new), fastpath and served on the host (served
-# preloads the shim with the host tests' fake verbs), then the report
+# alloc, reg, rdma, odp, served (on rxe0) and glibc (ordinary programs'
+# allocations without and under the shim, the kernel's pool) in one VM run,
+# odp in the 7.3 guest (its modules: make modules-new), fastpath, served and
+# glibc on the host (served preloads the shim with the host tests' fake
+# verbs; glibc runs on the anon backend), then the report
 # (tools/bench/bench.sh). Figures only: nothing asserted, not in check.
 bench:
 	tools/deps.sh --bench

@@ -34,7 +34,9 @@
  *                        the lock-free mrpool_ib_node()); never taken by
  *                        readers of the totals alone (sysfs, QUERY,
  *                        netlink): they read a copy under a seqcount
- *                        (mrpool_pool_snapshot())
+ *                        (mrpool_pool_snapshot()), which a holder that
+ *                        changed the totals publishes as it unlocks
+ *                        (mrpool_pool_unlock())
  *   mrpool_ib_dev.lock   one RDMA device: its work requests and MRs
  *                        (ib.h); held across hardware waits
  *     mrpool_ib_lock     the device list and chunk registry (ib.h);
@@ -215,10 +217,11 @@ struct mrpool_pool {
 	size_t chunk_size;
 	unsigned int chunk_pages;
 	/*
-	 * The totals as @lock's last holder left them, copied under
-	 * @totals_seq as it unlocks (mrpool_pool_unlock()), for readers that
-	 * must not wait for @lock (mrpool_pool_snapshot()). Writers are
-	 * serialised by @lock.
+	 * The totals above as @lock's last holder left them, for readers
+	 * that must not wait for @lock (mrpool_pool_snapshot()): copied
+	 * under @totals_seq by a holder that changed them, as it unlocks
+	 * (mrpool_pool_unlock()). Written only under @lock, which
+	 * serialises the writers.
 	 */
 	seqcount_t totals_seq;
 	struct mrpool_snapshot totals;

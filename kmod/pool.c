@@ -48,27 +48,60 @@ struct mrpool_pool mrpool_pool = {
 struct mrpool_stats mrpool_stats;
 
 /*
- * Every holder of the pool lock drops it here: the totals as it leaves
- * them become what mrpool_pool_snapshot() returns. A plain seqcount_t,
- * not seqcount_mutex_t, whose readers take the mutex on PREEMPT_RT when
- * they meet a write: these readers never take the pool lock. The write
- * is a few stores with preemption off, so a reader retries at most that
- * long.
+ * The totals readers get without the pool lock (mrpool_pool_snapshot())
+ * are a copy, published under a seqcount by the holder that changed them,
+ * as it unlocks: one write section per hold, a few stores, however many
+ * counters the hold changed and in however many steps (a take moves
+ * chunks from free to used node by node, a defrag swaps a chunk's blocks,
+ * a return counts a chunk out of used and into free or quarantine), so a
+ * reader never sees a step in between and never waits for more than
+ * those stores.
+ *
+ * Not the counters themselves under the seqcount: their changes are
+ * spread over a dozen sites, several inside loops over chunks that scan
+ * pages for poison or arm work (mrpool_take_list(), the quarantine worker,
+ * trim); each would need its own write section with preemption off
+ * around every step that must look atomic, and readers would spin for as
+ * long as the longest of them.
+ *
+ * Published only when the copy differs from the counters, compared here
+ * rather than marked dirty where they change: the many holds that change
+ * nothing (the trim check after every return, the workers' first look at
+ * their lists) then write nothing, leaving the readers' cache lines alone,
+ * and there is no mark to forget at a new site.
+ */
+static bool mrpool_totals_changed(const struct mrpool_pool *p)
+{
+	return p->totals.nr_total != p->nr_total ||
+	       p->totals.nr_free != p->nr_free ||
+	       p->totals.nr_used != p->nr_used ||
+	       p->totals.nr_quarantined != p->nr_quarantined ||
+	       memcmp(p->totals.blocks, p->blocks, sizeof(p->blocks));
+}
+
+/*
+ * Drop the pool lock, publishing the totals if this hold changed them. A
+ * plain seqcount_t, not seqcount_mutex_t, whose readers take the mutex on
+ * PREEMPT_RT when they meet a write: these readers never take the pool
+ * lock (debugfs hold_pool_lock sleeps holding it). Writers are serialised
+ * by the pool lock, so only they write the copy and may read it plainly.
  */
 static void mrpool_pool_unlock(void)
 {
 	struct mrpool_pool *p = &mrpool_pool;
 
 	lockdep_assert_held(&p->lock);
-	preempt_disable();
-	write_seqcount_begin(&p->totals_seq);
-	p->totals.nr_total = p->nr_total;
-	p->totals.nr_free = p->nr_free;
-	p->totals.nr_used = p->nr_used;
-	p->totals.nr_quarantined = p->nr_quarantined;
-	memcpy(p->totals.blocks, p->blocks, sizeof(p->totals.blocks));
-	write_seqcount_end(&p->totals_seq);
-	preempt_enable();
+	if (mrpool_totals_changed(p)) {
+		preempt_disable();
+		write_seqcount_begin(&p->totals_seq);
+		p->totals.nr_total = p->nr_total;
+		p->totals.nr_free = p->nr_free;
+		p->totals.nr_used = p->nr_used;
+		p->totals.nr_quarantined = p->nr_quarantined;
+		memcpy(p->totals.blocks, p->blocks, sizeof(p->totals.blocks));
+		write_seqcount_end(&p->totals_seq);
+		preempt_enable();
+	}
 	mutex_unlock(&p->lock);
 }
 

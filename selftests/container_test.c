@@ -369,6 +369,33 @@ static void cg_unquota(const char *name)
 	ctl_run(args, true, out, sizeof(out));
 }
 
+/* Does debugfs quotas still list a quota of one of ctr_cgroups? */
+static bool ctr_quota_listed(void)
+{
+	char line[512];
+	bool found = false;
+	FILE *f;
+
+	f = fopen(POOL_DEBUGFS "/quotas", "re");
+	if (!f)
+		return true;	/* unreadable: nothing shown to be gone */
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, "/mrpool-ctr-", strlen("/mrpool-ctr-"));
+	fclose(f);
+	return found;
+}
+
+/* debugfs quotas on stderr, as TAP comments. */
+static void show_quotas(void)
+{
+	char *text = file_slurp(POOL_DEBUGFS "/quotas"), *line, *save = NULL;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "# quotas: %s\n", line);
+	free(text);
+}
+
 FIXTURE_TEARDOWN(ctr)
 {
 	char path[128];
@@ -383,6 +410,10 @@ FIXTURE_TEARDOWN(ctr)
 	 * nothing is there for those never set), then the cgroups, their
 	 * processes gone with the containers. Without this a failed case
 	 * left a quota for the rest of the boot, and every case its cgroup.
+	 * Then each is shown gone, so a case checks what it left whichever
+	 * cases ran with it (a newer harness runs one alone, -t): no quota
+	 * of theirs listed once the memory is back (bounded wait), none of
+	 * their cgroups, no spec of a missing node.
 	 */
 	run("teardown", PODMAN "rm -f -a");
 	if (rootless_used)
@@ -393,11 +424,15 @@ FIXTURE_TEARDOWN(ctr)
 		err = cg_remove(path);
 		if (err)
 			TH_LOG("rmdir %s: %s", path, strerror(-err));
+		EXPECT_NE(0, access(path, F_OK)) TH_LOG("%s is left", path);
 	}
 	unlink("/run/cdi/mrpool-gone.json");
+	EXPECT_NE(0, access("/run/cdi/mrpool-gone.json", F_OK));
 	pool_write_str(POOL_PARAMS "/quota_mode", self->mode);
 	pool_set_param("max_mb", self->max_mb);
 	pool_set_param("max_user_mb", self->user_mb);
+	EXPECT_TRUE(POOL_WAIT(!ctr_quota_listed(), WAIT_MS))
+		show_quotas();
 	close(self->fd);
 }
 
@@ -615,67 +650,6 @@ TEST_F_TIMEOUT(ctr, rdma_transfer, 3600)
 	text = file_slurp(WORK "/gone.log");
 	EXPECT_TRUE(text && strstr(text, "uverbs99")) TH_LOG("%s", text ? text : "");
 	free(text);
-}
-
-/* Does debugfs quotas still list a quota of one of ctr_cgroups? */
-static bool ctr_quota_listed(void)
-{
-	char line[512];
-	bool found = false;
-	FILE *f;
-
-	f = fopen(POOL_DEBUGFS "/quotas", "re");
-	if (!f)
-		return true;	/* unreadable: nothing shown to be gone */
-	while (!found && fgets(line, sizeof(line), f))
-		found = !strncmp(line, "/mrpool-ctr-", strlen("/mrpool-ctr-"));
-	fclose(f);
-	return found;
-}
-
-/* debugfs quotas on stderr, as TAP comments. */
-static void show_quotas(void)
-{
-	char *text = file_slurp(POOL_DEBUGFS "/quotas"), *line, *save = NULL;
-
-	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
-	     line = strtok_r(NULL, "\n", &save))
-		fprintf(stderr, "# quotas: %s\n", line);
-	free(text);
-}
-
-/*
- * A fixture of its own, declared after ctr, so that its case runs after
- * all of ctr's (the harness runs fixtures in order, the global one, of
- * plain TESTs, first).
- */
-FIXTURE(after) {
-};
-
-FIXTURE_SETUP(after)
-{
-}
-
-FIXTURE_TEARDOWN(after)
-{
-}
-
-/*
- * Last: the cases left nothing behind, however they ended (the
- * teardown's work): no quota of theirs listed once the memory is back
- * (bounded wait), none of their cgroups, no spec of a missing node.
- */
-TEST_F_TIMEOUT(after, nothing_left, 900)
-{
-	char path[128];
-
-	EXPECT_TRUE(POOL_WAIT(!ctr_quota_listed(), WAIT_MS))
-		show_quotas();
-	for (size_t i = 0; i < ARRAY_SIZE(ctr_cgroups); i++) {
-		snprintf(path, sizeof(path), CG_ROOT "/%s", ctr_cgroups[i]);
-		EXPECT_NE(0, access(path, F_OK)) TH_LOG("%s is left", path);
-	}
-	EXPECT_NE(0, access("/run/cdi/mrpool-gone.json", F_OK));
 }
 
 TEST_HARNESS_MAIN

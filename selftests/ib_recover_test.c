@@ -43,68 +43,21 @@
 #include "rdmatest.h"
 
 #define DEV		"mrpr0"
-/* ib_timeout_test's: a real completion of a loaded guest still arrives. */
-#define WR_TIMEOUT_MS	5000
-/* The module's defaults, put back by the teardown. */
-#define RECOVER_MS	1000
-#define RECOVER_MAX_MS	60000
 #define XFER		(64 * 1024)
 
-/* Objects that must return to their count once DEV is gone. */
-struct census {
-	long long chunks, pds, mrs, dma_maps, stuck, kbufs, lends, sessions;
-};
-
-static void census(struct census *c)
-{
-	c->chunks = pool_chunks();
-	c->pds = ib_stat("pds");
-	c->mrs = ib_stat("mrs");
-	c->dma_maps = ib_stat("dma_maps");
-	c->stuck = ib_stat("stuck_mrs");
-	c->kbufs = ib_stat("kbufs");
-	c->lends = ib_stat("lends");
-	c->sessions = ib_stat("sessions");
-}
-
 FIXTURE(rec) {
-	struct census base;
-	long long trim_sec;
+	struct ib_fault_env env;	/* the census, the log, the trim */
 	int fd;
-	int kmsg;			/* the kernel log from setup on */
 };
 
 FIXTURE_SETUP(rec)
 {
-	char state[32], path[PATH_MAX];
-	int knob;
-
-	self->trim_sec = -1;
 	self->fd = -1;
-	self->kmsg = -1;
-	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
-	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
-		TH_LOG("no debugfs, or no fail_ib_complete knob");
-	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
-		TH_LOG("the rdma tool (iproute2) is missing");
-	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
-		TH_LOG("%s.ko is not built", KTEST_NAME);
-	dev_str("rxe0", "state", state, sizeof(state));
-	ASSERT_STREQ("ready", state);
-	if (dev_listed(DEV))
-		link_del(DEV);
-	/* Chunk counts are compared across slow steps: no idle trim. */
-	self->trim_sec = pool_trim_off();
-	ASSERT_LE(0, self->trim_sec);
-	knob = pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
-	census(&self->base);
-	/* A setup that fails gets no teardown: put the trim back first. */
-	if (knob || self->base.stuck < 0)
-		pool_trim_restore(self->trim_sec);
-	ASSERT_EQ(0, knob);
-	ASSERT_LE(0, self->base.stuck);
-	self->kmsg = kmsg_from_now();
+	ib_fault_setup(_metadata, &self->env, DEV, -1);
 	self->fd = pool_open();
+	/* A setup that fails gets no teardown: run it first. */
+	if (self->fd < 0)
+		ib_fault_teardown(&self->env);
 	ASSERT_LE(0, self->fd);
 }
 
@@ -112,18 +65,7 @@ FIXTURE_TEARDOWN(rec)
 {
 	if (self->fd >= 0)
 		close(self->fd);
-	if (self->kmsg >= 0)
-		close(self->kmsg);
-	pool_set_knob("fail_ib_complete", 0);
-	pool_set_knob("fail_ib_complete_after", 0);
-	pool_set_knob("fail_ib_wc", 0);
-	pool_set_knob("fail_ib_wc_after", 0);
-	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
-	pool_set_knob("recover_ms", RECOVER_MS);
-	pool_set_knob("recover_max_ms", RECOVER_MAX_MS);
-	pool_trim_restore(self->trim_sec);
-	if (dev_listed(DEV))
-		link_del(DEV);
+	ib_fault_teardown(&self->env);
 }
 
 /*
@@ -131,14 +73,14 @@ FIXTURE_TEARDOWN(rec)
  * other devices hold a cached MR of each chunk the pool grew by.
  */
 static void expect_dev_gone(struct __test_metadata *_metadata,
-			    const struct census *base)
+			    const struct ib_fault_census *base)
 {
-	struct census now;
+	struct ib_fault_census now;
 	long long grown;
 
 	ASSERT_EQ(0, link_del(DEV));
 	EXPECT_FALSE(dev_listed(DEV));
-	census(&now);
+	ib_fault_census(&now);
 	grown = (now.chunks - base->chunks) * ib_ready_devices(NULL);
 	EXPECT_EQ(base->pds, now.pds);
 	EXPECT_EQ(base->mrs + grown, now.mrs);
@@ -311,8 +253,8 @@ TEST_F_TIMEOUT(rec, drained_timeout_recovers, 300)
 	/* The chunk its failed registration missed is registered now. */
 	EXPECT_TRUE(mrs_has(pfn1, DEV));
 	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
-	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
-	POOL_WAIT((kmsg_mrpool(self->kmsg, log, sizeof(log)),
+	EXPECT_EQ(self->env.base.stuck, ib_stat("stuck_mrs"));
+	POOL_WAIT((kmsg_mrpool(self->env.kmsg, log, sizeof(log)),
 		   strstr(log, DEV ": recovered") != NULL), 5000);
 	EXPECT_NE(NULL, strstr(log, DEV ": failed: work request timed out, QP drained"))
 		TH_LOG("%s", log);
@@ -336,7 +278,7 @@ TEST_F_TIMEOUT(rec, drained_timeout_recovers, 300)
 	EXPECT_TRUE(dev_in_state("ready"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
 	EXPECT_EQ(0, pool_free(self->fd, two.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -357,7 +299,7 @@ TEST_F_TIMEOUT(rec, undrained_timeout_never_recovers, 300)
 	grow_one(_metadata, self->fd, &one);
 	dev_str(DEV, "reason", reason, sizeof(reason));
 	EXPECT_NE(NULL, strstr(reason, "not drained")) TH_LOG("%s", reason);
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
 
 	/* Twenty first waits: a recovery would have been tried by now. */
 	usleep(20 * 100 * 1000);
@@ -368,7 +310,7 @@ TEST_F_TIMEOUT(rec, undrained_timeout_never_recovers, 300)
 	 * None was queued: an attempt would log, even one that stops at
 	 * the stuck MR without counting itself.
 	 */
-	kmsg_mrpool(self->kmsg, log, sizeof(log));
+	kmsg_mrpool(self->env.kmsg, log, sizeof(log));
 	EXPECT_TRUE(log_has(log, "failed: work request timed out, QP not drained"))
 		TH_LOG("%s", log);
 	EXPECT_FALSE(log_has(log, "recover")) TH_LOG("%s", log);
@@ -377,7 +319,7 @@ TEST_F_TIMEOUT(rec, undrained_timeout_never_recovers, 300)
 	EXPECT_EQ(pool_chunks() - 1, dev_ll(DEV, "chunks"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
 	/* Its QPs destroyed, the stuck MR goes too. */
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -410,16 +352,16 @@ TEST_F_TIMEOUT(rec, failing_device_retried_with_backoff, 300)
 	/* Attempts are made, and fail, each logging the next wait. */
 	ASSERT_TRUE(POOL_WAIT(dev_ll(DEV, "recover_failures") >=
 			      (long long)ARRAY_SIZE(want), 60000));
-	POOL_WAIT(logged_waits(self->kmsg, log, sizeof(log), ms,
+	POOL_WAIT(logged_waits(self->env.kmsg, log, sizeof(log), ms,
 			       ARRAY_SIZE(ms)) >= (int)ARRAY_SIZE(ms), 5000);
-	n = logged_waits(self->kmsg, log, sizeof(log), ms, ARRAY_SIZE(ms));
+	n = logged_waits(self->env.kmsg, log, sizeof(log), ms, ARRAY_SIZE(ms));
 	ASSERT_EQ(ARRAY_SIZE(want), n) TH_LOG("%s", log);
 	for (i = 0; i < n; i++)
 		EXPECT_EQ(want[i], ms[i]) TH_LOG("wait %d: %s", i, log);
 	EXPECT_TRUE(dev_in_state("failed"));
 	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
 	EXPECT_FALSE(mrs_has(pfn, DEV));
-	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.stuck, ib_stat("stuck_mrs"));
 
 	/* The device stops failing: the next attempt brings it back. */
 	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 0));
@@ -428,7 +370,7 @@ TEST_F_TIMEOUT(rec, failing_device_retried_with_backoff, 300)
 	EXPECT_TRUE(mrs_has(pfn, DEV));
 	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -457,7 +399,7 @@ TEST_F_TIMEOUT(rec, backoff_kept_after_recovery_soon_failing, 300)
 	ASSERT_TRUE(POOL_WAIT(dev_in_state("ready"), 60000));
 	EXPECT_EQ(1, dev_ll(DEV, "recoveries"));
 	/* Every line of the first round read: it logged them before READY. */
-	kmsg_mrpool(self->kmsg, log, sizeof(log));
+	kmsg_mrpool(self->env.kmsg, log, sizeof(log));
 	log[0] = '\0';
 
 	ASSERT_EQ(0, pool_set_knob("recover_max_ms", 60000));
@@ -469,9 +411,9 @@ TEST_F_TIMEOUT(rec, backoff_kept_after_recovery_soon_failing, 300)
 	EXPECT_TRUE(dev_in_state("failed"));
 	ASSERT_TRUE(POOL_WAIT(dev_ll(DEV, "recover_failures") > failures,
 			      60000));
-	POOL_WAIT(logged_waits(self->kmsg, log, sizeof(log), ms, 1) >= 1,
+	POOL_WAIT(logged_waits(self->env.kmsg, log, sizeof(log), ms, 1) >= 1,
 		  5000);
-	n = logged_waits(self->kmsg, log, sizeof(log), ms, 1);
+	n = logged_waits(self->env.kmsg, log, sizeof(log), ms, 1);
 	ASSERT_EQ(1, n) TH_LOG("%s", log);
 	EXPECT_EQ(800, ms[0]) TH_LOG("%s", log);
 	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 0));
@@ -479,7 +421,7 @@ TEST_F_TIMEOUT(rec, backoff_kept_after_recovery_soon_failing, 300)
 	EXPECT_EQ(2, dev_ll(DEV, "recoveries"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
 	EXPECT_EQ(0, pool_free(self->fd, two.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -502,16 +444,16 @@ TEST_F_TIMEOUT(rec, backoff_cap_at_least_first_wait, 300)
 	grow_one(_metadata, self->fd, &one);
 	ASSERT_TRUE(POOL_WAIT(dev_ll(DEV, "recover_failures") >=
 			      (long long)ARRAY_SIZE(ms), 60000));
-	POOL_WAIT(logged_waits(self->kmsg, log, sizeof(log), ms,
+	POOL_WAIT(logged_waits(self->env.kmsg, log, sizeof(log), ms,
 			       ARRAY_SIZE(ms)) >= (int)ARRAY_SIZE(ms), 5000);
-	n = logged_waits(self->kmsg, log, sizeof(log), ms, ARRAY_SIZE(ms));
+	n = logged_waits(self->env.kmsg, log, sizeof(log), ms, ARRAY_SIZE(ms));
 	ASSERT_EQ(ARRAY_SIZE(ms), n) TH_LOG("%s", log);
 	for (i = 0; i < n; i++)
 		EXPECT_EQ(150, ms[i]) TH_LOG("wait %d: %s", i, log);
 	ASSERT_EQ(0, pool_set_knob("fail_ib_wc", 0));
 	ASSERT_TRUE(POOL_WAIT(dev_in_state("ready"), 60000));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -557,7 +499,7 @@ TEST_F_TIMEOUT(rec, failing_lends_not_recovered_without_proof, 300)
 	EXPECT_LE(1, ok);
 	EXPECT_EQ(0, not_ok);
 	EXPECT_TRUE(dev_in_state("ready"));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -575,7 +517,7 @@ TEST_F_TIMEOUT(rec, growth_not_held_by_running_attempt, 300)
 	int before;
 
 	ASSERT_EQ(0, pool_set_knob("recover_ms", 100));
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", 4 * WR_TIMEOUT_MS));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", 4 * IB_FAULT_WR_TIMEOUT_MS));
 	add_and_fill(_metadata, self->fd);
 	before = ib_ready_devices(DEV);
 	ASSERT_EQ(0, pool_set_knob("fail_ib_wc_after", before));
@@ -599,7 +541,7 @@ TEST_F_TIMEOUT(rec, growth_not_held_by_running_attempt, 300)
 	EXPECT_EQ(pool_chunks(), dev_ll(DEV, "chunks"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
 	EXPECT_EQ(0, pool_free(self->fd, two.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 }
 
 /*
@@ -640,7 +582,7 @@ TEST_F_TIMEOUT(rec, removal_cancels_pending_recovery, 300)
 	EXPECT_TRUE(dev_in_state("failed"));
 	EXPECT_EQ(0, dev_ll(DEV, "recoveries"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 
 	add_and_fill(_metadata, self->fd);
 	fail_and_recover_again(_metadata, self->fd);
@@ -660,7 +602,7 @@ TEST_F_TIMEOUT(rec, removal_waits_for_running_recovery, 300)
 
 	ASSERT_EQ(0, pool_set_knob("recover_ms", 100));
 	/* The attempt's wait outlasts the removal's start by far. */
-	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", 4 * WR_TIMEOUT_MS));
+	ASSERT_EQ(0, pool_set_knob("wr_timeout_ms", 4 * IB_FAULT_WR_TIMEOUT_MS));
 	add_and_fill(_metadata, self->fd);
 	before = ib_ready_devices(DEV);
 	/*
@@ -676,10 +618,10 @@ TEST_F_TIMEOUT(rec, removal_waits_for_running_recovery, 300)
 		TH_LOG("no recovery attempt waited");
 	EXPECT_TRUE(dev_in_state("failed"));
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
-	expect_dev_gone(_metadata, &self->base);
+	expect_dev_gone(_metadata, &self->env.base);
 	EXPECT_EQ(0, ib_stat("wr_waits"));
 	/* The attempt saw the removal begin: it queued no other. */
-	POOL_WAIT((kmsg_mrpool(self->kmsg, log, sizeof(log)),
+	POOL_WAIT((kmsg_mrpool(self->env.kmsg, log, sizeof(log)),
 		   log_has(log, "recovery failed")), 5000);
 	EXPECT_TRUE(log_has(log, "recovery failed (-110); not retried: the device is going"))
 		TH_LOG("%s", log);
@@ -704,8 +646,8 @@ TEST_F_TIMEOUT(rec, unload_with_pending_recovery, 300)
 	EXPECT_EQ(0, pool_free(self->fd, one.slice_id));
 	close(self->fd);
 	self->fd = -1;
-	pool_trim_restore(self->trim_sec);
-	self->trim_sec = -1;
+	pool_trim_restore(self->env.trim_sec);
+	self->env.trim_sec = -1;
 
 	ASSERT_EQ(0, syscall(__NR_delete_module, "mrpool", O_NONBLOCK))
 		TH_LOG("rmmod mrpool: %s", strerror(errno));
@@ -718,8 +660,8 @@ TEST_F_TIMEOUT(rec, unload_with_pending_recovery, 300)
 
 	/* The new module's defaults: 3 s again, and no trim meanwhile. */
 	ASSERT_EQ(0, pool_set_knob("recover_ms", 3000));
-	self->trim_sec = pool_trim_off();
-	ASSERT_LE(0, self->trim_sec);
+	self->env.trim_sec = pool_trim_off();
+	ASSERT_LE(0, self->env.trim_sec);
 	self->fd = pool_open();
 	ASSERT_LE(0, self->fd);
 	if (pool_attr("free_bytes") > 0)

@@ -42,36 +42,10 @@
 #include "kmsg_util.h"
 
 #define DEV		"mrpt0"
-/*
- * The module's default: long enough for another thread to run queries,
- * and for a real completion of a loaded TCG guest to arrive in time (one
- * that does not would fail the wrong work request).
- */
-#define WR_TIMEOUT_MS	5000
-/* The module's first wait before a failed device's recovery. */
-#define RECOVER_MS	1000
-
-/* Objects that must return to their count once DEV is gone. */
-struct census {
-	long long pds, mrs, dma_maps, stuck, kbufs, lends, sessions;
-};
-
-static void census(struct census *c)
-{
-	c->pds = ib_stat("pds");
-	c->mrs = ib_stat("mrs");
-	c->dma_maps = ib_stat("dma_maps");
-	c->stuck = ib_stat("stuck_mrs");
-	c->kbufs = ib_stat("kbufs");
-	c->lends = ib_stat("lends");
-	c->sessions = ib_stat("sessions");
-}
 
 FIXTURE(tmo) {
-	struct census base;
-	long long trim_sec;
+	struct ib_fault_env env;	/* the census, the log, the trim */
 	long long retired;
-	int kmsg;			/* the kernel log from setup on */
 };
 
 #define RETIRED_MSG	" retired: an RDMA MR may still reach it"
@@ -85,51 +59,18 @@ static void expect_retired_log(struct __test_metadata *_metadata, int fd,
 
 FIXTURE_SETUP(tmo)
 {
-	char state[32], path[PATH_MAX];
-	int knob;
-
-	self->trim_sec = -1;
-	self->kmsg = -1;
-	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
-	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
-		TH_LOG("no debugfs, or no fail_ib_complete knob");
-	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
-		TH_LOG("the rdma tool (iproute2) is missing");
-	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
-		TH_LOG("%s.ko is not built", KTEST_NAME);
-	dev_str("rxe0", "state", state, sizeof(state));
-	ASSERT_STREQ("ready", state);
-	if (dev_listed(DEV))
-		link_del(DEV);
-	/* Chunk counts are compared across slow steps: no idle trim. */
-	self->trim_sec = pool_trim_off();
-	ASSERT_LE(0, self->trim_sec);
-	knob = pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
 	/* What a failure leaves is checked here: no recovery (its own test). */
-	knob = knob ?: pool_set_knob("recover_ms", 0);
-	census(&self->base);
+	ib_fault_setup(_metadata, &self->env, DEV, 0);
 	self->retired = pool_attr("stats/retired");
-	/* A setup that fails gets no teardown: put the trim back first. */
-	if (knob || self->base.stuck < 0 || self->retired < 0)
-		pool_trim_restore(self->trim_sec);
-	ASSERT_EQ(0, knob);
-	ASSERT_LE(0, self->base.stuck);
+	/* A setup that fails gets no teardown: run it first. */
+	if (self->retired < 0)
+		ib_fault_teardown(&self->env);
 	ASSERT_LE(0, self->retired);
-	self->kmsg = kmsg_from_now();
 }
 
 FIXTURE_TEARDOWN(tmo)
 {
-	if (self->kmsg >= 0)
-		close(self->kmsg);
-	pool_set_knob("fail_ib_complete", 0);
-	pool_set_knob("fail_ib_complete_after", 0);
-	pool_set_knob("fail_ib_dereg", 0);
-	pool_set_knob("wr_timeout_ms", WR_TIMEOUT_MS);
-	pool_set_knob("recover_ms", RECOVER_MS);
-	pool_trim_restore(self->trim_sec);
-	if (dev_listed(DEV))
-		link_del(DEV);
+	ib_fault_teardown(&self->env);
 }
 
 /*
@@ -137,13 +78,13 @@ FIXTURE_TEARDOWN(tmo)
  * @retired cached MRs went with a chunk retired from the pool.
  */
 static void expect_dev_gone(struct __test_metadata *_metadata,
-			    const struct census *base, int retired)
+			    const struct ib_fault_census *base, int retired)
 {
-	struct census now;
+	struct ib_fault_census now;
 
 	ASSERT_EQ(0, link_del(DEV));
 	EXPECT_FALSE(dev_listed(DEV));
-	census(&now);
+	ib_fault_census(&now);
 	EXPECT_EQ(base->pds, now.pds);
 	EXPECT_EQ(base->mrs - retired, now.mrs);
 	EXPECT_EQ(base->dma_maps - retired, now.dma_maps);
@@ -216,12 +157,12 @@ TEST_F_TIMEOUT(tmo, reg_timeout_drains_and_never_blocks_queries, 120)
 	EXPECT_EQ(1, dev_ll(DEV, "reg_failures"));
 	EXPECT_EQ(0, dev_ll(DEV, "chunks"));
 	/* Drained, so the MR was deregistered and unmapped at once. */
-	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
-	EXPECT_EQ(self->base.dma_maps, ib_stat("dma_maps"));
+	EXPECT_EQ(self->env.base.stuck, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.dma_maps, ib_stat("dma_maps"));
 	EXPECT_EQ(self->retired, pool_attr("stats/retired"));
 	dev_str("rxe0", "state", state, sizeof(state));
 	EXPECT_STREQ("ready", state);
-	expect_dev_gone(_metadata, &self->base, 0);
+	expect_dev_gone(_metadata, &self->env.base, 0);
 }
 
 /*
@@ -259,7 +200,7 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 	EXPECT_NE(NULL, strstr(reason, "not drained")) TH_LOG("%s", reason);
 	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
 	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
 	dev_str("rxe0", "state", state, sizeof(state));
 	EXPECT_STREQ("ready", state);
 
@@ -274,11 +215,11 @@ TEST_F_TIMEOUT(tmo, undrained_reg_keeps_chunk_from_trim, 120)
 	EXPECT_EQ(total - 1, pool_chunks());
 	EXPECT_EQ(-ENOENT, pool_pfn_state(pfn, state, sizeof(state)));
 	EXPECT_EQ(pool_chunks(), ib_stat("chunks"));
-	expect_retired_log(_metadata, self->kmsg, pfn);
+	expect_retired_log(_metadata, self->env.kmsg, pfn);
 
 	close(fd);
 	/* Once its QPs are destroyed the stuck MR goes too. */
-	expect_dev_gone(_metadata, &self->base, 0);
+	expect_dev_gone(_metadata, &self->env.base, 0);
 }
 
 /*
@@ -332,10 +273,10 @@ TEST_F_TIMEOUT(tmo, undrained_kbuf_free_retires_chunk, 120)
 	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
 	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
 	EXPECT_EQ(0, dev_ll(DEV, "kbufs"));
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
-	EXPECT_EQ(self->base.lends, ib_stat("lends"));
-	expect_retired_log(_metadata, self->kmsg, pfn);
-	expect_dev_gone(_metadata, &self->base, others);
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.lends, ib_stat("lends"));
+	expect_retired_log(_metadata, self->env.kmsg, pfn);
+	expect_dev_gone(_metadata, &self->env.base, others);
 }
 
 /*
@@ -367,14 +308,14 @@ TEST_F_TIMEOUT(tmo, undrained_session_free_parks_loop, 120)
 	EXPECT_STREQ("failed", state);
 	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
 	EXPECT_EQ(0, dev_ll(DEV, "qp_drains"));
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
-	EXPECT_EQ(self->base.lends, ib_stat("lends"));
-	EXPECT_EQ(self->base.kbufs, ib_stat("kbufs"));
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.lends, ib_stat("lends"));
+	EXPECT_EQ(self->env.base.kbufs, ib_stat("kbufs"));
 	/* destroyed by its borrower, kept for the stuck MR */
-	EXPECT_EQ(self->base.sessions + 1, ib_stat("sessions"));
-	expect_retired_log(_metadata, self->kmsg, pfn);
+	EXPECT_EQ(self->env.base.sessions + 1, ib_stat("sessions"));
+	expect_retired_log(_metadata, self->env.kmsg, pfn);
 	/* the teardown frees the parked loop: sessions and PDs back */
-	expect_dev_gone(_metadata, &self->base, others);
+	expect_dev_gone(_metadata, &self->env.base, others);
 }
 
 /*
@@ -398,9 +339,9 @@ TEST_F_TIMEOUT(tmo, drained_kbuf_free_returns_chunk, 120)
 	EXPECT_STREQ("failed", state);
 	EXPECT_EQ(1, dev_ll(DEV, "wr_timeouts"));
 	EXPECT_EQ(1, dev_ll(DEV, "qp_drains"));
-	EXPECT_EQ(self->base.stuck, ib_stat("stuck_mrs"));
-	EXPECT_EQ(self->base.mrs + dev_ll(DEV, "chunks"), ib_stat("mrs"));
-	expect_dev_gone(_metadata, &self->base, 0);
+	EXPECT_EQ(self->env.base.stuck, ib_stat("stuck_mrs"));
+	EXPECT_EQ(self->env.base.mrs + dev_ll(DEV, "chunks"), ib_stat("mrs"));
+	expect_dev_gone(_metadata, &self->env.base, 0);
 }
 
 /* A deregistration the device refuses: the chunk is retired too. */
@@ -423,9 +364,9 @@ TEST_F_TIMEOUT(tmo, refused_dereg_retires_chunk, 120)
 	/* No work request failed: the device stays usable. */
 	dev_str(DEV, "state", state, sizeof(state));
 	EXPECT_STREQ("ready", state);
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
-	expect_retired_log(_metadata, self->kmsg, pfn);
-	expect_dev_gone(_metadata, &self->base, others);
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
+	expect_retired_log(_metadata, self->env.kmsg, pfn);
+	expect_dev_gone(_metadata, &self->env.base, others);
 }
 
 /* After all that the module unloads, and loads again. */
@@ -435,9 +376,9 @@ TEST_F_TIMEOUT(tmo, module_unloads_after_timeouts, 120)
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete_after", 1));
 	ASSERT_EQ(0, pool_set_knob("fail_ib_complete", 2));
 	lend_once(_metadata);
-	EXPECT_EQ(self->base.stuck + 1, ib_stat("stuck_mrs"));
-	pool_trim_restore(self->trim_sec);
-	self->trim_sec = -1;
+	EXPECT_EQ(self->env.base.stuck + 1, ib_stat("stuck_mrs"));
+	pool_trim_restore(self->env.trim_sec);
+	self->env.trim_sec = -1;
 
 	/* DEV stays: the module's exit removes it with its stuck MR. */
 	ASSERT_EQ(0, syscall(__NR_delete_module, "mrpool", O_NONBLOCK))

@@ -2,7 +2,9 @@
 /*
  * Helpers of the selftests that exercise the ib_core side: the kernel MR
  * cache's counters (debugfs ib_stats), a device's sysfs attributes, rxe
- * links added and deleted, the kernel test module's paths.
+ * links added and deleted, the kernel test module's paths, and the setup
+ * of the tests that inject work request failures on a link of their own.
+ * Needs kselftest_harness.h included first.
  */
 #ifndef IB_UTIL_H
 #define IB_UTIL_H
@@ -20,6 +22,7 @@
 #include <sys/syscall.h>
 
 #include "pool_util.h"
+#include "kmsg_util.h"
 
 #define IB_SYSFS	"/sys/module/mrpool/devices"
 #define KTEST_NAME	"mrpool_rdma_ktest"
@@ -336,6 +339,110 @@ static inline int ktest_run(const char *path, const char *params, int *ok,
 	ret = ktest_tap(ok, not_ok, lend_pfn);
 	unload = ktest_unload();
 	return ret ? ret : unload;
+}
+
+/*
+ * The fault-injecting tests' (ib_timeout_test, ib_recover_test) work
+ * request timeout, and the module's defaults their teardown puts back.
+ * The timeout is the module's default: long enough for another thread to
+ * run queries, and for a real completion of a loaded TCG guest to arrive
+ * in time (one that does not would fail the wrong work request).
+ */
+#define IB_FAULT_WR_TIMEOUT_MS	5000
+#define IB_FAULT_RECOVER_MS	1000
+#define IB_FAULT_RECOVER_MAX_MS	60000
+
+/* Objects that must return to their count once a test's device is gone. */
+struct ib_fault_census {
+	long long chunks, pds, mrs, dma_maps, stuck, kbufs, lends, sessions;
+};
+
+static inline void ib_fault_census(struct ib_fault_census *c)
+{
+	c->chunks = pool_chunks();
+	c->pds = ib_stat("pds");
+	c->mrs = ib_stat("mrs");
+	c->dma_maps = ib_stat("dma_maps");
+	c->stuck = ib_stat("stuck_mrs");
+	c->kbufs = ib_stat("kbufs");
+	c->lends = ib_stat("lends");
+	c->sessions = ib_stat("sessions");
+}
+
+/* What ib_fault_setup() changed, for ib_fault_teardown(). */
+struct ib_fault_env {
+	struct ib_fault_census base;	/* at setup */
+	const char *dev;		/* the test's own rxe link */
+	long long trim_sec;		/* idle_trim_sec to restore, or -1 */
+	int kmsg;			/* the kernel log from setup on */
+};
+
+/*
+ * The setup of a test that injects work request failures (debugfs
+ * fail_ib_*) on a Soft-RoCE link of its own, @dev, so rxe0 stays ready:
+ * checks what it needs (mrpool.ko, its debugfs knobs, the rdma tool, the
+ * test module), deletes a @dev an earlier run left, turns the idle trim
+ * off (chunk counts are compared across slow steps), sets wr_timeout_ms
+ * and, unless negative, @recover_ms, takes the census, and opens the
+ * kernel log from now on. A setup that fails gets no teardown: the trim
+ * is put back before an ASSERT after it fails, and a caller whose own
+ * setup fails later calls ib_fault_teardown() first.
+ */
+static inline void ib_fault_setup(struct __test_metadata *_metadata,
+				  struct ib_fault_env *env, const char *dev,
+				  int recover_ms)
+{
+	char state[32], path[PATH_MAX];
+	int knob;
+
+	env->dev = dev;
+	env->trim_sec = -1;
+	env->kmsg = -1;
+	ASSERT_EQ(0, access(IB_SYSFS, F_OK)) TH_LOG("mrpool.ko is not loaded");
+	ASSERT_EQ(0, access(POOL_DEBUGFS "/fail_ib_complete", F_OK))
+		TH_LOG("no debugfs, or no fail_ib_complete knob");
+	ASSERT_EQ(0, system("command -v rdma >/dev/null 2>&1"))
+		TH_LOG("the rdma tool (iproute2) is missing");
+	ASSERT_EQ(0, ktest_path(path, sizeof(path)))
+		TH_LOG("%s.ko is not built", KTEST_NAME);
+	dev_str("rxe0", "state", state, sizeof(state));
+	ASSERT_STREQ("ready", state);
+	if (dev_listed(dev))
+		link_del(dev);
+	env->trim_sec = pool_trim_off();
+	ASSERT_LE(0, env->trim_sec);
+	knob = pool_set_knob("wr_timeout_ms", IB_FAULT_WR_TIMEOUT_MS);
+	if (!knob && recover_ms >= 0)
+		knob = pool_set_knob("recover_ms", recover_ms);
+	ib_fault_census(&env->base);
+	if (knob || env->base.stuck < 0)
+		pool_trim_restore(env->trim_sec);
+	ASSERT_EQ(0, knob);
+	ASSERT_LE(0, env->base.stuck);
+	env->kmsg = kmsg_from_now();
+}
+
+/*
+ * Undo ib_fault_setup() and whatever the test armed: every fail_ib_* knob
+ * off, the module's timeout and recovery waits, the trim, the link.
+ */
+static inline void ib_fault_teardown(struct ib_fault_env *env)
+{
+	if (env->kmsg >= 0)
+		close(env->kmsg);
+	env->kmsg = -1;
+	pool_set_knob("fail_ib_complete", 0);
+	pool_set_knob("fail_ib_complete_after", 0);
+	pool_set_knob("fail_ib_wc", 0);
+	pool_set_knob("fail_ib_wc_after", 0);
+	pool_set_knob("fail_ib_dereg", 0);
+	pool_set_knob("wr_timeout_ms", IB_FAULT_WR_TIMEOUT_MS);
+	pool_set_knob("recover_ms", IB_FAULT_RECOVER_MS);
+	pool_set_knob("recover_max_ms", IB_FAULT_RECOVER_MAX_MS);
+	pool_trim_restore(env->trim_sec);
+	env->trim_sec = -1;
+	if (dev_listed(env->dev))
+		link_del(env->dev);
 }
 
 #endif /* IB_UTIL_H */

@@ -10,7 +10,8 @@
  * event command) is refused with an errno. GET, the sysfs totals and
  * QUERY, looped by threads of nobody, answer while an ALLOC sleeps
  * holding the pool lock and never hold up ALLOC/FREE cycles, their totals
- * adding up throughout. TENANT_GET: root lists every
+ * adding up throughout, and blocks_per_order filling total_bytes, while
+ * the pool grows, quarantines and defragments. TENANT_GET: root lists every
  * user's charge in uid order and the orphans, a user only its own, and a
  * user's charge is gone once its process is reaped. Events: a flood of failed
  * ALLOCs reaches listeners rate-limited, every one counted; a request
@@ -328,6 +329,7 @@ struct flood_count {
 	long queries;	/* QUERYs answered */
 	long bad;	/* totals that did not add up */
 	long errs;	/* requests that failed */
+	long blocks;	/* blocks_per_order checked against total_bytes */
 	int capped;	/* stopped at its bound, not told to */
 };
 
@@ -336,6 +338,11 @@ struct flood {
 	int family;
 	long bound;		/* iterations per thread at most */
 	int stop;		/* the flooders' signal to end */
+	/*
+	 * Check blocks_per_order against total_bytes too: set only while
+	 * total_bytes never falls (trim off), see flood_blocks_ok().
+	 */
+	int check_blocks;
 	struct flood_count t[FLOODERS];
 	int cycles;		/* ALLOC/FREE cycles the allocator did */
 };
@@ -379,12 +386,60 @@ static bool flood_adds_up(uint64_t total, uint64_t free, uint64_t used,
 	       free + used + quar == total;
 }
 
+/* Bytes of the blocks sysfs blocks_per_order counts, -1 if unreadable. */
+static long long flood_blocks_bytes(void)
+{
+	char buf[512], *p, *end;
+	long long pages = 0, n;
+	ssize_t len;
+	int fd, o;
+
+	fd = open(POOL_SYSFS "/blocks_per_order", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = '\0';
+	for (o = 0, p = buf; ; o++, p = end) {
+		n = strtoll(p, &end, 10);
+		if (end == p)
+			break;
+		pages += n << o;
+	}
+	return o ? pages * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/*
+ * blocks_per_order read between two reads of total_bytes: 1 when the two
+ * totals agree and the blocks make exactly that many bytes (every chunk
+ * counted in total is made of blocks whose pages fill it, and nothing
+ * else is), 0 when they do not, -1 when total changed meanwhile (nothing
+ * to compare) or a read failed. Only while total never falls: then two
+ * equal reads mean it did not change between them.
+ */
+static int flood_blocks_ok(void)
+{
+	long long t1, t2, b;
+
+	t1 = pool_attr("total_bytes");
+	b = flood_blocks_bytes();
+	t2 = pool_attr("total_bytes");
+	if (t1 < 0 || b < 0 || t1 != t2)
+		return -1;
+	return b == t1;
+}
+
 struct flood_arg {
 	struct flood *f;
 	int i;
 };
 
-/* One flooder thread: GET, two sysfs totals, QUERY, until told or bound. */
+/*
+ * One flooder thread: GET, two sysfs totals, QUERY (and blocks_per_order
+ * if asked), until told or bound.
+ */
 static void *flooder(void *arg)
 {
 	struct flood_arg *fa = arg;
@@ -392,7 +447,7 @@ static void *flooder(void *arg)
 	struct flood_count *c = &f->t[fa->i];
 	struct mrpool_query q;
 	char *msg, *rx;
-	int fd, pfd;
+	int fd, pfd, ok;
 	long it;
 
 	msg = malloc(NL_BUF);
@@ -422,6 +477,11 @@ static void *flooder(void *arg)
 			__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
 		else
 			__atomic_add_fetch(&c->reads, 1, __ATOMIC_RELAXED);
+		ok = f->check_blocks ? flood_blocks_ok() : -1;
+		if (!ok)
+			__atomic_add_fetch(&c->bad, 1, __ATOMIC_RELAXED);
+		if (ok >= 0)
+			__atomic_add_fetch(&c->blocks, 1, __ATOMIC_RELAXED);
 		if (pfd < 0 || pool_query(pfd, &q)) {
 			__atomic_add_fetch(&c->errs, 1, __ATOMIC_RELAXED);
 			continue;
@@ -492,9 +552,11 @@ static void flood_log(struct __test_metadata *_metadata, struct flood *f)
 
 	for (i = 0; i < FLOODERS; i++)
 		TH_LOG("flooder %d: %ld GETs, %ld sysfs reads, %ld QUERYs, "
-		       "%ld inconsistent, %ld errors%s", i, f->t[i].gets,
-		       f->t[i].reads, f->t[i].queries, f->t[i].bad,
-		       f->t[i].errs, f->t[i].capped ? ", stopped at its bound" : "");
+		       "%ld blocks_per_order checked, %ld inconsistent, "
+		       "%ld errors%s", i, f->t[i].gets, f->t[i].reads,
+		       f->t[i].queries, f->t[i].blocks, f->t[i].bad,
+		       f->t[i].errs,
+		       f->t[i].capped ? ", stopped at its bound" : "");
 }
 
 #define HOLD_KNOB	POOL_DEBUGFS "/hold_pool_lock"
@@ -614,6 +676,117 @@ TEST_F(nl, get_flood_does_not_stall_alloc)
 		EXPECT_LE(1, f->t[i].gets);
 		EXPECT_LE(1, f->t[i].reads);
 		EXPECT_LE(1, f->t[i].queries);
+		EXPECT_EQ(0, f->t[i].bad);
+		EXPECT_EQ(0, f->t[i].errs);
+	}
+	munmap(f, sizeof(*f));
+}
+
+#define CHURN_ROUNDS	8
+
+/*
+ * One round of churn as root, in every way but trim the pool changes its
+ * totals: grow by a chunk of order-0 pages (fail_high_order) while taking
+ * every free chunk, pin a page of the first chunk in @pipe_w, FREE (the
+ * pinned chunk to quarantine, the others back to free), let defrag swap
+ * the fragmented chunk for a whole one, drop the pin and wait for it to
+ * leave quarantine. 0, or the step that failed.
+ */
+static int churn_round(int fd, uint64_t chunk, long long *defrags)
+{
+	struct mrpool_alloc a;
+	struct mrpool_query q;
+	int pipe_fd[2], ret = 0;
+	struct iovec iov;
+	char *p;
+
+	if (pool_query(fd, &q) || pool_set_knob("fail_high_order", 1 << 20))
+		return 1;
+	if (pool_alloc(fd, q.free_bytes + chunk, &a))
+		return 2;
+	p = pool_map(fd, &a);
+	if (p == MAP_FAILED || pipe2(pipe_fd, O_NONBLOCK)) {
+		pool_free(fd, a.slice_id);
+		return 3;
+	}
+	p[0] = 1;
+	iov.iov_base = p;
+	iov.iov_len = 4096;
+	if (vmsplice(pipe_fd[1], &iov, 1, 0) != 4096)
+		ret = 4;
+	munmap(p, a.length);
+	if (pool_free(fd, a.slice_id))
+		ret = ret ?: 5;
+	/* Clearing the knob kicks the defrag worker. */
+	if (pool_set_knob("fail_high_order", 0))
+		ret = ret ?: 6;
+	if (!ret && !POOL_WAIT(pool_attr("stats/defrags") > *defrags, 60000))
+		ret = 7;
+	*defrags = pool_attr("stats/defrags");
+	close(pipe_fd[0]);
+	close(pipe_fd[1]);
+	if (!POOL_WAIT(pool_attr("quarantined_bytes") == 0, 60000))
+		ret = ret ?: 8;
+	return ret;
+}
+
+/*
+ * Every read of the totals is of one moment while they change every way
+ * but trim: FLOODERS threads of nobody loop GET and QUERY (total == free
+ * + used + quarantined) and blocks_per_order between two equal reads of
+ * total_bytes (the blocks fill exactly that many bytes; trim is off, so
+ * total only grows) while root runs CHURN_ROUNDS rounds of growth,
+ * ALLOC, quarantine behind a vmsplice() pin, FREE and defrag. The churn
+ * happened (defrags and quarantines counted once a round at least) and
+ * every flooder checked each kind of read.
+ */
+TEST_F(nl, totals_consistent_under_churn)
+{
+	long long trim_sec, defrags0, defrags, quarantines, chunk, room;
+	struct flood *f;
+	int fd, i, st, ret = 0;
+	pid_t fl;
+
+	if (access(POOL_DEBUGFS "/fail_high_order", F_OK))
+		POOL_SKIP("no debugfs fail_high_order");
+	chunk = pool_attr("chunk_bytes");
+	room = (pool_attr("max_bytes") - pool_attr("total_bytes")) / chunk;
+	if (room < CHURN_ROUNDS)
+		POOL_SKIP("room for %lld chunks, %d needed", room, CHURN_ROUNDS);
+	/* An earlier test's pins are dropped: their chunks leave at once. */
+	ASSERT_TRUE(POOL_WAIT(pool_attr("quarantined_bytes") == 0, 60000));
+	trim_sec = pool_trim_off();
+	ASSERT_LE(0, trim_sec);
+	fd = pool_open();
+	ASSERT_LE(0, fd);
+	defrags0 = pool_attr("stats/defrags");
+	defrags = defrags0;
+	quarantines = pool_attr("stats/quarantines");
+	f = flood_map(self->family, FLOOD_BOUND);
+	ASSERT_NE(NULL, f);
+	f->check_blocks = 1;
+	fl = flood_start(f);
+	ASSERT_LE(0, fl);
+	/* The flood is on before the churn starts. */
+	ASSERT_TRUE(POOL_WAIT(flood_all_got(f), 60000)) flood_log(_metadata, f);
+
+	for (i = 0; i < CHURN_ROUNDS && !ret; i++)
+		ret = churn_round(fd, chunk, &defrags);
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(fl, waitpid(fl, &st, 0));
+	pool_set_knob("fail_high_order", 0);
+	pool_trim_restore(trim_sec);
+	close(fd);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	EXPECT_EQ(0, ret) TH_LOG("round %d failed at step %d", i, ret);
+	EXPECT_LE(CHURN_ROUNDS, defrags - defrags0);
+	EXPECT_LE(CHURN_ROUNDS, pool_attr("stats/quarantines") - quarantines);
+	flood_log(_metadata, f);
+	for (i = 0; i < FLOODERS; i++) {
+		EXPECT_EQ(0, f->t[i].capped);
+		EXPECT_LE(1, f->t[i].gets);
+		EXPECT_LE(1, f->t[i].queries);
+		EXPECT_LE(1, f->t[i].blocks);
 		EXPECT_EQ(0, f->t[i].bad);
 		EXPECT_EQ(0, f->t[i].errs);
 	}

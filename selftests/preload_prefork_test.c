@@ -25,6 +25,8 @@
 
 #include "kselftest_harness.h"
 
+#include "tests/prefork_runner.h"
+
 /* A hang catcher only (30 s by default): under TCG every sh and cat of the
  * spawn run opens a pool of its own. */
 #undef TEST_TIMEOUT_DEFAULT
@@ -33,23 +35,6 @@
 #define RUN	"tools/run/mrpool-run"
 #define PROG	"selftests/prefork_server"
 #define STATS	"/sys/class/misc/mrpool/stats/fork_copies"
-
-struct run {
-	int status;
-	char out[1024];
-	char report[1 << 16];	/* the shim's report, a line per process (sh, cat too) */
-};
-
-static void slurp(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd < 0 ? 0 : read(fd, buf, len - 1);
-
-	buf[n > 0 ? n : 0] = 0;
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
-}
 
 static long long fork_copies(void)
 {
@@ -65,56 +50,26 @@ static long long fork_copies(void)
 	return atoll(buf);
 }
 
-static void run(const char *mode, bool shim, struct run *r)
+/* PROG in @mode, through mrpool-run --all on the kernel's pool when @shim. */
+static void exec_prog(const char *mode, bool shim, const char *report)
 {
-	char out[] = "/tmp/mrp_prog_out.XXXXXX", rep[] = "/tmp/mrp_prog_rep.XXXXXX";
-	int ofd = mkstemp(out), rfd = mkstemp(rep);
-	pid_t pid;
-
-	r->status = -1;
-	r->out[0] = r->report[0] = 0;
-	if (ofd < 0 || rfd < 0)
-		return;
-	close(rfd);
-	pid = fork();
-	if (pid == 0) {
-		dup2(ofd, STDOUT_FILENO);
-		if (!shim)
-			execl(PROG, "prefork_server", mode, (char *)NULL);
-		setenv("MRPOOL_BACKEND", "kernel", 1);
-		setenv("MRPOOL_PRELOAD_REPORT", rep, 1);
-		execl(RUN, "mrpool-run", "--all", PROG, mode, (char *)NULL);
-		_exit(127);
-	}
-	close(ofd);
-	if (pid > 0)
-		waitpid(pid, &r->status, 0);
-	slurp(out, r->out, sizeof(r->out));
-	slurp(rep, r->report, sizeof(r->report));
+	if (!shim)
+		execl(PROG, "prefork_server", mode, (char *)NULL);
+	setenv("MRPOOL_BACKEND", "kernel", 1);
+	setenv("MRPOOL_PRELOAD_REPORT", report, 1);
+	execl(RUN, "mrpool-run", "--all", PROG, mode, (char *)NULL);
 }
 
-static unsigned long long report_sum(const char *report, const char *name)
+static void run(const char *mode, bool shim, struct prefork_run *r)
 {
-	unsigned long long sum = 0;
-
-	for (const char *s = report; (s = strstr(s, name)); s += strlen(name))
-		sum += strtoull(s + strlen(name), NULL, 10);
-	return sum;
-}
-
-static void first_line(const char *out, char *line, size_t len)
-{
-	size_t n = strcspn(out, "\n");
-
-	snprintf(line, len, "%.*s", (int)n, out);
+	prefork_run(exec_prog, mode, shim, NULL, r);
 }
 
 static void same_as_glibc(struct __test_metadata *_metadata, const char *mode,
 			  const char *pool_line, unsigned long long min_forks)
 {
-	struct run plain, shim;
+	struct prefork_run plain, shim;
 	long long c0, c1, c2;
-	char a[512], b[512];
 
 	if (access("/dev/mrpool", R_OK | W_OK))
 		SKIP(return, "no /dev/mrpool");
@@ -128,14 +83,7 @@ static void same_as_glibc(struct __test_metadata *_metadata, const char *mode,
 	c2 = fork_copies();
 	ASSERT_EQ(0, shim.status) TH_LOG("under the shim: %s\nreport: %s", shim.out, shim.report);
 	TH_LOG("%s", shim.out);
-	first_line(plain.out, a, sizeof(a));
-	first_line(shim.out, b, sizeof(b));
-	EXPECT_STREQ(a, b);
-	EXPECT_NE(NULL, strstr(plain.out, "pool-like blocks 0 of")) TH_LOG("%s", plain.out);
-	EXPECT_NE(NULL, strstr(shim.out, pool_line)) TH_LOG("%s", shim.out);
-	EXPECT_NE(NULL, strstr(shim.report, ": backend kernel,")) TH_LOG("%s", shim.report);
-	EXPECT_LE(min_forks, report_sum(shim.report, "forks with pool blocks "))
-		TH_LOG("%s", shim.report);
+	prefork_expect_same(_metadata, &plain, &shim, pool_line, ": backend kernel,", min_forks);
 	/* the children's copies were the module's, in the shimmed run only */
 	EXPECT_EQ(c0, c1);
 	EXPECT_LT(c1, c2);
@@ -164,8 +112,7 @@ TEST(spawn_with_blocks_live)
  */
 TEST(unshare_userns_with_pool)
 {
-	struct run plain, shim;
-	char a[512], b[512];
+	struct prefork_run plain, shim;
 
 	if (access("/dev/mrpool", R_OK | W_OK))
 		SKIP(return, "no /dev/mrpool");
@@ -174,9 +121,7 @@ TEST(unshare_userns_with_pool)
 		SKIP(return, "no user namespace without the shim either: %.200s", plain.out);
 	run("userns", true, &shim);
 	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
-	first_line(plain.out, a, sizeof(a));
-	first_line(shim.out, b, sizeof(b));
-	EXPECT_STREQ(a, b);
+	prefork_expect_same_line(_metadata, &plain, &shim);
 	EXPECT_NE(NULL, strstr(shim.out, "pool-like blocks 8 of 8")) TH_LOG("%s", shim.out);
 	EXPECT_NE(NULL, strstr(shim.report, ": backend kernel,")) TH_LOG("%s", shim.report);
 }

@@ -47,6 +47,9 @@ cp -r "$top/lib" "$top/include" "$out/"
 # preload_test runs mrpool-run through wrappers (MRP_RUN_PATH)
 mkdir -p "$out/tools"
 cp -r "$top/tools/run" "$out/tools/"
+# preload_prog_test runs make bench's glibc-costs at small sizes
+mkdir -p "$out/tools/bench"
+cp "$top/tools/bench/glibc-costs.c" "$out/tools/bench/"
 rm -rf "$out/lib/build" "$out"/lib/libmrpool.a "$out"/lib/libmrpool.so*
 cd "$out/lib"
 make -s clean

@@ -26,93 +26,42 @@
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 600
 
-struct run {
-	int status;
-	char out[1024];		/* the program's stdout */
-	char report[1 << 16];	/* the shim's report, a line per process */
-};
+#include "prefork_runner.h"
 
-static void slurp(const char *path, char *buf, size_t len)
+/* The environment of a program preloaded with the shim (anonymous backend). */
+static void exec_shim_env(bool shim, const char *report)
 {
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd < 0 ? 0 : read(fd, buf, len - 1);
+	if (!shim)
+		return;
+	setenv("LD_PRELOAD", MRP_PRELOAD_PATH, 1);
+	setenv("MRPOOL_PRELOAD_INHERIT", "all", 1);
+	setenv("MRPOOL_BACKEND", "anon", 1);
+	setenv("MRPOOL_PRELOAD_REPORT", report, 1);
+}
 
-	buf[n > 0 ? n : 0] = 0;
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
+/* MRP_PROG_PATH in @mode, preloaded with the shim when @shim. */
+static void exec_prog(const char *mode, bool shim, const char *report)
+{
+	exec_shim_env(shim, report);
+	execl(MRP_PROG_PATH, "prefork_server", mode, (char *)NULL);
 }
 
 /* MRP_PROG_PATH mode, with the shim when shim, env ("K=V") added. */
-static void run(const char *mode, bool shim, const char *env, struct run *r)
+static void run(const char *mode, bool shim, const char *env, struct prefork_run *r)
 {
-	char out[] = "/tmp/mrp_prog_out.XXXXXX", rep[] = "/tmp/mrp_prog_rep.XXXXXX";
-	int ofd = mkstemp(out), rfd = mkstemp(rep);
-	pid_t pid;
-
-	r->status = -1;
-	r->out[0] = r->report[0] = 0;
-	if (ofd < 0 || rfd < 0)
-		return;
-	close(rfd);
-	pid = fork();
-	if (pid == 0) {
-		dup2(ofd, STDOUT_FILENO);
-		if (shim) {
-			setenv("LD_PRELOAD", MRP_PRELOAD_PATH, 1);
-			setenv("MRPOOL_PRELOAD_INHERIT", "all", 1);
-			setenv("MRPOOL_BACKEND", "anon", 1);
-			setenv("MRPOOL_PRELOAD_REPORT", rep, 1);
-		}
-		if (env)
-			putenv((char *)env);
-		execl(MRP_PROG_PATH, "prefork_server", mode, (char *)NULL);
-		_exit(127);
-	}
-	close(ofd);
-	if (pid > 0)
-		waitpid(pid, &r->status, 0);
-	slurp(out, r->out, sizeof(r->out));
-	slurp(rep, r->report, sizeof(r->report));
-}
-
-/* The sum of a report field over every process's line. */
-static unsigned long long report_sum(const char *report, const char *name)
-{
-	unsigned long long sum = 0;
-
-	for (const char *s = report; (s = strstr(s, name)); s += strlen(name))
-		sum += strtoull(s + strlen(name), NULL, 10);
-	return sum;
-}
-
-/* The program's first line (its result), without the newline. */
-static void first_line(const char *out, char *line, size_t len)
-{
-	size_t n = strcspn(out, "\n");
-
-	snprintf(line, len, "%.*s", (int)n, out);
+	prefork_run(exec_prog, mode, shim, env, r);
 }
 
 static void same_as_glibc(struct __test_metadata *_metadata, const char *mode,
 			  const char *pool_line, unsigned long long min_forks)
 {
-	struct run plain, shim;
-	char a[512], b[512];
+	struct prefork_run plain, shim;
 
 	run(mode, false, NULL, &plain);
 	ASSERT_EQ(0, plain.status) TH_LOG("without the shim: %s", plain.out);
 	run(mode, true, NULL, &shim);
 	ASSERT_EQ(0, shim.status) TH_LOG("under the shim: %s\nreport: %s", shim.out, shim.report);
-	first_line(plain.out, a, sizeof(a));
-	first_line(shim.out, b, sizeof(b));
-	EXPECT_STREQ(a, b);
-	/* the blocks were glibc's in one run and the pool's in the other */
-	EXPECT_NE(NULL, strstr(plain.out, "pool-like blocks 0 of")) TH_LOG("%s", plain.out);
-	EXPECT_NE(NULL, strstr(shim.out, pool_line)) TH_LOG("%s", shim.out);
-	EXPECT_NE(NULL, strstr(shim.report, ": backend anon,")) TH_LOG("%s", shim.report);
-	EXPECT_LE(min_forks, report_sum(shim.report, "forks with pool blocks "))
-		TH_LOG("%s", shim.report);
+	prefork_expect_same(_metadata, &plain, &shim, pool_line, ": backend anon,", min_forks);
 }
 
 /*
@@ -136,7 +85,7 @@ TEST(spawn_with_blocks_live)
 /* A child without the pool's memory (MRPOOL_FORK=none): the server fails. */
 TEST(prefork_server_fails_without_copies)
 {
-	struct run shim;
+	struct prefork_run shim;
 
 	run("prefork", true, "MRPOOL_FORK=none", &shim);
 	EXPECT_NE(0, shim.status) TH_LOG("%s", shim.out);
@@ -152,19 +101,16 @@ TEST(prefork_server_fails_without_copies)
  */
 TEST(unshare_userns_with_pool)
 {
-	struct run plain, shim;
+	struct prefork_run plain, shim;
 	long before = -1, later = -1;
 	const char *s;
-	char a[512], b[512];
 
 	run("userns", false, NULL, &plain);
 	if (plain.status)
 		SKIP(return, "no user namespace without the shim either: %.200s", plain.out);
 	run("userns", true, "MRPOOL_TRIM_DELAY_MS=100", &shim);
 	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
-	first_line(plain.out, a, sizeof(a));
-	first_line(shim.out, b, sizeof(b));
-	EXPECT_STREQ(a, b);
+	prefork_expect_same_line(_metadata, &plain, &shim);
 	EXPECT_NE(NULL, strstr(shim.out, "pool-like blocks 8 of 8")) TH_LOG("%s", shim.out);
 	s = strstr(shim.out, "locked kB at the unshare ");
 	ASSERT_NE(NULL, s) TH_LOG("%s", shim.out);
@@ -172,6 +118,61 @@ TEST(unshare_userns_with_pool)
 	/* the arenas were locked at the unshare, and trimmed after it */
 	EXPECT_LT(0, before);
 	EXPECT_LT(later, before) TH_LOG("%s", shim.out);
+}
+
+/* MRP_COSTS_PATH's scenario @scen at small sizes, under the shim when @shim. */
+static void exec_costs(const char *scen, bool shim, const char *report)
+{
+	exec_shim_env(shim, report);
+	execl(MRP_COSTS_PATH, "glibc-costs", "-s", "256", "-m", "4", "-n", "8", "-b", "256",
+	      scen, (char *)NULL);
+}
+
+static void costs(const char *scen, bool shim, const char *env, struct prefork_run *r)
+{
+	prefork_run(exec_costs, scen, shim, env, r);
+}
+
+/*
+ * make bench's glibc-costs program at small sizes: realloc growth (and
+ * above MRPOOL_PRELOAD_MAX), a calloc, shrinking reallocs, fork with the
+ * child writing every page and with an idle child check their bytes and
+ * exit 0 without the shim and under it, where the pool served them (the
+ * forks counted with its blocks live).
+ */
+TEST(glibc_costs_checks)
+{
+	static const char *const scens[] = { "grow", "calloc", "shrink", "fork", "fork-idle" };
+	struct prefork_run plain, shim;
+
+	for (unsigned int i = 0; i < sizeof(scens) / sizeof(scens[0]); i++) {
+		costs(scens[i], false, NULL, &plain);
+		EXPECT_EQ(0, plain.status) TH_LOG("%s without the shim: %s", scens[i], plain.out);
+		EXPECT_NE(NULL, strstr(plain.out, " ok\n")) TH_LOG("%s", plain.out);
+		costs(scens[i], true, NULL, &shim);
+		EXPECT_EQ(0, shim.status) TH_LOG("%s under the shim: %s", scens[i], shim.out);
+		EXPECT_NE(NULL, strstr(shim.out, " ok\n")) TH_LOG("%s", shim.out);
+		EXPECT_NE(NULL, strstr(shim.report, ": backend anon,")) TH_LOG("%s", shim.report);
+		EXPECT_LT(0, prefork_report_sum(shim.report, "allocations from the pool "))
+			TH_LOG("%s: %s", scens[i], shim.report);
+		if (!strncmp(scens[i], "fork", 4))
+			EXPECT_EQ(1, prefork_report_sum(shim.report, "forks with pool blocks "))
+				TH_LOG("%s", shim.report);
+	}
+	/* the growth past the shim's maximum: from the pool to glibc's realloc */
+	costs("grow", true, "MRPOOL_PRELOAD_MAX=1M", &shim);
+	EXPECT_EQ(0, shim.status) TH_LOG("%s", shim.out);
+	EXPECT_LT(0, prefork_report_sum(shim.report, "allocations from the pool ")) TH_LOG("%s", shim.report);
+}
+
+/* The fork check can tell: a child without the pool's memory fails it. */
+TEST(glibc_costs_fork_fails_without_copies)
+{
+	struct prefork_run shim;
+
+	costs("fork", true, "MRPOOL_FORK=none", &shim);
+	EXPECT_EQ(1, WEXITSTATUS(shim.status)) TH_LOG("%s", shim.out);
+	EXPECT_NE(NULL, strstr(shim.out, "FAIL the child")) TH_LOG("%s", shim.out);
 }
 
 TEST_HARNESS_MAIN

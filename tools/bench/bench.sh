@@ -5,7 +5,9 @@
 # (tools/bench/guest.sh; Debian's 6.1 guest under TCG, rxe0, mrpool.ko;
 # rxe there has no ODP: the odp rows say SKIP and why), with the served
 # step there too (a mode-B program's served 1 MiB pair under the shim
-# against a real one on rxe0, tools/bench/served-pair.c modeb), the startup
+# against a real one on rxe0, tools/bench/served-pair.c modeb) and the glibc
+# step (issue 32's allocation patterns of ordinary programs without and
+# under the shim on the kernel's pool, tools/bench/glibc-costs.sh), the startup
 # scenario in a 6.1 guest of its own with 8 GiB (MRPOOL_BENCH_STARTUP_SIZE
 # bytes made ready for RDMA, default 2 GiB, up to about 4 GiB fits;
 # results/bench/vm-startup/), the odp scenario
@@ -13,8 +15,9 @@
 # Open MPI's NetPIPE between two guests (6.1 and 6.12) with each engine
 # registering per message, under the shim and with its own cache
 # (selftests/mpi_netpipe_test with MRPOOL_MPI_MEASURE=1; make check runs
-# only its integrity run), the fastpath and served scenarios on the host
-# (tools/bench/fastpath.sh, served.sh), then the report
+# only its integrity run), the fastpath, served and glibc scenarios on the
+# host (tools/bench/fastpath.sh, served.sh, glibc-costs.sh on the anon
+# backend), then the report
 # (tools/bench/report.sh).
 # Everything goes to results/bench/ (git-ignored): report.md, a CSV per
 # table, a PNG per plot, the VMs' logs in vm/ and mpi/, each part's wall
@@ -42,7 +45,7 @@ say() { printf '[bench] %s\n' "$*"; }
 } >"$res/host.txt"
 
 st=0
-say "VM: alloc, reg, rdma, odp, served (results/bench/vm/)"
+say "VM: alloc, reg, rdma, odp, served, glibc (results/bench/vm/)"
 # No slub_debug/page poisoning: they add kernel work to every page freed.
 # max_mb: the reg scenario takes a 256 MiB slice next to the alloc buffers.
 t0=$SECONDS
@@ -85,6 +88,11 @@ say "host: served"
 t0=$SECONDS
 tools/bench/served.sh >"$res/host-served.csv" || { st=1; say "served failed"; }
 timing_row step served $((SECONDS - t0)) - ""
+
+say "host: glibc costs (anon backend)"
+t0=$SECONDS
+tools/bench/glibc-costs.sh >"$res/host-glibc.csv" 2>"$res/host-glibc.err" || { st=1; say "glibc costs failed: see results/bench/host-glibc.err"; }
+timing_row step glibc $((SECONDS - t0)) - ""
 echo "host load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/host.txt"
 
 tools/bench/report.sh "$res"

@@ -3,11 +3,14 @@
 #
 # The VM half of `make bench` (tools/bench/bench.sh starts it with
 # tools/vm/run): runs the scenarios of mrpool-scenarios named in
-# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp served; startup
+# $MRPOOL_BENCH_SCENARIOS (default: alloc reg rdma odp served glibc; startup
 # runs in a guest of its own, see bench.sh) on rxe0 with mrpool.ko loaded,
 # and records what the report must say about the guest and the peers'
 # settings. served is not mrpool-scenarios': served-pair modeb --device
-# under libmrpool-preload (run_served below). Writes to $MRPOOL_RESULTS
+# under libmrpool-preload (run_served below), nor is glibc: issue 32's
+# allocation patterns of ordinary programs without and under the shim on
+# the kernel's pool (tools/bench/glibc-costs.sh, MRPOOL_BENCH_GLIBC_ROUNDS
+# rounds, default 3). Writes to $MRPOOL_RESULTS
 # (the run's results folder): SCENARIO.csv for each, guest.txt, peers.txt
 # (when alloc runs).
 # startup makes $MRPOOL_BENCH_STARTUP_SIZE bytes ready (default 2 GiB),
@@ -39,7 +42,7 @@ echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
 	echo "cmdline: $(cat /proc/cmdline)"
 } >>"$out/guest.txt"
 
-read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp served}"
+read -ra scens <<<"${MRPOOL_BENCH_SCENARIOS:-alloc reg rdma odp served glibc}"
 
 [[ " ${scens[*]} " == *" alloc "* ]] && {
 	echo "## UCX"
@@ -115,6 +118,9 @@ for scen in "${scens[@]}"; do
 		run_alloc >"$out/alloc.csv"
 	elif [ "$scen" = served ]; then
 		run_served >"$out/served.csv" 2>"$out/served.err"
+	elif [ "$scen" = glibc ]; then
+		MRPOOL_BACKEND=kernel MRPOOL_GLIBC_ROUNDS=${MRPOOL_BENCH_GLIBC_ROUNDS:-3} \
+			tools/bench/glibc-costs.sh >"$out/glibc.csv" 2>"$out/glibc.err"
 	else
 		"$bin" "${args[@]}" "$scen" >"$out/$scen.csv" 2>"$out/$scen.err"
 	fi || {

@@ -4,10 +4,10 @@
 # Turns one `make bench` run into DIR/report.md: every table is also
 # written as DIR/<table>.csv, every plot as DIR/<plot>.png (gnuplot).
 #   report.sh DIR
-# DIR holds vm/{alloc,reg,rdma,odp,served}.csv, vm-startup/startup.csv, vm-7.3/odp.csv,
+# DIR holds vm/{alloc,reg,rdma,odp,served,glibc}.csv, vm-startup/startup.csv, vm-7.3/odp.csv,
 # vm/guest.txt, vm/peers.txt (from
-# tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv and
-# host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
+# tools/bench/guest.sh in the VM), host-fastpath.csv, host-served.csv,
+# host-glibc.csv and host.txt (from tools/bench/bench.sh on the host). A missing input becomes a line in the
 # report saying so, never a silent gap.
 set -euo pipefail
 
@@ -167,6 +167,12 @@ served_table() {
 served_device_table() {
 	awk -F, -v OFS=, 'NR == 1 { print "registration,memory,bytes,us/pair (wall),us/pair (CPU),real ÷ served (wall)"; next }
 		{ print $2, $3, $4, sprintf("%.2f", $5 / 1000), sprintf("%.2f", $6 / 1000), $7 "x" }' "$vm/served.csv"
+}
+
+# glibc (tools/bench/glibc-costs.sh), host or guest: FILE as it is, headed for the report.
+glibc_table() {	# file
+	awk -F, -v OFS=, 'NR == 1 { print "scenario,backend,rounds,glibc wall s,shim wall s,shim ÷ glibc wall,glibc CPU s,shim CPU s,shim ÷ glibc CPU,detail,status"; next }
+		{ print }' "$1"
 }
 
 # Plots: one data file per series (gnuplot reads whitespace columns).
@@ -517,6 +523,47 @@ GP
 		csv_md "$dir/served-device.csv"
 	else
 		echo "No device served figures: the guest's served step did not run or failed (vm/served.err)."
+	fi
+	echo
+
+	echo "## glibc: what ordinary programs' allocations cost under the shim"
+	echo
+	echo "tools/bench/glibc-costs.sh: issue 32's patterns, each run of tools/bench/glibc-costs.c a"
+	echo "process of its own, without the shim (glibc) and under \`mrpool-run --all\` in turn, the order"
+	echo "swapped each round: \`grow\` (realloc by 1 MiB steps to 256 MiB, a word written at each"
+	echo "step's start and end), \`grow-above-max\` (the same with MRPOOL_PRELOAD_MAX=16M for the shim),"
+	echo "\`calloc\` (512 MiB, one page written), \`shrink\` (8 x: malloc 64 MiB, write 1 MiB, realloc to"
+	echo "100 KiB; memory read after), \`fork\` (64 x 4 MiB live, a word in each page; the child checks"
+	echo "each page's word and writes a byte in every page, the parent waits) and \`fork-idle\` (the"
+	echo "child exits at once), and both forks again of an RDMA program (\`-rdma\`: the first device"
+	echo "opened and a PD allocated before the blocks, every block registered, local write, before the"
+	echo "fork; under the shim served from its arena, which is registered in the PD; \`fork-rdma-anon\`:"
+	echo "the shim on the anon backend; no device: skip). Every run checks its bytes (the child sees"
+	echo "the parent's, the parent never the child's; kept, grown and zeroed bytes): a wrong byte is a"
+	echo "FAIL status. Times are medians of the rounds, wall and CPU (the process's threads and the fork"
+	echo "child's); the ratio columns are the median of each round's shim ÷ glibc. Pages pinned for DMA"
+	echo "(a registration's) are copied into the child in fork() (Linux 5.13 and later), glibc's or the"
+	echo "pool's; the anon backend's arenas of a program that registers nothing are only mlocked, and a"
+	echo "fork copies none of them. The module copies every slice mapping at fork"
+	echo "(MRPOOL_ALLOC_FORK_COPY), registered or not. VmLck does not show the module's pages: its"
+	echo "used_bytes (the whole pool's) is read beside it in the guest."
+	echo
+	echo "### host, anon backend (no /dev/mrpool)"
+	echo
+	if have "$dir/host-glibc.csv"; then
+		glibc_table "$dir/host-glibc.csv" >"$dir/glibc-host.csv"
+		csv_md "$dir/glibc-host.csv"
+	else
+		echo "No host glibc figures: glibc-costs.sh did not run or failed."
+	fi
+	echo
+	echo "### 6.1 guest, kernel backend (mrpool.ko, max_mb=768; TCG: ratios only)"
+	echo
+	if have "$vm/glibc.csv"; then
+		glibc_table "$vm/glibc.csv" >"$dir/glibc-guest.csv"
+		csv_md "$dir/glibc-guest.csv"
+	else
+		echo "No guest glibc figures: the guest's glibc step did not run or failed (vm/glibc.err)."
 	fi
 } >"$md"
 rm -f "$dir"/.plot-*.dat
