@@ -661,6 +661,27 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 }
 
 /*
+ * Whether p is a live large buffer of pool (its start, not freed): for a
+ * realloc the preload shim answers by keeping the block, which no
+ * mrp_large_free() checks then. A parked arena is still mapped and in the
+ * map, so without this a realloc of a freed block would hand it out
+ * again while the next large allocation takes it from the cache too.
+ * Read under pool->lock, as mrp_large_free() claims it.
+ */
+bool mrp_large_live(struct mrp_pool *pool, uintptr_t p)
+{
+	struct mrp_arena *a;
+	bool live;
+
+	pthread_mutex_lock(&pool->lock);
+	a = mrp_arena_of(p);
+	live = a && a->pool == pool && a->cls == MRP_LARGE && p == a->base &&
+	       !a->large_free;
+	pthread_mutex_unlock(&pool->lock);
+	return live;
+}
+
+/*
  * Park the large buffer starting at p for reuse; trim releases it after the
  * delay. Checked and claimed under pool->lock, the map read there too: of
  * two frees of one buffer, however close, exactly one succeeds, and a

@@ -1029,6 +1029,7 @@ void mrp_arena_free(struct mrp_arena *a);
 int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 		    struct mrp_arena **out);
 int mrp_large_free(struct mrp_pool *pool, uintptr_t p);
+bool mrp_large_live(struct mrp_pool *pool, uintptr_t p);
 
 /* depot.c */
 void mrp_depot_add(struct mrp_pool *pool, struct mrp_arena *a);

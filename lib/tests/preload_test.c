@@ -1808,7 +1808,8 @@ TEST(double_free_aborts)
 /*
  * A size-class block freed by two threads in turn, each free landing in
  * its own thread's cache: the second aborts too. A free of a pointer
- * inside a block, and a realloc of a freed block, abort as well.
+ * inside a block, and a realloc of a freed block (a size-class one, and
+ * a large one shrunk to a size it would keep), abort as well.
  */
 TEST(double_free_threads_aborts)
 {
@@ -1826,6 +1827,15 @@ TEST(double_free_threads_aborts)
 			  sizeof(line), err, sizeof(err));
 	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
 	EXPECT_NE(NULL, strstr(err, "realloc(): double free detected")) TH_LOG("%s", err);
+	/*
+	 * A freed large block (parked in the pool's cache, still mapped)
+	 * reallocated to a size it would keep serving: before, the shim
+	 * returned it, and the next large malloc got it too (review rev32).
+	 */
+	st = run_mode_err("dfree", "MRP_DFREE_SIZE=8388608", "MRP_DFREE_REALLOC=half", line,
+			  sizeof(line), err, sizeof(err));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) TH_LOG("status %#x", st);
+	EXPECT_NE(NULL, strstr(err, "realloc(): double free or invalid pointer")) TH_LOG("%s", err);
 }
 
 /*
@@ -3116,8 +3126,10 @@ static int mode_main(const char *mode)
 			return 0;
 		}
 		free(p);
+		/* "half": a shrink the shim answers by keeping the block */
 		if (getenv("MRP_DFREE_REALLOC"))
-			p = realloc(p, n + 1);
+			p = realloc(p, strcmp(getenv("MRP_DFREE_REALLOC"), "half") ?
+					       n + 1 : n / 2 + 4096);
 		else
 			free(p);
 		return 0;
