@@ -28,8 +28,10 @@
  *
  * The copy counts as pinned memory of the child's mm
  * (mrpool_forkcopy_charge()): in its pinned_vm, against the forking
- * task's RLIMIT_MEMLOCK, unless that task has CAP_IPC_LOCK; it goes with
- * the copy, when the child's mm unmaps the last of it or is torn down.
+ * task's RLIMIT_MEMLOCK, unless that task has CAP_IPC_LOCK or a cgroup
+ * pool quota bounds it instead of its user's limits (quota_mode quota,
+ * quota.c), as it bounded the slice; it goes with the copy, when the
+ * child's mm unmaps the last of it or is torn down.
  * Nothing of it is a count of the forking user's: a child that exited
  * while another user holds its mm (a read of its /proc/<pid>/cmdline
  * stuck on a FUSE page) keeps only memory of its own, in its RSS and its
@@ -97,7 +99,7 @@ struct mrpool_fork_copy {
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
 	/*
 	 * The mm whose pinned_vm holds nr_pages (mmgrab()ed: the child's),
-	 * or NULL: not charged (CAP_IPC_LOCK), or not yet.
+	 * or NULL: not charged (CAP_IPC_LOCK, a quota), or not yet.
 	 */
 	struct mm_struct *charged;
 };
@@ -135,6 +137,14 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
  * RLIMIT_MEMLOCK (so the child's own registrations and its copies share
  * one limit), and is given back here whatever lock the caller holds.
  *
+ * Below a cgroup pool quota with a limit (quota_mode quota) the copy is
+ * not charged either: the quota admitted the slice in place of
+ * RLIMIT_MEMLOCK, which a container keeps at a few MiB (Kubernetes never
+ * raises it), and charging the copy there would give the child of a
+ * process its quota let hold 64 MiB a SIGBUS for what the parent may
+ * hold. The copy is not pool memory, so not the quota's either: the
+ * container's memory cgroup, which GFP_KERNEL_ACCOUNT charges, bounds it.
+ *
  * Not a per-user count: the copy lives and dies with the child's mm, and
  * a count of its user would outlive the child wherever another task
  * holds that mm (a read of /proc/<pid>/cmdline stuck on a FUSE page can
@@ -148,7 +158,8 @@ static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc,
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	s64 pinned;
 
-	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK) ||
+	    mrpool_quota_covers())
 		return 0;
 	pinned = atomic64_add_return(fc->nr_pages, &mm->pinned_vm);
 	if ((u64)pinned > limit) {

@@ -334,6 +334,7 @@ struct mrpool_quota_info {
 
 int mrpool_quota_charge(unsigned long nr, struct mrpool_quota_charge **qcp,
 			bool *covered);
+bool mrpool_quota_covers(void);
 void mrpool_quota_uncharge(struct mrpool_quota_charge *qc, unsigned long nr,
 			   bool quarantined);
 void mrpool_quota_quarantined(struct mrpool_quota_charge *qc);

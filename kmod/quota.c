@@ -212,6 +212,38 @@ unlock:
 }
 
 /**
+ * mrpool_quota_covers - does a quota bound the caller instead of its user?
+ *
+ * What mrpool_quota_charge() reports in @covered, charging nothing: for
+ * what a caller below a quota with a limit is given beside pool memory
+ * (a fork child's copy of a slice, forkcopy.c), under the rule that
+ * admitted the slice.
+ *
+ * Return: true when quota_mode is quota and a quota with a limit is set
+ * on the caller's cgroup or one of its ancestors.
+ */
+bool mrpool_quota_covers(void)
+{
+	struct mrpool_quota *q;
+	struct cgroup *cgrp;
+	bool covered = false;
+
+	if (READ_ONCE(mrpool_quota_mode) != MRPOOL_QUOTA_MODE_QUOTA ||
+	    !READ_ONCE(mrpool_nr_quotas))
+		return false;
+	rcu_read_lock();
+	spin_lock(&mrpool_quotas_lock);
+	for (cgrp = task_dfl_cgroup(current); cgrp && !covered;
+	     cgrp = cgroup_parent(cgrp)) {
+		q = mrpool_quota_find(cgrp);
+		covered = q && q->limit != MRPOOL_QUOTA_NO_LIMIT;
+	}
+	spin_unlock(&mrpool_quotas_lock);
+	rcu_read_unlock();
+	return covered;
+}
+
+/**
  * mrpool_quota_uncharge - give back @nr chunks of @qc
  * @qc: a charge from mrpool_quota_charge(); freed with its last chunk
  * @nr: chunks

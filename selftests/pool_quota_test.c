@@ -13,7 +13,9 @@
  * and unprivileged or malformed requests change nothing; a process in a
  * cgroup namespace lists only the quotas inside it, with paths from its
  * root; a path near PATH_MAX is listed whole to a reader that peeks with
- * 4 KiB; mrpoolctl quota and metrics agree with netlink.
+ * 4 KiB; mrpoolctl quota and metrics agree with netlink; a fork child
+ * of a process below a quota gets its copy of every slice the quota let
+ * the parent hold, past RLIMIT_MEMLOCK.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -592,6 +594,94 @@ TEST_F(quota, rlimit_and_both_modes)
 	ASSERT_EQ(0, reap(pid));
 	/* Bad modes refused. */
 	EXPECT_NE(0, pool_write_str(POOL_PARAMS "/quota_mode", "none"));
+}
+
+/*
+ * Move into @dir as a container's process (child_enter()), ALLOC @n
+ * chunks as MRPOOL_ALLOC_FORK_COPY slices, write each, fork: the child
+ * reads each slice's first and last byte and writes its copy (a copy not
+ * made is SIGBUS, the child's status says), the parent's bytes stay.
+ * Return: 0, the child's exit status or 128 + its signal, else a step.
+ */
+static int fork_copy_child(const char *dir, uint64_t chunk, int n)
+{
+	struct child_report rep = { 0 };
+	volatile uint8_t *p[QA];
+	struct mrpool_alloc a;
+	int fd, i, st;
+	pid_t pid;
+
+	fd = child_enter(dir, &rep);
+	if (fd < 0 || n > QA)
+		return 100 + rep.err;
+	for (i = 0; i < n; i++) {
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.bytes = chunk;
+		a.node = MRPOOL_NODE_ANY;
+		a.flags = MRPOOL_ALLOC_FORK_COPY;
+		if (pool_ioctl(fd, MRPOOL_IOC_ALLOC, &a))
+			return 110;
+		p[i] = pool_map(fd, &a);
+		if (p[i] == MAP_FAILED)
+			return 111;
+		memset((void *)p[i], 0x40 + i, chunk);
+	}
+	pid = fork();
+	if (pid < 0)
+		return 112;
+	if (!pid) {
+		for (i = 0; i < n; i++) {
+			if (p[i][0] != 0x40 + i || p[i][chunk - 1] != 0x40 + i)
+				_exit(20 + i);
+			p[i][0] = 0x70;
+			p[i][chunk - 1] = 0x70;
+		}
+		_exit(pool_vmpin_kb() == 0 ? 0 : 30);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return 113;
+	for (i = 0; i < n; i++)
+		if (p[i][0] != 0x40 + i || p[i][chunk - 1] != 0x40 + i)
+			return 114;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * A fork child's copy of its parent's slices (forkcopy.c) is admitted by
+ * the rule that admitted the slices: below a quota (quota_mode quota) a
+ * container's process whose quota let it hold more than its 8 MiB of
+ * RLIMIT_MEMLOCK forks a child that reads and writes all of it (main's
+ * module charged the copies to RLIMIT_MEMLOCK: the child got SIGBUS, as
+ * Python multiprocessing's workers did under mrpool-run in a container),
+ * not counted in the child's VmPin. Without a quota (b) RLIMIT_MEMLOCK
+ * still bounds the parent and so the copies: what pool_tenant_test's
+ * fork_copy_limit_per_child checks per child.
+ */
+TEST_F(quota, fork_copy_under_quota)
+{
+	long long copies = pool_attr("stats/fork_copies");
+	long long fails = pool_attr("stats/fork_copy_failures");
+	int n = MEMLOCK / self->chunk + 1, st;
+	pid_t pid;
+
+	ASSERT_TRUE(self->q0.features & MRPOOL_FEATURE_FORK_COPY);
+	ASSERT_LE(n, QA);
+	/* The share out of the way, as for a container of a shared uid. */
+	ASSERT_EQ(0, pool_set_param("max_user_mb", pool_param("max_mb")));
+	ASSERT_EQ(0, quota_set(self->nl, self->family, CG_REL "/a",
+			       QA * self->chunk));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(fork_copy_child(self->a, self->chunk, n));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("status %#x (a child's 135: SIGBUS, copies refused)", st);
+	EXPECT_EQ(copies + n, pool_attr("stats/fork_copies"));
+	EXPECT_EQ(fails, pool_attr("stats/fork_copy_failures"));
+	EXPECT_TRUE(POOL_WAIT(quota_usage(self->nl, self->family,
+					  CG_REL "/a") == 0, 20000));
 }
 
 /*
