@@ -587,7 +587,15 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		left = mrp_pl_buf_left(a, p);
 		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) {
 			/* kept: the library's check of a large block is never reached */
-			if (a->cls == MRP_LARGE && pool && !mrp_large_live(pool, (uintptr_t)p))
+			bool live = true;
+
+			if (a->cls == MRP_LARGE && pool) {
+				/* pool->lock: a handler's free must defer meanwhile */
+				mrp_pl_enter_outer();
+				live = mrp_large_live(pool, (uintptr_t)p);
+				mrp_pl_leave_outer();
+			}
+			if (!live)
 				mrp_pl_bad_free("realloc", "double free or invalid pointer", p);
 			return p;
 		}

@@ -1869,6 +1869,15 @@ TEST(free_in_signal_handler_deferred)
 	expect_all_back(_metadata, line);
 	EXPECT_LT(0, field(line, "(deferred ")) TH_LOG("%s", line);
 	EXPECT_EQ(0, field(line, "calls abandoned ")) TH_LOG("%s", line);
+	/*
+	 * The same with large blocks while the loop reallocs one in place,
+	 * whose liveness check takes the pool's lock: a handler's free there
+	 * deferred too (it took the lock again and hung, review revfb2).
+	 */
+	st = run_mode("sigfree", "MRP_SIGFREE_LARGE=1", NULL, line, sizeof(line));
+	ASSERT_EQ(0, st) TH_LOG("status %#x", st);
+	expect_all_back(_metadata, line);
+	EXPECT_LT(0, field(line, "(deferred ")) TH_LOG("%s", line);
 }
 
 /*
@@ -2869,6 +2878,9 @@ static int mode_main(const char *mode)
 	if (!strcmp(mode, "sigfree")) {
 		struct itimerval it = { { 0, 20 }, { 0, 20 } }, off = { { 0, 0 }, { 0, 0 } };
 		struct sigaction sa = { .sa_handler = sig_free, .sa_flags = SA_RESTART };
+		/* large: the handler frees 8 MiB blocks, the loop reallocs one in place */
+		bool large = getenv("MRP_SIGFREE_LARGE");
+		char *r = large ? malloc(8 << 20) : NULL;
 		struct timespec end, now;
 		long i = 0;
 
@@ -2888,6 +2900,15 @@ static int mode_main(const char *mode)
 			for (int k = 0; k < 1024; k++, i++) {
 				char *volatile q;
 
+				if (large) {
+					/* kept: checked live under the pool's lock */
+					r = realloc(r, (8 << 20) - (i & 1) * 4096);
+					if (!r)
+						return 2;
+					if (!(k & 63))
+						free(atomic_exchange(&sig_slot, malloc(8 << 20)));
+					continue;
+				}
 				free(atomic_exchange(&sig_slot, malloc(256 << 10)));
 				q = malloc(256 << 10);	/* inside the library often */
 				q[0] = 1;
@@ -2900,6 +2921,7 @@ static int mode_main(const char *mode)
 			  now.tv_sec < end.tv_sec + 120));
 		setitimer(ITIMER_REAL, &off, NULL);
 		free(atomic_exchange(&sig_slot, NULL));
+		free(r);
 		return 0;
 	}
 	if (!strcmp(mode, "jump")) {
