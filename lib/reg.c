@@ -544,7 +544,11 @@ static void mrp_fb_release(struct mrp_pool *pool, struct mrp_fallback *fb)
 	for (int s = 0; s < MRP_MAX_PDS; s++)
 		if (mr[s] && mrp_dereg_mr(pool, mr[s], s) && !mrp_slot_dead(pool, s))
 			leak = true;
-	if (taken && !leak)
+	/*
+	 * Whether or not this free took an MR: a detach that deregistered
+	 * the buffer's last one may have left it DOFORK too.
+	 */
+	if (!leak)
 		madvise(fb->addr, fb->len, MADV_DONTFORK);
 	pthread_mutex_lock(&pool->lock);
 	mrp_fb_unlink(&pool->fb_flight, fb);

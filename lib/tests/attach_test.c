@@ -42,13 +42,14 @@
 static pthread_mutex_t unmap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t unmap_cond = PTHREAD_COND_INITIALIZER;
 static bool unmap_hold;
+static void *unmap_only;	/* set: hold the unmap of that address only */
 static int unmap_waiting;
 
 void ucm_vm_munmap(void *addr, size_t len);
 __attribute__((visibility("default"))) void ucm_vm_munmap(void *addr, size_t len)
 {
 	pthread_mutex_lock(&unmap_lock);
-	if (unmap_hold) {
+	if (unmap_hold && (!unmap_only || addr == unmap_only)) {
 		unmap_waiting++;
 		pthread_cond_broadcast(&unmap_cond);
 		while (unmap_hold)
@@ -961,6 +962,57 @@ TEST(fb_free_during_attach)
 	EXPECT_EQ(-1, fake_mr_access(FAKE_PD(1), b.addr));
 	EXPECT_EQ(-1, fake_mr_access(FAKE_PD(3), b.addr));
 	EXPECT_EQ(NBLK, atomic_load(&pool->attach_unlocked_regs));
+	for (int i = 0; i < NBLK; i++)
+		EXPECT_EQ(0, mrp_free(pool, blk[i]));
+	EXPECT_EQ(0, mrp_pool_close(pool));
+	EXPECT_EQ(live0, fake_live);
+}
+
+/*
+ * With libibverbs' fork support every ibv_dereg_mr marks its range
+ * MADV_DOFORK (fake_dofork_on_dereg). A detach that deregistered a
+ * fallback buffer's last MR leaves the buffer so; its free then takes no
+ * MR, yet must mark it DONTFORK again before it leaves fb_flight: a fork
+ * while the free is held just before its munmap gives the child nothing
+ * of the range (the review of 061c6c6: the child could read the buffer).
+ */
+TEST(fb_free_after_detach_not_inherited)
+{
+	struct mrp_pool *pool = pool_open_fb(true);
+	int live0 = fake_live, st;
+	void *blk[NBLK];
+	struct holder f;
+	struct mrp_buf b;
+	pid_t pid;
+
+	ASSERT_NE(NULL, pool);
+	ASSERT_EQ(0, mrp_attach_pd(pool, FAKE_PD(1), ACCESS));
+	ASSERT_EQ(0, alloc_blocks(pool, blk));
+	ASSERT_EQ(0, mrp_alloc(pool, FB_SIZE, FAKE_PD(1), &b));
+	ASSERT_EQ(1, test_stats(pool).fallbacks);
+	memset(b.addr, 'P', FB_SIZE);
+	__atomic_store_n(&fake_dofork_on_dereg, 1, __ATOMIC_RELAXED);
+	ASSERT_EQ(0, mrp_detach_pd(pool, FAKE_PD(1)));
+	pthread_mutex_lock(&unmap_lock);
+	unmap_only = b.addr;
+	unmap_hold = true;
+	pthread_mutex_unlock(&unmap_lock);
+	ASSERT_EQ(0, holder_start(&f, pool, HELD_FREE, NULL, b.addr));
+	ASSERT_EQ(0, unmap_wait_held());
+	pid = fork();
+	if (pid == 0)
+		_exit(msync(b.addr, 4096, MS_ASYNC) == 0 ? 1 : 0);	/* 1: mapped */
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	unmap_release();
+	ASSERT_EQ(0, pthread_join(f.thr, NULL));
+	__atomic_store_n(&fake_dofork_on_dereg, 0, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&unmap_lock);
+	unmap_only = NULL;
+	pthread_mutex_unlock(&unmap_lock);
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("status %#x: the child got the freed buffer's range", st);
+	EXPECT_EQ(0, f.ret);
 	for (int i = 0; i < NBLK; i++)
 		EXPECT_EQ(0, mrp_free(pool, blk[i]));
 	EXPECT_EQ(0, mrp_pool_close(pool));

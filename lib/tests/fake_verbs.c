@@ -56,6 +56,11 @@ int fake_reg_calls;
 /* the next n ibv_dereg_mr calls fail with EBUSY, the MR staying live */
 int fake_dereg_fail_next;
 /*
+ * Set: every ibv_dereg_mr marks its pages MADV_DOFORK after it, as
+ * libibverbs' fork support (ibv_fork_init(), RDMAV_FORK_SAFE) does.
+ */
+int fake_dofork_on_dereg;
+/*
  * A device gone: every registration in fake_fail_pd fails with EIO, and
  * every deregistration in fake_dereg_fail_pd fails with EIO, the MR gone
  * with its device all the same.
@@ -308,6 +313,13 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	pthread_mutex_unlock(&fake_lock);
 	if (!f)
 		abort();	/* deregistering something never registered */
+	if (__atomic_load_n(&fake_dofork_on_dereg, __ATOMIC_RELAXED)) {
+		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t s = (uintptr_t)f->mr.addr & ~(pg - 1);
+		uintptr_t e = ((uintptr_t)f->mr.addr + f->mr.length + pg - 1) & ~(pg - 1);
+
+		madvise((void *)s, e - s, MADV_DOFORK);
+	}
 	free(f);
 	return ret;
 }

@@ -27,7 +27,7 @@
 #endif
 
 /* tests/fake_verbs.c */
-extern int fake_live, fake_regs, fake_fail_next, fake_dereg_fail_next;
+extern int fake_live, fake_regs, fake_fail_next, fake_dereg_fail_next, fake_dofork_on_dereg;
 extern struct ibv_pd *fake_fail_pd, *fake_dereg_fail_pd;
 extern int fake_dmabuf_errno, fake_dmabuf_regs;
 int fake_mr_access(struct ibv_pd *pd, const void *addr);
