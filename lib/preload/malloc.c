@@ -582,10 +582,14 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		 * A pool buffer keeps serving while the size fits, stays large
 		 * and uses more than half of it; one shrunk to half or less
 		 * moves to a block its size, which gives the rest back to the
-		 * pool (to its depot, or a large arena to the trim).
+		 * pool (to its depot, or a large arena to the trim). Not in an
+		 * arena the program mprotect()ed: the copy would read through
+		 * its guard page, where glibc shrinks in place.
 		 */
 		left = mrp_pl_buf_left(a, p);
-		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) {
+		if (size <= left &&
+		    ((size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) ||
+		     atomic_load_explicit(&a->user_prot, memory_order_relaxed))) {
 			/* kept: the library's check of a large block is never reached */
 			bool live = true;
 

@@ -308,6 +308,38 @@ static void touch_pages(char *p, size_t n)
 }
 
 /*
+ * A shrinking realloc of a block with a page the program mprotect()ed
+ * inside it keeps the block where it is, as glibc's does (the review of
+ * the shrink: the shim moved it and its copy died of SIGSEGV reading the
+ * guard page): a size-class block and a large one; their frees make them
+ * readable and writable again for the next owner.
+ */
+TEST(mprotect_shrink_in_place)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	static const size_t sizes[] = { 256 << 10, 4u << 20 };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		size_t n = sizes[i];
+		char *p = malloc(n), *q, *g;
+
+		ASSERT_TRUE(in_pool(p));
+		memset(p, 7, n);
+		g = (char *)(((uintptr_t)p + 3 * page) & ~(uintptr_t)(page - 1));
+		ASSERT_EQ(0, mprotect(g, page, PROT_NONE));
+		q = realloc(p, n / 2 - page);
+		EXPECT_EQ(p, q) TH_LOG("%zu bytes: moved", n);
+		EXPECT_EQ(7, q[0]);
+		EXPECT_EQ(7, q[n / 2 - page - 1]);
+		free(q);
+		q = malloc(n);
+		EXPECT_EQ(p, q) TH_LOG("%zu bytes: not the same buffer again", n);
+		touch_pages(q, n);	/* SIGSEGV while the guard stays */
+		free(q);
+	}
+}
+
+/*
  * A page mprotect()ed inside a pool block (a fiber stack's guard page, a
  * JIT's W^X page) and freed with it is not handed on still protected:
  * the next owner of the buffer (class) or arena (large) writes all of it.
