@@ -30,8 +30,9 @@
  * (mrpool_forkcopy_charge()): in its pinned_vm, against the forking
  * task's RLIMIT_MEMLOCK, unless that task has CAP_IPC_LOCK or a cgroup
  * pool quota bounds it instead of its user's limits (quota_mode quota,
- * quota.c), as it bounded the slice; it goes with the copy, when the
- * child's mm unmaps the last of it or is torn down.
+ * quota.c: then in a count of the mm's own against that quota's limit),
+ * as it bounded the slice; it goes with the copy, when the child's mm
+ * unmaps the last of it or is torn down.
  * Nothing of it is a count of the forking user's: a child that exited
  * while another user holds its mm (a read of its /proc/<pid>/cmdline
  * stuck on a FUSE page) keeps only memory of its own, in its RSS and its
@@ -88,6 +89,8 @@
 #include <linux/sched/signal.h>
 #include <linux/capability.h>
 #include <linux/user_namespace.h>
+#include <linux/hashtable.h>
+#include <linux/spinlock.h>
 
 /* What the child's VMA (and its pieces) holds; vm_private_data. */
 struct mrpool_fork_copy {
@@ -98,11 +101,29 @@ struct mrpool_fork_copy {
 	unsigned long nr_pages;
 	struct page **pages;		/* kvcalloc()ed, nr_pages */
 	/*
-	 * The mm whose pinned_vm holds nr_pages (mmgrab()ed: the child's),
-	 * or NULL: not charged (CAP_IPC_LOCK, a quota), or not yet.
+	 * The mm charged nr_pages (mmgrab()ed: the child's) -- in its
+	 * pinned_vm, or in @under_quota's count -- or NULL: not charged
+	 * (CAP_IPC_LOCK), or not yet.
 	 */
 	struct mm_struct *charged;
+	struct mrpool_forkcopy_mm *under_quota;
 };
+
+/*
+ * The copies of one child mm made below a cgroup pool quota
+ * (mrpool_forkcopy_charge()): their pages, bounded by the quota's limit
+ * as RLIMIT_MEMLOCK bounds a pinned_vm. Keyed by the mm, which every
+ * copy counted here holds (mmgrab()); freed with its last page.
+ * mrpool_forkcopy_mms_lock guards the table and the counts.
+ */
+struct mrpool_forkcopy_mm {
+	struct hlist_node node;
+	const struct mm_struct *mm;
+	unsigned long pages;
+};
+
+static DEFINE_HASHTABLE(mrpool_forkcopy_mms, 6);
+static DEFINE_SPINLOCK(mrpool_forkcopy_mms_lock);
 
 static const struct vm_operations_struct mrpool_forkcopy_vm_ops;
 
@@ -137,13 +158,20 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
  * RLIMIT_MEMLOCK (so the child's own registrations and its copies share
  * one limit), and is given back here whatever lock the caller holds.
  *
- * Below a cgroup pool quota with a limit (quota_mode quota) the copy is
- * not charged either: the quota admitted the slice in place of
- * RLIMIT_MEMLOCK, which a container keeps at a few MiB (Kubernetes never
- * raises it), and charging the copy there would give the child of a
- * process its quota let hold 64 MiB a SIGBUS for what the parent may
- * hold. The copy is not pool memory, so not the quota's either: the
- * container's memory cgroup, which GFP_KERNEL_ACCOUNT charges, bounds it.
+ * Below a cgroup pool quota with a limit (quota_mode quota) the quota
+ * takes RLIMIT_MEMLOCK's place, as it did for the slices: a container
+ * keeps a few MiB of memlock (Kubernetes never raises it), and holding
+ * the copy to that would give the child of a process its quota let hold
+ * 64 MiB a SIGBUS for what the parent may hold. Each child mm's copies
+ * are then counted on their own (struct mrpool_forkcopy_mm), not in its
+ * pinned_vm -- which ib_umem_get() holds to RLIMIT_MEMLOCK, and copies
+ * there would refuse every registration of the child's own -- and held
+ * to the lowest limit of the quotas above the forking task: per process,
+ * as RLIMIT_MEMLOCK was, so a parent mapping one slice many times cannot
+ * make a child's copies exceed what the quota grants. Not the quota's
+ * usage (the copy is not pool memory, and a parent using more than half
+ * its quota could not fork); the memory cgroup, which GFP_KERNEL_ACCOUNT
+ * charges, is the bound over all children.
  *
  * Not a per-user count: the copy lives and dies with the child's mm, and
  * a count of its user would outlive the child wherever another task
@@ -152,15 +180,57 @@ static void mrpool_forkcopy_free_pages(struct page **pages, unsigned long nr)
  * and its next forks refused, long after the child had exited.
  * Return: 0, or -ENOMEM past the limit.
  */
+static int mrpool_forkcopy_charge_quota(struct mrpool_fork_copy *fc,
+					struct mm_struct *mm, u64 limit)
+{
+	unsigned long max = min_t(u64, limit >> PAGE_SHIFT, ULONG_MAX);
+	struct mrpool_forkcopy_mm *new, *e, *unused;
+	int ret = 0;
+
+	new = mrpool_kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
+	if (!new)
+		return -ENOMEM;
+	spin_lock(&mrpool_forkcopy_mms_lock);
+	hash_for_each_possible(mrpool_forkcopy_mms, e, node, (unsigned long)mm)
+		if (e->mm == mm)
+			break;
+	unused = new;
+	if (!e) {
+		e = new;
+		e->mm = mm;
+		hash_add(mrpool_forkcopy_mms, &e->node, (unsigned long)mm);
+		unused = NULL;
+	}
+	if (fc->nr_pages > max - min(e->pages, max)) {
+		ret = -ENOMEM;
+		if (!e->pages) {
+			hash_del(&e->node);
+			unused = e;
+		}
+	} else {
+		e->pages += fc->nr_pages;
+	}
+	spin_unlock(&mrpool_forkcopy_mms_lock);
+	kfree(unused);
+	if (ret)
+		return ret;
+	mmgrab(mm);
+	fc->charged = mm;
+	fc->under_quota = e;
+	return 0;
+}
+
 static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc,
 				  struct mm_struct *mm)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	u64 quota;
 	s64 pinned;
 
-	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK) ||
-	    mrpool_quota_covers())
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
 		return 0;
+	if (mrpool_quota_covers(&quota))
+		return mrpool_forkcopy_charge_quota(fc, mm, quota);
 	pinned = atomic64_add_return(fc->nr_pages, &mm->pinned_vm);
 	if ((u64)pinned > limit) {
 		atomic64_sub(fc->nr_pages, &mm->pinned_vm);
@@ -173,9 +243,23 @@ static int mrpool_forkcopy_charge(struct mrpool_fork_copy *fc,
 
 static void mrpool_forkcopy_uncharge(struct mrpool_fork_copy *fc)
 {
+	struct mrpool_forkcopy_mm *e = fc->under_quota;
+
 	if (!fc->charged)
 		return;
-	atomic64_sub(fc->nr_pages, &fc->charged->pinned_vm);
+	if (e) {
+		spin_lock(&mrpool_forkcopy_mms_lock);
+		e->pages -= fc->nr_pages;
+		if (e->pages)
+			e = NULL;
+		else
+			hash_del(&e->node);
+		spin_unlock(&mrpool_forkcopy_mms_lock);
+		kfree(e);
+		fc->under_quota = NULL;
+	} else {
+		atomic64_sub(fc->nr_pages, &fc->charged->pinned_vm);
+	}
 	mmdrop(fc->charged);
 	fc->charged = NULL;
 }

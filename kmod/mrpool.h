@@ -51,6 +51,9 @@
  *   mrpool_quotas_lock   (a spinlock) cgroup quotas and their counts
  *                        (quota.c); never held with mrpool_tenants_lock,
  *                        nothing sleeps under it.
+ *   mrpool_forkcopy_mms_lock  (a spinlock) the per-mm counts of fork
+ *                        copies made below a quota (forkcopy.c);
+ *                        innermost, nothing sleeps under it.
  * Nothing here takes mmap_lock: RLIMIT_MEMLOCK is charged to the user's
  * atomic locked_vm, so a slice can be released from vm_ops->close.
  * Counters are atomic64_t and read without locks.
@@ -334,7 +337,7 @@ struct mrpool_quota_info {
 
 int mrpool_quota_charge(unsigned long nr, struct mrpool_quota_charge **qcp,
 			bool *covered);
-bool mrpool_quota_covers(void);
+bool mrpool_quota_covers(u64 *limit);
 void mrpool_quota_uncharge(struct mrpool_quota_charge *qc, unsigned long nr,
 			   bool quarantined);
 void mrpool_quota_quarantined(struct mrpool_quota_charge *qc);

@@ -212,7 +212,8 @@ unlock:
 }
 
 /**
- * mrpool_quota_covers - does a quota bound the caller instead of its user?
+ * mrpool_quota_covers - the quota that bounds the caller instead of its user
+ * @limit: set to the lowest limit of those quotas, in bytes
  *
  * What mrpool_quota_charge() reports in @covered, charging nothing: for
  * what a caller below a quota with a limit is given beside pool memory
@@ -222,7 +223,7 @@ unlock:
  * Return: true when quota_mode is quota and a quota with a limit is set
  * on the caller's cgroup or one of its ancestors.
  */
-bool mrpool_quota_covers(void)
+bool mrpool_quota_covers(u64 *limit)
 {
 	struct mrpool_quota *q;
 	struct cgroup *cgrp;
@@ -231,12 +232,15 @@ bool mrpool_quota_covers(void)
 	if (READ_ONCE(mrpool_quota_mode) != MRPOOL_QUOTA_MODE_QUOTA ||
 	    !READ_ONCE(mrpool_nr_quotas))
 		return false;
+	*limit = U64_MAX;
 	rcu_read_lock();
 	spin_lock(&mrpool_quotas_lock);
-	for (cgrp = task_dfl_cgroup(current); cgrp && !covered;
-	     cgrp = cgroup_parent(cgrp)) {
+	for (cgrp = task_dfl_cgroup(current); cgrp; cgrp = cgroup_parent(cgrp)) {
 		q = mrpool_quota_find(cgrp);
-		covered = q && q->limit != MRPOOL_QUOTA_NO_LIMIT;
+		if (!q || q->limit == MRPOOL_QUOTA_NO_LIMIT)
+			continue;
+		covered = true;
+		*limit = min(*limit, q->limit);
 	}
 	spin_unlock(&mrpool_quotas_lock);
 	rcu_read_unlock();
