@@ -535,6 +535,14 @@ static void *mrp_pl_move(void *p, struct mrp_arena *a, size_t size, bool real)
 			return NULL;	/* p untouched, errno ENOMEM */
 	}
 	n = old < size ? old : size;
+	/*
+	 * A page the program protected inside the block (a guard page):
+	 * readable again before the copy, as the free below would make it,
+	 * where glibc's realloc resizes in place or by mremap(2) and reads
+	 * nothing.
+	 */
+	if (a && unlikely(atomic_load_explicit(&a->user_prot, memory_order_relaxed)))
+		mrp_pl_unprotect(a, p);
 	memcpy(q, p, n);
 	mrp_add(&mrp_pl_count.copies, 1);
 	mrp_add(&mrp_pl_count.copied, n);
@@ -582,14 +590,10 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		 * A pool buffer keeps serving while the size fits, stays large
 		 * and uses more than half of it; one shrunk to half or less
 		 * moves to a block its size, which gives the rest back to the
-		 * pool (to its depot, or a large arena to the trim). Not in an
-		 * arena the program mprotect()ed: the copy would read through
-		 * its guard page, where glibc shrinks in place.
+		 * pool (to its depot, or a large arena to the trim).
 		 */
 		left = mrp_pl_buf_left(a, p);
-		if (size <= left &&
-		    ((size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) ||
-		     atomic_load_explicit(&a->user_prot, memory_order_relaxed))) {
+		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) {
 			/* kept: the library's check of a large block is never reached */
 			bool live = true;
 

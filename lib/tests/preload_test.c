@@ -308,34 +308,41 @@ static void touch_pages(char *p, size_t n)
 }
 
 /*
- * A shrinking realloc of a block with a page the program mprotect()ed
- * inside it keeps the block where it is, as glibc's does (the review of
- * the shrink: the shim moved it and its copy died of SIGSEGV reading the
- * guard page): a size-class block and a large one; their frees make them
- * readable and writable again for the next owner.
+ * A realloc that moves a block with a page the program mprotect()ed
+ * inside it (a shrink to under half, a growth past its buffer) copies
+ * the bytes without a fault (the review of the shrink: the copy died of
+ * SIGSEGV reading the guard page) and still gives the shrunk block's
+ * memory back: a size-class block and a large one; the old buffer's next
+ * owner gets it read-write.
  */
-TEST(mprotect_shrink_in_place)
+TEST(mprotect_realloc_moves)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	static const size_t sizes[] = { 256 << 10, 4u << 20 };
 
 	for (unsigned int i = 0; i < 2; i++) {
-		size_t n = sizes[i];
-		char *p = malloc(n), *q, *g;
+		for (int grow = 0; grow < 2; grow++) {
+			size_t n = sizes[i], m = grow ? 2 * n : n / 2 - page, off;
+			char *p = malloc(n), *q, *g;
+			uintptr_t was;
 
-		ASSERT_TRUE(in_pool(p));
-		memset(p, 7, n);
-		g = (char *)(((uintptr_t)p + 3 * page) & ~(uintptr_t)(page - 1));
-		ASSERT_EQ(0, mprotect(g, page, PROT_NONE));
-		q = realloc(p, n / 2 - page);
-		EXPECT_EQ(p, q) TH_LOG("%zu bytes: moved", n);
-		EXPECT_EQ(7, q[0]);
-		EXPECT_EQ(7, q[n / 2 - page - 1]);
-		free(q);
-		q = malloc(n);
-		EXPECT_EQ(p, q) TH_LOG("%zu bytes: not the same buffer again", n);
-		touch_pages(q, n);	/* SIGSEGV while the guard stays */
-		free(q);
+			ASSERT_TRUE(in_pool(p));
+			memset(p, 7, n);
+			g = (char *)(((uintptr_t)p + 3 * page) & ~(uintptr_t)(page - 1));
+			off = (size_t)(g - p);
+			was = (uintptr_t)p;
+			ASSERT_EQ(0, mprotect(g, page, PROT_NONE));
+			q = realloc(p, m);
+			ASSERT_NE(NULL, q);
+			EXPECT_NE(was, (uintptr_t)q) TH_LOG("%zu -> %zu bytes: kept", n, m);
+			EXPECT_EQ(7, q[0]);
+			EXPECT_EQ(7, q[off]);
+			EXPECT_EQ(7, q[(m < n ? m : n) - 1]);
+			free(q);
+			q = malloc(n);
+			touch_pages(q, n);	/* SIGSEGV while the guard stays */
+			free(q);
+		}
 	}
 }
 
