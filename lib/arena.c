@@ -660,6 +660,12 @@ int mrp_large_alloc(struct mrp_pool *pool, size_t size, size_t align,
 	return 0;
 }
 
+/* p is the start of a large buffer of pool; pool->lock held. */
+static bool mrp_large_is_start(struct mrp_pool *pool, struct mrp_arena *a, uintptr_t p)
+{
+	return a && a->pool == pool && a->cls == MRP_LARGE && p == a->base;
+}
+
 /*
  * Whether p is a live large buffer of pool (its start, not freed): for a
  * realloc the preload shim answers by keeping the block, which no
@@ -675,8 +681,7 @@ bool mrp_large_live(struct mrp_pool *pool, uintptr_t p)
 
 	pthread_mutex_lock(&pool->lock);
 	a = mrp_arena_of(p);
-	live = a && a->pool == pool && a->cls == MRP_LARGE && p == a->base &&
-	       !a->large_free;
+	live = mrp_large_is_start(pool, a, p) && !a->large_free;
 	pthread_mutex_unlock(&pool->lock);
 	return live;
 }
@@ -695,9 +700,8 @@ int mrp_large_free(struct mrp_pool *pool, uintptr_t p)
 
 	pthread_mutex_lock(&pool->lock);
 	a = mrp_arena_of(p);
-	if (!a || a->pool != pool || a->cls != MRP_LARGE || p != a->base ||
-	    a->large_free) {
-		if (a && a->pool == pool && a->cls == MRP_LARGE && p == a->base)
+	if (!mrp_large_is_start(pool, a, p) || a->large_free) {
+		if (mrp_large_is_start(pool, a, p))
 			mrp_add(&pool->double_frees, 1);
 		pthread_mutex_unlock(&pool->lock);
 		return -EINVAL;

@@ -154,10 +154,23 @@ static MRP_NOINLINE void mrp_pl_bad_free(const char *call, const char *what, voi
  * realloc before it moves or keeps the block): the size-class buffer
  * holding p must be LIVE (see mrp_pl_mark_live()); with mark, it becomes
  * OUT. That p is the buffer's start the library checks (mrp_free() fails
- * with -EINVAL otherwise, and the shim aborts); large blocks are left to
- * the library, but for a free the shim deferred (mrp_pl_defer()), which
- * the library still sees live.
+ * with -EINVAL otherwise, and the shim aborts). A large block's free is
+ * left to the library, but for a free the shim deferred (mrp_pl_defer()),
+ * which the library still sees live; a realloc (!mark) asks the library
+ * here, for it may keep the block and reach no mrp_free().
  */
+static MRP_NOINLINE void mrp_pl_check_large(struct mrp_pool *pool, void *p, const char *call)
+{
+	bool live;
+
+	/* pool->lock: a signal handler's free must defer meanwhile */
+	mrp_pl_enter_outer();
+	live = mrp_large_live(pool, (uintptr_t)p);
+	mrp_pl_leave_outer();
+	if (!live)
+		mrp_pl_bad_free(call, "double free or invalid pointer", p);
+}
+
 static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a, void *p,
 				     const char *call, bool mark)
 {
@@ -167,6 +180,8 @@ static inline void mrp_pl_check_live(struct mrp_pool *pool, struct mrp_arena *a,
 	if (a->cls == MRP_LARGE) {
 		if (unlikely(atomic_load_explicit(&a->pl_deferred, memory_order_relaxed)))
 			mrp_pl_bad_free(call, "double free detected", p);
+		if (!mark)
+			mrp_pl_check_large(pool, p, call);
 		return;
 	}
 	if (pool->debug)
@@ -593,20 +608,8 @@ MRP_PL_EXPORT void *realloc(void *p, size_t size)
 		 * pool (to its depot, or a large arena to the trim).
 		 */
 		left = mrp_pl_buf_left(a, p);
-		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min) {
-			/* kept: the library's check of a large block is never reached */
-			bool live = true;
-
-			if (a->cls == MRP_LARGE && pool) {
-				/* pool->lock: a handler's free must defer meanwhile */
-				mrp_pl_enter_outer();
-				live = mrp_large_live(pool, (uintptr_t)p);
-				mrp_pl_leave_outer();
-			}
-			if (!live)
-				mrp_pl_bad_free("realloc", "double free or invalid pointer", p);
+		if (size <= left && size > left / 2 && mrp_pl_cfg.min && size >= mrp_pl_cfg.min)
 			return p;
-		}
 	}
 	return mrp_pl_move(p, a, size, false);
 }
