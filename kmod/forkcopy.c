@@ -184,9 +184,10 @@ static int mrpool_forkcopy_charge_quota(struct mrpool_fork_copy *fc,
 					struct mm_struct *mm, u64 limit)
 {
 	unsigned long max = min_t(u64, limit >> PAGE_SHIFT, ULONG_MAX);
-	struct mrpool_forkcopy_mm *new, *e, *unused;
+	struct mrpool_forkcopy_mm *new, *e;
 	int ret = 0;
 
+	/* @new is freed below unless it became @mm's entry */
 	new = mrpool_kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
 	if (!new)
 		return -ENOMEM;
@@ -194,24 +195,23 @@ static int mrpool_forkcopy_charge_quota(struct mrpool_fork_copy *fc,
 	hash_for_each_possible(mrpool_forkcopy_mms, e, node, (unsigned long)mm)
 		if (e->mm == mm)
 			break;
-	unused = new;
 	if (!e) {
-		e = new;
+		swap(e, new);
 		e->mm = mm;
 		hash_add(mrpool_forkcopy_mms, &e->node, (unsigned long)mm);
-		unused = NULL;
 	}
-	if (fc->nr_pages > max - min(e->pages, max)) {
+	/* the limit may have been lowered since the count's last copy */
+	if (e->pages > max || fc->nr_pages > max - e->pages) {
 		ret = -ENOMEM;
 		if (!e->pages) {
 			hash_del(&e->node);
-			unused = e;
+			new = e;
 		}
 	} else {
 		e->pages += fc->nr_pages;
 	}
 	spin_unlock(&mrpool_forkcopy_mms_lock);
-	kfree(unused);
+	kfree(new);
 	if (ret)
 		return ret;
 	mmgrab(mm);
